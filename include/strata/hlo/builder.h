@@ -1,0 +1,98 @@
+// Builder: constructs one Computation with shapes inferred (and checked) as
+// each instruction is added. Every method throws strata::Error on operands
+// whose shapes or dtypes the opcode does not accept.
+//
+//   hlo::Module m("axpy");
+//   hlo::Builder b("main");
+//   auto* x = b.Parameter(0, Shape(DType::kF32, {4}), "x");
+//   auto* y = b.Parameter(1, Shape(DType::kF32, {4}), "y");
+//   auto* a = b.Broadcast(b.Constant(Literal::Scalar(2.0f)), {4}, {});
+//   m.AddEntryComputation(b.Build(b.Add(b.Multiply(a, x), y)));
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "strata/hlo/module.h"
+
+namespace strata::hlo {
+
+class Builder {
+ public:
+  explicit Builder(std::string name);
+  Builder(const Builder&) = delete;
+  Builder& operator=(const Builder&) = delete;
+
+  Instruction* Parameter(int64_t number, Shape shape, std::string name = "");
+  Instruction* Constant(Literal literal);
+  template <typename T>
+  Instruction* ConstantScalar(T value) {
+    return Constant(Literal::Scalar<T>(value));
+  }
+  Instruction* Iota(Shape shape, int64_t iota_dimension);
+  Instruction* Convert(Instruction* x, DType dtype);
+  Instruction* BitcastConvert(Instruction* x, DType dtype);
+  // Output dims `dims`; operand dimension i maps to output dimension dimensions[i].
+  Instruction* Broadcast(Instruction* x, std::vector<int64_t> dims, std::vector<int64_t> dimensions);
+  Instruction* Reshape(Instruction* x, std::vector<int64_t> dims);
+  Instruction* Transpose(Instruction* x, std::vector<int64_t> permutation);
+  Instruction* Copy(Instruction* x);
+  Instruction* Slice(Instruction* x, std::vector<int64_t> starts, std::vector<int64_t> limits,
+                     std::vector<int64_t> strides = {});
+  Instruction* DynamicSlice(Instruction* x, std::vector<Instruction*> starts,
+                            std::vector<int64_t> sizes);
+  Instruction* DynamicUpdateSlice(Instruction* x, Instruction* update,
+                                  std::vector<Instruction*> starts);
+  Instruction* Concatenate(std::vector<Instruction*> operands, int64_t dimension);
+  Instruction* Pad(Instruction* x, Instruction* padding_value, std::vector<PadRange> padding);
+  Instruction* Reverse(Instruction* x, std::vector<int64_t> dimensions);
+  Instruction* Select(Instruction* pred, Instruction* on_true, Instruction* on_false);
+  Instruction* Compare(Instruction* a, Instruction* b, Comparison direction);
+  Instruction* Clamp(Instruction* lo, Instruction* x, Instruction* hi);
+  Instruction* IsFinite(Instruction* x);
+
+  Instruction* Unary(Opcode op, Instruction* x);
+  Instruction* Binary(Opcode op, Instruction* a, Instruction* b);
+  Instruction* Add(Instruction* a, Instruction* b) { return Binary(Opcode::kAdd, a, b); }
+  Instruction* Subtract(Instruction* a, Instruction* b) { return Binary(Opcode::kSubtract, a, b); }
+  Instruction* Multiply(Instruction* a, Instruction* b) { return Binary(Opcode::kMultiply, a, b); }
+  Instruction* Divide(Instruction* a, Instruction* b) { return Binary(Opcode::kDivide, a, b); }
+  Instruction* Maximum(Instruction* a, Instruction* b) { return Binary(Opcode::kMaximum, a, b); }
+  Instruction* Minimum(Instruction* a, Instruction* b) { return Binary(Opcode::kMinimum, a, b); }
+
+  // Variadic reduce: N operands, N init scalars, to_apply takes 2N scalars.
+  Instruction* Reduce(std::vector<Instruction*> operands, std::vector<Instruction*> inits,
+                      std::vector<int64_t> dimensions, Computation* to_apply);
+  Instruction* Reduce(Instruction* operand, Instruction* init, std::vector<int64_t> dimensions,
+                      Computation* to_apply) {
+    return Reduce(std::vector<Instruction*>{operand}, std::vector<Instruction*>{init},
+                  std::move(dimensions), to_apply);
+  }
+  Instruction* Dot(Instruction* lhs, Instruction* rhs, DotDims dims);
+  Instruction* Gather(Instruction* operand, Instruction* indices, GatherDims dims);
+  Instruction* Scatter(Instruction* operand, Instruction* indices, Instruction* updates,
+                       ScatterDims dims, Computation* to_apply);
+  Instruction* Tuple(std::vector<Instruction*> elements);
+  Instruction* GetTupleElement(Instruction* tuple, int64_t index);
+  Instruction* While(Computation* condition, Computation* body, Instruction* init);
+  Instruction* Call(Computation* computation, std::vector<Instruction*> arguments);
+  // Philox-4x32-10 bits: state is u64[2] (key, counter); result is
+  // (new state u64[2], bits of `bits_shape`).
+  Instruction* RngBitGenerator(Instruction* state, Shape bits_shape);
+
+  // Adds an instruction whose shape is already set, verifying it.
+  Instruction* Add(std::unique_ptr<Instruction> instruction);
+  // Finishes the computation with `root` as its root.
+  std::unique_ptr<Computation> Build(Instruction* root);
+
+ private:
+  Instruction* Make(Opcode op, Shape shape, std::vector<Instruction*> operands);
+  Instruction* Finish(Instruction* instruction);
+  std::unique_ptr<Computation> computation_;
+};
+
+// Common scalar computations for reduce / scatter: (a, b) -> a op b.
+std::unique_ptr<Computation> MakeScalarBinaryComputation(std::string name, Opcode op, DType dtype);
+
+}  // namespace strata::hlo

@@ -1,0 +1,153 @@
+// The program IR: a Module holds Computations; a Computation holds
+// Instructions in a valid (topological) order with one root. This is XLA's
+// HLO in miniature: same opcodes, same semantics, same text format. Unlike the
+// lazy IR above it, program IR is mutable so compiler passes can rewrite it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "strata/core/shape.h"
+#include "strata/hlo/literal.h"
+#include "strata/hlo/opcode.h"
+
+namespace strata::hlo {
+
+class Computation;
+
+struct SliceRange {
+  int64_t start = 0, limit = 0, stride = 1;
+  bool operator==(const SliceRange&) const = default;
+};
+struct PadRange {
+  int64_t low = 0, high = 0, interior = 0;
+  bool operator==(const PadRange&) const = default;
+};
+struct DotDims {
+  std::vector<int64_t> lhs_batch, rhs_batch, lhs_contracting, rhs_contracting;
+  bool operator==(const DotDims&) const = default;
+};
+struct GatherDims {
+  std::vector<int64_t> offset_dims, collapsed_slice_dims, start_index_map;
+  int64_t index_vector_dim = 0;
+  std::vector<int64_t> slice_sizes;
+  bool operator==(const GatherDims&) const = default;
+};
+struct ScatterDims {
+  std::vector<int64_t> update_window_dims, inserted_window_dims, scatter_dims_to_operand_dims;
+  int64_t index_vector_dim = 0;
+  bool operator==(const ScatterDims&) const = default;
+};
+
+class Instruction {
+ public:
+  Instruction(Opcode opcode, Shape shape, std::vector<Instruction*> operands)
+      : opcode_(opcode), shape_(std::move(shape)), operands_(std::move(operands)) {}
+
+  Opcode opcode() const { return opcode_; }
+  const Shape& shape() const { return shape_; }
+  void set_shape(Shape shape) { shape_ = std::move(shape); }
+  const std::string& name() const { return name_; }
+  void set_name(std::string name) { name_ = std::move(name); }
+  const std::vector<Instruction*>& operands() const { return operands_; }
+  Instruction* operand(int64_t i) const { return operands_[i]; }
+  int64_t operand_count() const { return static_cast<int64_t>(operands_.size()); }
+  void set_operand(int64_t i, Instruction* op) { operands_[i] = op; }
+  void set_operands(std::vector<Instruction*> ops) { operands_ = std::move(ops); }
+  Computation* parent() const { return parent_; }
+
+  // Attributes; which ones an opcode uses is documented in builder.h.
+  int64_t parameter_number = -1;             // parameter
+  int64_t tuple_index = -1;                  // get-tuple-element
+  std::vector<int64_t> dimensions;           // broadcast, transpose, reduce, reverse,
+                                             // concatenate, iota
+  std::vector<SliceRange> slice;             // slice
+  std::vector<int64_t> dynamic_slice_sizes;  // dynamic-slice
+  std::vector<PadRange> padding;             // pad
+  Comparison direction = Comparison::kEq;    // compare
+  DotDims dot;                               // dot
+  GatherDims gather;                         // gather
+  ScatterDims scatter;                       // scatter
+  Literal literal;                           // constant
+  std::string rng_algorithm;                 // rng-bit-generator ("rng_philox")
+  std::string sharding;                      // XLA sharding text, e.g. "{devices=[2,1]0,1}"
+  // Called computations: reduce / scatter to_apply = [0]; while condition = [0],
+  // body = [1]; call = [0].
+  std::vector<Computation*> called;
+
+ private:
+  friend class Computation;
+  Opcode opcode_;
+  Shape shape_;
+  std::vector<Instruction*> operands_;
+  std::string name_;
+  Computation* parent_ = nullptr;
+};
+
+class Computation {
+ public:
+  explicit Computation(std::string name) : name_(std::move(name)) {}
+  Computation(const Computation&) = delete;
+  Computation& operator=(const Computation&) = delete;
+
+  const std::string& name() const { return name_; }
+  void set_name(std::string name) { name_ = std::move(name); }
+
+  // Appends; operands must already be in this computation.
+  Instruction* AddInstruction(std::unique_ptr<Instruction> instruction);
+  // Instructions in insertion order (operands before users).
+  const std::vector<std::unique_ptr<Instruction>>& instructions() const { return instructions_; }
+  int64_t instruction_count() const { return static_cast<int64_t>(instructions_.size()); }
+
+  Instruction* root() const { return root_; }
+  void set_root(Instruction* root) { root_ = root; }
+  // Parameters sorted by parameter number.
+  std::vector<Instruction*> parameters() const;
+  int64_t parameter_count() const;
+  Instruction* parameter(int64_t number) const;
+
+  // Replaces every use of `from` (operands and root) by `to`.
+  void ReplaceAllUsesWith(Instruction* from, Instruction* to);
+  // Drops instructions not reachable from the root (parameters stay).
+  // Returns how many were removed.
+  int64_t RemoveDeadInstructions();
+  // Reorders instructions so that operands come before users (stable).
+  void SortTopologically();
+  // Puts the instructions in `order`, which must be a permutation of them.
+  void SetInstructionOrder(const std::vector<Instruction*>& order);
+
+ private:
+  std::string name_;
+  std::vector<std::unique_ptr<Instruction>> instructions_;
+  Instruction* root_ = nullptr;
+};
+
+class Module {
+ public:
+  explicit Module(std::string name = "module") : name_(std::move(name)) {}
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  const std::string& name() const { return name_; }
+  void set_name(std::string name) { name_ = std::move(name); }
+
+  Computation* AddComputation(std::unique_ptr<Computation> computation);
+  Computation* AddEntryComputation(std::unique_ptr<Computation> computation);
+  Computation* entry() const { return entry_; }
+  void set_entry(Computation* entry) { entry_ = entry; }
+  // Computations in dependency order (callees before callers), entry last.
+  const std::vector<std::unique_ptr<Computation>>& computations() const { return computations_; }
+  Computation* FindComputation(std::string_view name) const;
+
+  std::unique_ptr<Module> Clone() const;
+  // Drops computations no longer called from the entry.
+  void RemoveUnreachableComputations();
+
+ private:
+  std::string name_;
+  std::vector<std::unique_ptr<Computation>> computations_;
+  Computation* entry_ = nullptr;
+};
+
+}  // namespace strata::hlo

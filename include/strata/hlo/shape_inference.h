@@ -1,0 +1,16 @@
+// Shape and dtype rules of every opcode. The builder uses them to give each
+// instruction its shape; the verifier uses them to check parsed programs.
+#pragma once
+
+#include "strata/hlo/module.h"
+
+namespace strata::hlo {
+
+// The shape `instruction` must have given its operands and attributes. For
+// opcodes whose shape is itself an attribute (parameter, constant, iota,
+// broadcast, reshape, rng-bit-generator) the instruction's own shape is
+// validated and returned. Throws strata::Error naming the opcode, the operand
+// shapes and what was expected.
+Shape InferShape(const Instruction& instruction);
+
+}  // namespace strata::hlo

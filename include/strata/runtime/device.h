@@ -1,0 +1,98 @@
+// Devices and buffers. Every buffer belongs to a device. The CPU backend
+// offers N virtual devices (STRATA_CPU_DEVICES, default 1) so that SPMD
+// programs can be partitioned across them; today they share one process and
+// one memory.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "strata/core/shape.h"
+
+namespace strata::runtime {
+
+class ThreadPool;
+
+class Device {
+ public:
+  Device(int id, std::string kind) : id_(id), kind_(std::move(kind)) {}
+  int id() const { return id_; }
+  const std::string& kind() const { return kind_; }
+  std::string ToString() const { return kind_ + ":" + std::to_string(id_); }
+
+ private:
+  int id_;
+  std::string kind_;
+};
+
+// A dense row-major array in a device's memory. A cheap handle: copies share
+// the bytes. Allocations are 64-byte aligned.
+class Buffer {
+ public:
+  Buffer() = default;
+  static Buffer Allocate(const Shape& shape, const Device* device);
+  static Buffer FromHost(const Shape& shape, std::span<const uint8_t> bytes, const Device* device);
+  template <typename T>
+  static Buffer FromVector(const std::vector<T>& values, std::vector<int64_t> dims,
+                           const Device* device);
+
+  bool defined() const { return data_ != nullptr; }
+  const Shape& shape() const { return shape_; }
+  const Device* device() const { return device_; }
+  uint8_t* data() const { return data_.get(); }
+  int64_t size_bytes() const { return shape_.byte_size(); }
+  template <typename T>
+  T* data_as() const {
+    return reinterpret_cast<T*>(data_.get());
+  }
+  template <typename T>
+  std::vector<T> ToVector() const;
+
+ private:
+  Shape shape_;
+  const Device* device_ = nullptr;
+  std::shared_ptr<uint8_t> data_;
+};
+
+// The runtime context: devices and the compute thread pool. One per process
+// (Client::Default()); tests may construct their own.
+class Client {
+ public:
+  explicit Client(int num_devices, int num_threads = 0);
+  ~Client();
+  static Client& Default();
+
+  int device_count() const { return static_cast<int>(devices_.size()); }
+  const Device* device(int i) const;
+  ThreadPool& thread_pool() const { return *pool_; }
+
+ private:
+  std::vector<std::unique_ptr<Device>> devices_;
+  std::unique_ptr<ThreadPool> pool_;
+};
+
+// 64-byte aligned allocation owned by a shared_ptr.
+std::shared_ptr<uint8_t> AllocateAligned(int64_t bytes);
+
+template <typename T>
+Buffer Buffer::FromVector(const std::vector<T>& values, std::vector<int64_t> dims,
+                          const Device* device) {
+  Shape shape(DTypeOf<T>::value, std::move(dims));
+  return FromHost(shape,
+                  std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(values.data()),
+                                           values.size() * sizeof(T)),
+                  device);
+}
+
+template <typename T>
+std::vector<T> Buffer::ToVector() const {
+  std::vector<T> out(shape_.num_elements());
+  if (!out.empty()) std::copy_n(data_as<const T>(), out.size(), out.data());
+  return out;
+}
+
+}  // namespace strata::runtime

@@ -1,0 +1,59 @@
+// Compiling a program-IR module for the CPU, and running it.
+//
+// Compile = verify -> passes (inline calls, algebraic simplification,
+// constant folding, CSE, DCE) -> schedule -> buffer plan -> kernels. The
+// result is immutable: Run may be called from several threads at once.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "strata/hlo/module.h"
+#include "strata/runtime/device.h"
+
+namespace strata::runtime {
+
+struct CompileOptions {
+  bool run_passes = true;
+  const Client* client = nullptr;  // default: Client::Default()
+};
+
+struct PlanStats {
+  int64_t temp_bytes = 0;          // the arena: temporaries, loop state, scratch
+  int64_t output_bytes = 0;        // result buffers handed to the caller
+  int64_t planned_peak_bytes = 0;  // temp + output
+  int64_t in_place_updates = 0;    // values written over a dead operand's storage
+};
+
+class Program;
+
+class Executable {
+ public:
+  static std::unique_ptr<Executable> Compile(const hlo::Module& module,
+                                             const CompileOptions& options = {});
+  ~Executable();
+
+  // Arguments are the entry parameters' array leaves, in parameter order.
+  // Returns the root's array leaves (one buffer for an array root).
+  std::vector<Buffer> Run(const std::vector<Buffer>& arguments, const Device* device = nullptr) const;
+
+  // The module after passes, as it is executed.
+  const hlo::Module& module() const { return *module_; }
+  const PlanStats& stats() const { return stats_; }
+  const std::vector<Shape>& parameter_shapes() const { return parameter_shapes_; }
+  const std::vector<Shape>& result_shapes() const { return result_shapes_; }
+
+ private:
+  Executable() = default;
+  struct ArenaPool;
+  std::unique_ptr<hlo::Module> module_;
+  std::unique_ptr<Program> program_;
+  std::unique_ptr<ArenaPool> arenas_;
+  const Client* client_ = nullptr;
+  PlanStats stats_;
+  std::vector<Shape> parameter_shapes_;
+  std::vector<Shape> result_shapes_;
+};
+
+}  // namespace strata::runtime

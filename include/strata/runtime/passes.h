@@ -1,0 +1,19 @@
+// Program-IR passes run by Compile. Each returns whether it changed anything.
+#pragma once
+
+#include "strata/hlo/module.h"
+
+namespace strata::runtime {
+
+bool InlineCalls(hlo::Module& module);
+bool SimplifyAlgebra(hlo::Module& module);
+bool FoldConstants(hlo::Module& module);
+bool EliminateCommonSubexpressions(hlo::Module& module);
+bool EliminateDeadCode(hlo::Module& module);
+// Runs all of the above to a fixed point (a few rounds at most).
+void RunPasses(hlo::Module& module);
+// Reorders each computation into a depth-first post-order from its root, so
+// values are consumed soon after they are made.
+void Schedule(hlo::Module& module);
+
+}  // namespace strata::runtime

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs every dependency strata needs from Debian's packages. Idempotent.
+set -euo pipefail
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+packages=(
+  cmake ninja-build g++ pkg-config
+  libdnnl-dev          # GEMM (oneDNN): fastest measured here, see docs/dependencies.md
+  libxxhash-dev        # XXH3-128 hashing
+  nlohmann-json3-dev   # safetensors headers, config.json
+  libcli11-dev         # the strata command line
+  libfmt-dev           # formatting (g++ 12 has no <format>)
+  libgtest-dev libgmock-dev libbenchmark-dev
+  clang-format
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

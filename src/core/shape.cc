@@ -1,0 +1,75 @@
+#include "strata/core/shape.h"
+
+#include <fmt/format.h>
+
+#include "strata/core/error.h"
+
+namespace strata {
+
+Shape::Shape(DType dtype, std::vector<int64_t> dims) : dtype_(dtype), dims_(std::move(dims)) {
+  for (int64_t d : dims_) {
+    if (d < 0) Fail("[shape] dimensions must be non-negative, got {}", DimsToString(dims_));
+  }
+}
+
+Shape Shape::Tuple(std::vector<Shape> elements) {
+  Shape s;
+  s.is_tuple_ = true;
+  s.tuple_shapes_ = std::move(elements);
+  return s;
+}
+
+int64_t Shape::num_elements() const {
+  STRATA_CHECK(!is_tuple_, "num_elements of tuple shape {}", ToString());
+  return Product(dims_);
+}
+
+int64_t Shape::byte_size() const { return num_elements() * DTypeSize(dtype_); }
+
+std::vector<Shape> Shape::Leaves() const {
+  if (!is_tuple_) return {*this};
+  std::vector<Shape> leaves;
+  for (const Shape& s : tuple_shapes_) {
+    auto sub = s.Leaves();
+    leaves.insert(leaves.end(), sub.begin(), sub.end());
+  }
+  return leaves;
+}
+
+std::string Shape::ToString() const {
+  if (!is_tuple_) return fmt::format("{}{}", DTypeName(dtype_), DimsToString(dims_));
+  std::string out = "(";
+  for (size_t i = 0; i < tuple_shapes_.size(); ++i) {
+    if (i) out += ", ";
+    out += tuple_shapes_[i].ToString();
+  }
+  return out + ")";
+}
+
+bool Shape::operator==(const Shape& other) const {
+  if (is_tuple_ != other.is_tuple_) return false;
+  if (is_tuple_) return tuple_shapes_ == other.tuple_shapes_;
+  return dtype_ == other.dtype_ && dims_ == other.dims_;
+}
+
+std::vector<int64_t> RowMajorStrides(std::span<const int64_t> dims) {
+  std::vector<int64_t> strides(dims.size());
+  int64_t s = 1;
+  for (size_t i = dims.size(); i-- > 0;) {
+    strides[i] = s;
+    s *= dims[i];
+  }
+  return strides;
+}
+
+int64_t Product(std::span<const int64_t> dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+std::string DimsToString(std::span<const int64_t> dims) {
+  return fmt::format("[{}]", fmt::join(dims, ","));
+}
+
+}  // namespace strata

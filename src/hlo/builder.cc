@@ -1,0 +1,228 @@
+#include "strata/hlo/builder.h"
+
+#include <fmt/format.h>
+
+#include <atomic>
+
+#include "strata/hlo/shape_inference.h"
+
+namespace strata::hlo {
+namespace {
+
+// Names are unique across every module built in the process: "add.17".
+std::string FreshName(Opcode op) {
+  static std::atomic<int64_t> counter{0};
+  return fmt::format("{}.{}", OpcodeName(op), counter.fetch_add(1));
+}
+
+}  // namespace
+
+Builder::Builder(std::string name) : computation_(std::make_unique<Computation>(std::move(name))) {}
+
+Instruction* Builder::Finish(Instruction* inst) {
+  inst->set_shape(InferShape(*inst));
+  if (inst->name().empty()) inst->set_name(FreshName(inst->opcode()));
+  return inst;
+}
+
+Instruction* Builder::Make(Opcode op, Shape shape, std::vector<Instruction*> operands) {
+  return computation_->AddInstruction(
+      std::make_unique<Instruction>(op, std::move(shape), std::move(operands)));
+}
+
+Instruction* Builder::Add(std::unique_ptr<Instruction> instruction) {
+  return Finish(computation_->AddInstruction(std::move(instruction)));
+}
+
+Instruction* Builder::Parameter(int64_t number, Shape shape, std::string name) {
+  Instruction* p = Make(Opcode::kParameter, std::move(shape), {});
+  p->parameter_number = number;
+  if (!name.empty()) p->set_name(std::move(name));
+  return Finish(p);
+}
+
+Instruction* Builder::Constant(Literal literal) {
+  Instruction* c = Make(Opcode::kConstant, literal.shape(), {});
+  c->literal = std::move(literal);
+  return Finish(c);
+}
+
+Instruction* Builder::Iota(Shape shape, int64_t iota_dimension) {
+  Instruction* i = Make(Opcode::kIota, std::move(shape), {});
+  i->dimensions = {iota_dimension};
+  return Finish(i);
+}
+
+Instruction* Builder::Convert(Instruction* x, DType dtype) {
+  return Finish(Make(Opcode::kConvert, Shape(dtype, {}), {x}));
+}
+
+Instruction* Builder::BitcastConvert(Instruction* x, DType dtype) {
+  return Finish(Make(Opcode::kBitcastConvert, Shape(dtype, {}), {x}));
+}
+
+Instruction* Builder::Broadcast(Instruction* x, std::vector<int64_t> dims,
+                                std::vector<int64_t> dimensions) {
+  Instruction* b = Make(Opcode::kBroadcast, Shape(x->shape().dtype(), std::move(dims)), {x});
+  b->dimensions = std::move(dimensions);
+  return Finish(b);
+}
+
+Instruction* Builder::Reshape(Instruction* x, std::vector<int64_t> dims) {
+  return Finish(Make(Opcode::kReshape, Shape(x->shape().dtype(), std::move(dims)), {x}));
+}
+
+Instruction* Builder::Transpose(Instruction* x, std::vector<int64_t> permutation) {
+  Instruction* t = Make(Opcode::kTranspose, Shape(), {x});
+  t->dimensions = std::move(permutation);
+  return Finish(t);
+}
+
+Instruction* Builder::Copy(Instruction* x) { return Finish(Make(Opcode::kCopy, Shape(), {x})); }
+
+Instruction* Builder::Slice(Instruction* x, std::vector<int64_t> starts, std::vector<int64_t> limits,
+                            std::vector<int64_t> strides) {
+  Instruction* s = Make(Opcode::kSlice, Shape(), {x});
+  if (starts.size() != limits.size() || (!strides.empty() && strides.size() != starts.size())) {
+    Fail("[slice] starts, limits and strides must have one entry per dimension");
+  }
+  for (size_t i = 0; i < starts.size(); ++i) {
+    s->slice.push_back({starts[i], limits[i], strides.empty() ? 1 : strides[i]});
+  }
+  return Finish(s);
+}
+
+Instruction* Builder::DynamicSlice(Instruction* x, std::vector<Instruction*> starts,
+                                   std::vector<int64_t> sizes) {
+  starts.insert(starts.begin(), x);
+  Instruction* s = Make(Opcode::kDynamicSlice, Shape(), std::move(starts));
+  s->dynamic_slice_sizes = std::move(sizes);
+  return Finish(s);
+}
+
+Instruction* Builder::DynamicUpdateSlice(Instruction* x, Instruction* update,
+                                         std::vector<Instruction*> starts) {
+  starts.insert(starts.begin(), {x, update});
+  return Finish(Make(Opcode::kDynamicUpdateSlice, Shape(), std::move(starts)));
+}
+
+Instruction* Builder::Concatenate(std::vector<Instruction*> operands, int64_t dimension) {
+  Instruction* c = Make(Opcode::kConcatenate, Shape(), std::move(operands));
+  c->dimensions = {dimension};
+  return Finish(c);
+}
+
+Instruction* Builder::Pad(Instruction* x, Instruction* padding_value,
+                          std::vector<PadRange> padding) {
+  Instruction* p = Make(Opcode::kPad, Shape(), {x, padding_value});
+  p->padding = std::move(padding);
+  return Finish(p);
+}
+
+Instruction* Builder::Reverse(Instruction* x, std::vector<int64_t> dimensions) {
+  Instruction* r = Make(Opcode::kReverse, Shape(), {x});
+  r->dimensions = std::move(dimensions);
+  return Finish(r);
+}
+
+Instruction* Builder::Select(Instruction* pred, Instruction* on_true, Instruction* on_false) {
+  return Finish(Make(Opcode::kSelect, Shape(), {pred, on_true, on_false}));
+}
+
+Instruction* Builder::Compare(Instruction* a, Instruction* b, Comparison direction) {
+  Instruction* c = Make(Opcode::kCompare, Shape(), {a, b});
+  c->direction = direction;
+  return Finish(c);
+}
+
+Instruction* Builder::Clamp(Instruction* lo, Instruction* x, Instruction* hi) {
+  return Finish(Make(Opcode::kClamp, Shape(), {lo, x, hi}));
+}
+
+Instruction* Builder::IsFinite(Instruction* x) {
+  return Finish(Make(Opcode::kIsFinite, Shape(), {x}));
+}
+
+Instruction* Builder::Unary(Opcode op, Instruction* x) {
+  if (!IsElementwiseUnary(op)) Fail("[builder] {} is not an elementwise unary opcode", OpcodeName(op));
+  return Finish(Make(op, Shape(), {x}));
+}
+
+Instruction* Builder::Binary(Opcode op, Instruction* a, Instruction* b) {
+  if (!IsElementwiseBinary(op)) Fail("[builder] {} is not an elementwise binary opcode", OpcodeName(op));
+  return Finish(Make(op, Shape(), {a, b}));
+}
+
+Instruction* Builder::Reduce(std::vector<Instruction*> operands, std::vector<Instruction*> inits,
+                             std::vector<int64_t> dimensions, Computation* to_apply) {
+  operands.insert(operands.end(), inits.begin(), inits.end());
+  Instruction* r = Make(Opcode::kReduce, Shape(), std::move(operands));
+  r->dimensions = std::move(dimensions);
+  r->called = {to_apply};
+  return Finish(r);
+}
+
+Instruction* Builder::Dot(Instruction* lhs, Instruction* rhs, DotDims dims) {
+  Instruction* d = Make(Opcode::kDot, Shape(), {lhs, rhs});
+  d->dot = std::move(dims);
+  return Finish(d);
+}
+
+Instruction* Builder::Gather(Instruction* operand, Instruction* indices, GatherDims dims) {
+  Instruction* g = Make(Opcode::kGather, Shape(), {operand, indices});
+  g->gather = std::move(dims);
+  return Finish(g);
+}
+
+Instruction* Builder::Scatter(Instruction* operand, Instruction* indices, Instruction* updates,
+                              ScatterDims dims, Computation* to_apply) {
+  Instruction* s = Make(Opcode::kScatter, Shape(), {operand, indices, updates});
+  s->scatter = std::move(dims);
+  s->called = {to_apply};
+  return Finish(s);
+}
+
+Instruction* Builder::Tuple(std::vector<Instruction*> elements) {
+  return Finish(Make(Opcode::kTuple, Shape(), std::move(elements)));
+}
+
+Instruction* Builder::GetTupleElement(Instruction* tuple, int64_t index) {
+  Instruction* g = Make(Opcode::kGetTupleElement, Shape(), {tuple});
+  g->tuple_index = index;
+  return Finish(g);
+}
+
+Instruction* Builder::While(Computation* condition, Computation* body, Instruction* init) {
+  Instruction* w = Make(Opcode::kWhile, Shape(), {init});
+  w->called = {condition, body};
+  return Finish(w);
+}
+
+Instruction* Builder::Call(Computation* computation, std::vector<Instruction*> arguments) {
+  Instruction* c = Make(Opcode::kCall, Shape(), std::move(arguments));
+  c->called = {computation};
+  return Finish(c);
+}
+
+Instruction* Builder::RngBitGenerator(Instruction* state, Shape bits_shape) {
+  Instruction* r =
+      Make(Opcode::kRngBitGenerator, Shape::Tuple({state->shape(), std::move(bits_shape)}), {state});
+  r->rng_algorithm = "rng_philox";
+  return Finish(r);
+}
+
+std::unique_ptr<Computation> Builder::Build(Instruction* root) {
+  STRATA_CHECK(root && root->parent() == computation_.get(), "root must belong to {}",
+               computation_->name());
+  computation_->set_root(root);
+  return std::move(computation_);
+}
+
+std::unique_ptr<Computation> MakeScalarBinaryComputation(std::string name, Opcode op, DType dtype) {
+  Builder b(std::move(name));
+  auto* x = b.Parameter(0, Shape::Scalar(dtype), "x");
+  auto* y = b.Parameter(1, Shape::Scalar(dtype), "y");
+  return b.Build(b.Binary(op, x, y));
+}
+
+}  // namespace strata::hlo

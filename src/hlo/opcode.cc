@@ -1,0 +1,50 @@
+#include "strata/hlo/opcode.h"
+
+#include <array>
+
+namespace strata::hlo {
+namespace {
+
+enum class Kind { Unary, Binary, Other };
+
+struct OpcodeInfo {
+  std::string_view name;
+  Kind kind;
+};
+
+constexpr std::array kOpcodeInfo = {
+#define STRATA_HLO_OPCODE_INFO(e, name, kind) OpcodeInfo{name, Kind::kind},
+    STRATA_HLO_OPCODES(STRATA_HLO_OPCODE_INFO)
+#undef STRATA_HLO_OPCODE_INFO
+};
+
+constexpr std::array<std::string_view, 6> kComparisonNames = {"EQ", "NE", "LT", "LE", "GT", "GE"};
+
+}  // namespace
+
+std::string_view OpcodeName(Opcode op) { return kOpcodeInfo[static_cast<size_t>(op)].name; }
+
+std::optional<Opcode> OpcodeFromName(std::string_view name) {
+  for (size_t i = 0; i < kOpcodeInfo.size(); ++i) {
+    if (kOpcodeInfo[i].name == name) return static_cast<Opcode>(i);
+  }
+  return std::nullopt;
+}
+
+bool IsElementwiseUnary(Opcode op) {
+  return kOpcodeInfo[static_cast<size_t>(op)].kind == Kind::Unary;
+}
+bool IsElementwiseBinary(Opcode op) {
+  return kOpcodeInfo[static_cast<size_t>(op)].kind == Kind::Binary;
+}
+
+std::string_view ComparisonName(Comparison c) { return kComparisonNames[static_cast<size_t>(c)]; }
+
+std::optional<Comparison> ComparisonFromName(std::string_view name) {
+  for (size_t i = 0; i < kComparisonNames.size(); ++i) {
+    if (kComparisonNames[i] == name) return static_cast<Comparison>(i);
+  }
+  return std::nullopt;
+}
+
+}  // namespace strata::hlo

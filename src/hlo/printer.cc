@@ -1,0 +1,128 @@
+// Prints modules in XLA's HLO text format (canonical strata form: no '%',
+// operands by name only, no layouts). The parser reads this back exactly.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "strata/hlo/text.h"
+
+namespace strata::hlo {
+namespace {
+
+std::string Braced(const std::vector<int64_t>& dims) { return fmt::format("{{{}}}", fmt::join(dims, ",")); }
+
+std::string Attributes(const Instruction& inst) {
+  std::vector<std::string> attrs;
+  auto add = [&](std::string_view key, std::string value) {
+    attrs.push_back(fmt::format("{}={}", key, value));
+  };
+  switch (inst.opcode()) {
+    case Opcode::kIota: add("iota_dimension", fmt::format("{}", inst.dimensions.at(0))); break;
+    case Opcode::kBroadcast:
+    case Opcode::kTranspose:
+    case Opcode::kReverse:
+    case Opcode::kConcatenate: add("dimensions", Braced(inst.dimensions)); break;
+    case Opcode::kReduce:
+      add("dimensions", Braced(inst.dimensions));
+      add("to_apply", inst.called.at(0)->name());
+      break;
+    case Opcode::kSlice: {
+      std::vector<std::string> ranges;
+      for (const SliceRange& r : inst.slice) {
+        ranges.push_back(r.stride == 1 ? fmt::format("[{}:{}]", r.start, r.limit)
+                                       : fmt::format("[{}:{}:{}]", r.start, r.limit, r.stride));
+      }
+      add("slice", fmt::format("{{{}}}", fmt::join(ranges, ", ")));
+      break;
+    }
+    case Opcode::kDynamicSlice: add("dynamic_slice_sizes", Braced(inst.dynamic_slice_sizes)); break;
+    case Opcode::kPad: {
+      std::vector<std::string> dims;
+      for (const PadRange& p : inst.padding) {
+        dims.push_back(p.interior ? fmt::format("{}_{}_{}", p.low, p.high, p.interior)
+                                  : fmt::format("{}_{}", p.low, p.high));
+      }
+      add("padding", dims.empty() ? "{}" : fmt::format("{}", fmt::join(dims, "x")));
+      break;
+    }
+    case Opcode::kCompare: add("direction", std::string(ComparisonName(inst.direction))); break;
+    case Opcode::kDot:
+      if (!inst.dot.lhs_batch.empty()) add("lhs_batch_dims", Braced(inst.dot.lhs_batch));
+      add("lhs_contracting_dims", Braced(inst.dot.lhs_contracting));
+      if (!inst.dot.rhs_batch.empty()) add("rhs_batch_dims", Braced(inst.dot.rhs_batch));
+      add("rhs_contracting_dims", Braced(inst.dot.rhs_contracting));
+      break;
+    case Opcode::kGather:
+      add("offset_dims", Braced(inst.gather.offset_dims));
+      add("collapsed_slice_dims", Braced(inst.gather.collapsed_slice_dims));
+      add("start_index_map", Braced(inst.gather.start_index_map));
+      add("index_vector_dim", fmt::format("{}", inst.gather.index_vector_dim));
+      add("slice_sizes", Braced(inst.gather.slice_sizes));
+      break;
+    case Opcode::kScatter:
+      add("update_window_dims", Braced(inst.scatter.update_window_dims));
+      add("inserted_window_dims", Braced(inst.scatter.inserted_window_dims));
+      add("scatter_dims_to_operand_dims", Braced(inst.scatter.scatter_dims_to_operand_dims));
+      add("index_vector_dim", fmt::format("{}", inst.scatter.index_vector_dim));
+      add("to_apply", inst.called.at(0)->name());
+      break;
+    case Opcode::kGetTupleElement: add("index", fmt::format("{}", inst.tuple_index)); break;
+    case Opcode::kWhile:
+      add("condition", inst.called.at(0)->name());
+      add("body", inst.called.at(1)->name());
+      break;
+    case Opcode::kCall: add("to_apply", inst.called.at(0)->name()); break;
+    case Opcode::kRngBitGenerator: add("algorithm", inst.rng_algorithm); break;
+    default: break;
+  }
+  if (!inst.sharding.empty()) add("sharding", inst.sharding);
+  std::string out;
+  for (const std::string& a : attrs) out += ", " + a;
+  return out;
+}
+
+std::string Signature(const Computation& c) {
+  std::vector<std::string> params;
+  for (const Instruction* p : c.parameters()) {
+    params.push_back(fmt::format("{}: {}", p->name(), p->shape().ToString()));
+  }
+  return fmt::format("({}) -> {}", fmt::join(params, ", "),
+                     c.root() ? c.root()->shape().ToString() : "()");
+}
+
+}  // namespace
+
+std::string ToText(const Instruction& inst) {
+  std::string operands;
+  if (inst.opcode() == Opcode::kParameter) {
+    operands = fmt::format("{}", inst.parameter_number);
+  } else if (inst.opcode() == Opcode::kConstant) {
+    operands = inst.literal.ValueToString();
+  } else {
+    for (int64_t i = 0; i < inst.operand_count(); ++i) {
+      if (i) operands += ", ";
+      operands += inst.operand(i)->name();
+    }
+  }
+  return fmt::format("{} = {} {}({}){}", inst.name(), inst.shape().ToString(),
+                     OpcodeName(inst.opcode()), operands, Attributes(inst));
+}
+
+std::string ToText(const Computation& c) {
+  std::string out = fmt::format("{} {} {{\n", c.name(), Signature(c));
+  for (const auto& inst : c.instructions()) {
+    out += fmt::format("  {}{}\n", inst.get() == c.root() ? "ROOT " : "", ToText(*inst));
+  }
+  return out + "}\n";
+}
+
+std::string ToText(const Module& m) {
+  std::string out = fmt::format("HloModule {}\n", m.name());
+  for (const auto& c : m.computations()) {
+    out += "\n";
+    if (c.get() == m.entry()) out += "ENTRY ";
+    out += ToText(*c);
+  }
+  return out;
+}
+
+}  // namespace strata::hlo

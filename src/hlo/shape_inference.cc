@@ -1,0 +1,622 @@
+#include "strata/hlo/shape_inference.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <set>
+
+#include "strata/core/error.h"
+
+namespace strata::hlo {
+namespace {
+
+// Formats "[opcode] message; operands: f32[2,3], s32[]".
+template <typename... Args>
+[[noreturn]] void Reject(const Instruction& inst, fmt::format_string<Args...> format,
+                         Args&&... args) {
+  std::string operands;
+  for (int64_t i = 0; i < inst.operand_count(); ++i) {
+    if (i) operands += ", ";
+    operands += inst.operand(i)->shape().ToString();
+  }
+  throw Error(fmt::format("[{}] {} (operands: {})", OpcodeName(inst.opcode()),
+                          fmt::format(format, std::forward<Args>(args)...),
+                          operands.empty() ? "none" : operands));
+}
+
+void ExpectOperands(const Instruction& inst, int64_t n) {
+  if (inst.operand_count() != n) {
+    Reject(inst, "expected {} operand(s), got {}", n, inst.operand_count());
+  }
+}
+
+const Shape& ArrayOperand(const Instruction& inst, int64_t i) {
+  const Shape& s = inst.operand(i)->shape();
+  if (!s.is_array()) Reject(inst, "operand {} must be an array, got tuple {}", i, s.ToString());
+  return s;
+}
+
+// Dimension numbers must be unique and in [0, rank).
+void CheckDimensions(const Instruction& inst, const std::vector<int64_t>& dims, int64_t rank,
+                     std::string_view what) {
+  std::set<int64_t> seen;
+  for (int64_t d : dims) {
+    if (d < 0 || d >= rank) Reject(inst, "{} {} out of range for rank {}", what, d, rank);
+    if (!seen.insert(d).second) Reject(inst, "{} {} repeated in {}", what, d, fmt::join(dims, ","));
+  }
+}
+
+void CheckSorted(const Instruction& inst, const std::vector<int64_t>& dims, std::string_view what) {
+  if (!std::is_sorted(dims.begin(), dims.end())) {
+    Reject(inst, "{} must be sorted, got {{{}}}", what, fmt::join(dims, ","));
+  }
+}
+
+bool IsNumeric(DType t) { return t != DType::kPred; }
+
+Shape InferElementwise(const Instruction& inst) {
+  Opcode op = inst.opcode();
+  if (IsElementwiseUnary(op)) {
+    ExpectOperands(inst, 1);
+    const Shape& x = ArrayOperand(inst, 0);
+    DType t = x.dtype();
+    bool ok;
+    switch (op) {
+      case Opcode::kNegate:
+      case Opcode::kAbs:
+      case Opcode::kSign: ok = IsNumeric(t); break;
+      case Opcode::kNot: ok = t == DType::kPred || IsInteger(t); break;
+      default: ok = IsFloating(t); break;
+    }
+    if (!ok) Reject(inst, "unsupported element type {}", DTypeName(t));
+    return x;
+  }
+  ExpectOperands(inst, 2);
+  const Shape& a = ArrayOperand(inst, 0);
+  const Shape& b = ArrayOperand(inst, 1);
+  if (a != b) Reject(inst, "operands must have equal shapes, got {} and {}", a.ToString(), b.ToString());
+  DType t = a.dtype();
+  bool ok;
+  switch (op) {
+    case Opcode::kAnd:
+    case Opcode::kOr:
+    case Opcode::kXor: ok = t == DType::kPred || IsInteger(t); break;
+    case Opcode::kShiftLeft:
+    case Opcode::kShiftRightLogical:
+    case Opcode::kShiftRightArithmetic: ok = IsInteger(t); break;
+    case Opcode::kAtan2: ok = IsFloating(t); break;
+    default: ok = IsNumeric(t); break;
+  }
+  if (!ok) Reject(inst, "unsupported element type {}", DTypeName(t));
+  return a;
+}
+
+Shape InferReduce(const Instruction& inst) {
+  int64_t n = inst.operand_count() / 2;
+  if (inst.operand_count() < 2 || inst.operand_count() % 2 != 0) {
+    Reject(inst, "expected N operands and N init values, got {} operands", inst.operand_count());
+  }
+  if (inst.called.size() != 1) Reject(inst, "expected one to_apply computation");
+  const Shape& first = ArrayOperand(inst, 0);
+  CheckDimensions(inst, inst.dimensions, first.rank(), "reduced dimension");
+  std::vector<Shape> results;
+  std::vector<int64_t> out_dims;
+  for (int64_t d = 0; d < first.rank(); ++d) {
+    if (std::find(inst.dimensions.begin(), inst.dimensions.end(), d) == inst.dimensions.end()) {
+      out_dims.push_back(first.dim(d));
+    }
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const Shape& x = ArrayOperand(inst, i);
+    const Shape& init = ArrayOperand(inst, n + i);
+    if (x.dims() != first.dims()) {
+      Reject(inst, "operand {} has dimensions {} but operand 0 has {}", i, DimsToString(x.dims()),
+             DimsToString(first.dims()));
+    }
+    if (!init.is_scalar() || init.dtype() != x.dtype()) {
+      Reject(inst, "init value {} must be a {} scalar, got {}", i, DTypeName(x.dtype()),
+             init.ToString());
+    }
+    results.push_back(Shape(x.dtype(), out_dims));
+  }
+  // to_apply: (acc_0..acc_{n-1}, x_0..x_{n-1}) -> acc scalars.
+  const Computation& f = *inst.called[0];
+  auto params = f.parameters();
+  if (static_cast<int64_t>(params.size()) != 2 * n) {
+    Reject(inst, "to_apply {} must take {} scalar parameters, takes {}", f.name(), 2 * n,
+           params.size());
+  }
+  std::vector<Shape> scalars;
+  for (int64_t i = 0; i < n; ++i) scalars.push_back(Shape::Scalar(results[i].dtype()));
+  for (int64_t i = 0; i < 2 * n; ++i) {
+    if (params[i]->shape() != scalars[i % n]) {
+      Reject(inst, "to_apply {} parameter {} must be {}, is {}", f.name(), i,
+             scalars[i % n].ToString(), params[i]->shape().ToString());
+    }
+  }
+  Shape expected_root = n == 1 ? scalars[0] : Shape::Tuple(scalars);
+  if (f.root() && f.root()->shape() != expected_root) {
+    Reject(inst, "to_apply {} must return {}, returns {}", f.name(), expected_root.ToString(),
+           f.root()->shape().ToString());
+  }
+  return n == 1 ? results[0] : Shape::Tuple(results);
+}
+
+Shape InferDot(const Instruction& inst) {
+  ExpectOperands(inst, 2);
+  const Shape& lhs = ArrayOperand(inst, 0);
+  const Shape& rhs = ArrayOperand(inst, 1);
+  const DotDims& d = inst.dot;
+  if (lhs.dtype() != rhs.dtype()) {
+    Reject(inst, "operands must have one element type, got {} and {}", DTypeName(lhs.dtype()),
+           DTypeName(rhs.dtype()));
+  }
+  if (lhs.dtype() == DType::kPred) Reject(inst, "pred operands are not supported");
+  if (d.lhs_batch.size() != d.rhs_batch.size() ||
+      d.lhs_contracting.size() != d.rhs_contracting.size()) {
+    Reject(inst, "lhs and rhs must have as many batch and contracting dimensions");
+  }
+  std::vector<int64_t> lhs_used = d.lhs_batch, rhs_used = d.rhs_batch;
+  lhs_used.insert(lhs_used.end(), d.lhs_contracting.begin(), d.lhs_contracting.end());
+  rhs_used.insert(rhs_used.end(), d.rhs_contracting.begin(), d.rhs_contracting.end());
+  CheckDimensions(inst, lhs_used, lhs.rank(), "lhs batch/contracting dimension");
+  CheckDimensions(inst, rhs_used, rhs.rank(), "rhs batch/contracting dimension");
+  for (size_t i = 0; i < d.lhs_batch.size(); ++i) {
+    if (lhs.dim(d.lhs_batch[i]) != rhs.dim(d.rhs_batch[i])) {
+      Reject(inst, "batch dimension sizes differ: lhs {} vs rhs {}", lhs.dim(d.lhs_batch[i]),
+             rhs.dim(d.rhs_batch[i]));
+    }
+  }
+  for (size_t i = 0; i < d.lhs_contracting.size(); ++i) {
+    if (lhs.dim(d.lhs_contracting[i]) != rhs.dim(d.rhs_contracting[i])) {
+      Reject(inst, "contracting dimension sizes differ: lhs dimension {} is {}, rhs dimension {} is {}",
+             d.lhs_contracting[i], lhs.dim(d.lhs_contracting[i]), d.rhs_contracting[i],
+             rhs.dim(d.rhs_contracting[i]));
+    }
+  }
+  std::vector<int64_t> out;
+  for (int64_t b : d.lhs_batch) out.push_back(lhs.dim(b));
+  for (int64_t i = 0; i < lhs.rank(); ++i) {
+    if (std::find(lhs_used.begin(), lhs_used.end(), i) == lhs_used.end()) out.push_back(lhs.dim(i));
+  }
+  for (int64_t i = 0; i < rhs.rank(); ++i) {
+    if (std::find(rhs_used.begin(), rhs_used.end(), i) == rhs_used.end()) out.push_back(rhs.dim(i));
+  }
+  return Shape(lhs.dtype(), out);
+}
+
+// Batch dimensions of gather/scatter indices: all but index_vector_dim.
+std::vector<int64_t> IndexBatchDims(const Instruction& inst, const Shape& indices,
+                                    int64_t index_vector_dim, int64_t* index_vector_size) {
+  if (!IsInteger(indices.dtype())) Reject(inst, "indices must be integers, got {}", indices.ToString());
+  if (index_vector_dim < 0 || index_vector_dim > indices.rank()) {
+    Reject(inst, "index_vector_dim {} out of range for indices {}", index_vector_dim,
+           indices.ToString());
+  }
+  *index_vector_size = index_vector_dim == indices.rank() ? 1 : indices.dim(index_vector_dim);
+  std::vector<int64_t> batch;
+  for (int64_t i = 0; i < indices.rank(); ++i) {
+    if (i != index_vector_dim) batch.push_back(indices.dim(i));
+  }
+  return batch;
+}
+
+Shape InferGather(const Instruction& inst) {
+  ExpectOperands(inst, 2);
+  const Shape& operand = ArrayOperand(inst, 0);
+  const Shape& indices = ArrayOperand(inst, 1);
+  const GatherDims& g = inst.gather;
+  int64_t index_size;
+  auto batch = IndexBatchDims(inst, indices, g.index_vector_dim, &index_size);
+  if (static_cast<int64_t>(g.slice_sizes.size()) != operand.rank()) {
+    Reject(inst, "slice_sizes has {} entries, operand rank is {}", g.slice_sizes.size(),
+           operand.rank());
+  }
+  for (int64_t i = 0; i < operand.rank(); ++i) {
+    if (g.slice_sizes[i] < 0 || g.slice_sizes[i] > operand.dim(i)) {
+      Reject(inst, "slice size {} of dimension {} must be in [0, {}]", g.slice_sizes[i], i,
+             operand.dim(i));
+    }
+  }
+  if (static_cast<int64_t>(g.start_index_map.size()) != index_size) {
+    Reject(inst, "start_index_map has {} entries, index vector has {}", g.start_index_map.size(),
+           index_size);
+  }
+  CheckDimensions(inst, g.start_index_map, operand.rank(), "start_index_map dimension");
+  CheckDimensions(inst, g.collapsed_slice_dims, operand.rank(), "collapsed_slice_dims dimension");
+  CheckSorted(inst, g.collapsed_slice_dims, "collapsed_slice_dims");
+  CheckSorted(inst, g.offset_dims, "offset_dims");
+  for (int64_t c : g.collapsed_slice_dims) {
+    if (g.slice_sizes[c] > 1) Reject(inst, "collapsed dimension {} must have slice size <= 1", c);
+  }
+  std::vector<int64_t> window;
+  for (int64_t i = 0; i < operand.rank(); ++i) {
+    if (std::find(g.collapsed_slice_dims.begin(), g.collapsed_slice_dims.end(), i) ==
+        g.collapsed_slice_dims.end()) {
+      window.push_back(g.slice_sizes[i]);
+    }
+  }
+  if (window.size() != g.offset_dims.size()) {
+    Reject(inst, "offset_dims has {} entries, expected {} (operand rank minus collapsed dims)",
+           g.offset_dims.size(), window.size());
+  }
+  int64_t out_rank = static_cast<int64_t>(batch.size() + window.size());
+  CheckDimensions(inst, g.offset_dims, out_rank, "offset dimension");
+  std::vector<int64_t> out(out_rank);
+  size_t wi = 0, bi = 0;
+  for (int64_t i = 0; i < out_rank; ++i) {
+    bool is_offset = std::find(g.offset_dims.begin(), g.offset_dims.end(), i) != g.offset_dims.end();
+    out[i] = is_offset ? window[wi++] : batch[bi++];
+  }
+  return Shape(operand.dtype(), out);
+}
+
+Shape InferScatter(const Instruction& inst) {
+  ExpectOperands(inst, 3);
+  const Shape& operand = ArrayOperand(inst, 0);
+  const Shape& indices = ArrayOperand(inst, 1);
+  const Shape& updates = ArrayOperand(inst, 2);
+  const ScatterDims& s = inst.scatter;
+  if (updates.dtype() != operand.dtype()) {
+    Reject(inst, "updates must have the operand's element type {}", DTypeName(operand.dtype()));
+  }
+  int64_t index_size;
+  auto batch = IndexBatchDims(inst, indices, s.index_vector_dim, &index_size);
+  CheckSorted(inst, s.update_window_dims, "update_window_dims");
+  CheckSorted(inst, s.inserted_window_dims, "inserted_window_dims");
+  CheckDimensions(inst, s.update_window_dims, updates.rank(), "update window dimension");
+  CheckDimensions(inst, s.inserted_window_dims, operand.rank(), "inserted window dimension");
+  if (static_cast<int64_t>(s.update_window_dims.size() + s.inserted_window_dims.size()) !=
+      operand.rank()) {
+    Reject(inst, "update_window_dims ({}) plus inserted_window_dims ({}) must equal operand rank {}",
+           s.update_window_dims.size(), s.inserted_window_dims.size(), operand.rank());
+  }
+  if (static_cast<int64_t>(s.scatter_dims_to_operand_dims.size()) != index_size) {
+    Reject(inst, "scatter_dims_to_operand_dims has {} entries, index vector has {}",
+           s.scatter_dims_to_operand_dims.size(), index_size);
+  }
+  CheckDimensions(inst, s.scatter_dims_to_operand_dims, operand.rank(), "scatter dimension");
+  if (static_cast<int64_t>(batch.size() + s.update_window_dims.size()) != updates.rank()) {
+    Reject(inst, "updates rank must be {} (scatter batch dims + window dims), got {}",
+           batch.size() + s.update_window_dims.size(), updates.rank());
+  }
+  size_t bi = 0, wi = 0;
+  for (int64_t i = 0; i < updates.rank(); ++i) {
+    bool is_window = std::find(s.update_window_dims.begin(), s.update_window_dims.end(), i) !=
+                     s.update_window_dims.end();
+    if (is_window) {
+      // Window dims map, in order, to operand dims that are not inserted.
+      int64_t od = 0, seen = -1;
+      for (; od < operand.rank(); ++od) {
+        bool inserted = std::find(s.inserted_window_dims.begin(), s.inserted_window_dims.end(),
+                                  od) != s.inserted_window_dims.end();
+        if (!inserted && ++seen == static_cast<int64_t>(wi)) break;
+      }
+      ++wi;
+      if (updates.dim(i) > operand.dim(od)) {
+        Reject(inst, "update window dimension {} has size {} > operand dimension {} size {}", i,
+               updates.dim(i), od, operand.dim(od));
+      }
+    } else if (updates.dim(i) != batch[bi++]) {
+      Reject(inst, "updates scatter dimension {} has size {}, indices give {}", i, updates.dim(i),
+             batch[bi - 1]);
+    }
+  }
+  if (inst.called.size() != 1) Reject(inst, "expected one to_apply computation");
+  const Computation& f = *inst.called[0];
+  Shape scalar = Shape::Scalar(operand.dtype());
+  auto params = f.parameters();
+  if (params.size() != 2 || params[0]->shape() != scalar || params[1]->shape() != scalar ||
+      (f.root() && f.root()->shape() != scalar)) {
+    Reject(inst, "to_apply {} must be ({}, {}) -> {}", f.name(), scalar.ToString(),
+           scalar.ToString(), scalar.ToString());
+  }
+  return operand;
+}
+
+void CheckStartIndices(const Instruction& inst, int64_t first, int64_t rank) {
+  if (inst.operand_count() != first + rank) {
+    Reject(inst, "expected {} start indices (one per dimension), got {}", rank,
+           inst.operand_count() - first);
+  }
+  for (int64_t i = first; i < inst.operand_count(); ++i) {
+    const Shape& s = ArrayOperand(inst, i);
+    if (!s.is_scalar() || !IsInteger(s.dtype())) {
+      Reject(inst, "start index {} must be an integer scalar, got {}", i - first, s.ToString());
+    }
+  }
+}
+
+Shape CheckCalledSignature(const Instruction& inst, const Computation& f,
+                           const std::vector<Shape>& args, std::string_view role) {
+  auto params = f.parameters();
+  if (params.size() != args.size()) {
+    Reject(inst, "{} {} takes {} parameters, given {}", role, f.name(), params.size(), args.size());
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (params[i]->shape() != args[i]) {
+      Reject(inst, "{} {} parameter {} is {}, given {}", role, f.name(), i,
+             params[i]->shape().ToString(), args[i].ToString());
+    }
+  }
+  if (!f.root()) Reject(inst, "{} {} has no root", role, f.name());
+  return f.root()->shape();
+}
+
+}  // namespace
+
+Shape InferShape(const Instruction& inst) {
+  const Shape& declared = inst.shape();
+  switch (inst.opcode()) {
+    case Opcode::kParameter:
+      ExpectOperands(inst, 0);
+      if (inst.parameter_number < 0) Reject(inst, "parameter number must be >= 0");
+      return declared;
+    case Opcode::kConstant:
+      ExpectOperands(inst, 0);
+      if (inst.literal.shape() != declared) {
+        Reject(inst, "literal has shape {}, instruction declares {}",
+               inst.literal.shape().ToString(), declared.ToString());
+      }
+      return declared;
+    case Opcode::kIota:
+      ExpectOperands(inst, 0);
+      if (!declared.is_array() || declared.rank() == 0 || declared.dtype() == DType::kPred) {
+        Reject(inst, "iota needs a numeric array shape of rank >= 1, got {}", declared.ToString());
+      }
+      if (inst.dimensions.size() != 1 || inst.dimensions[0] < 0 ||
+          inst.dimensions[0] >= declared.rank()) {
+        Reject(inst, "iota_dimension must be in [0, {})", declared.rank());
+      }
+      return declared;
+    case Opcode::kConvert:
+    case Opcode::kBitcastConvert: {
+      ExpectOperands(inst, 1);
+      const Shape& x = ArrayOperand(inst, 0);
+      if (!declared.is_array()) Reject(inst, "result must be an array");
+      if (inst.opcode() == Opcode::kBitcastConvert &&
+          DTypeSize(x.dtype()) != DTypeSize(declared.dtype())) {
+        Reject(inst, "{} and {} differ in size", DTypeName(x.dtype()), DTypeName(declared.dtype()));
+      }
+      return Shape(declared.dtype(), x.dims());
+    }
+    case Opcode::kBroadcast: {
+      ExpectOperands(inst, 1);
+      const Shape& x = ArrayOperand(inst, 0);
+      if (!declared.is_array() || declared.dtype() != x.dtype()) {
+        Reject(inst, "result {} must be an array of {}", declared.ToString(), DTypeName(x.dtype()));
+      }
+      if (static_cast<int64_t>(inst.dimensions.size()) != x.rank()) {
+        Reject(inst, "dimensions has {} entries, operand rank is {}", inst.dimensions.size(),
+               x.rank());
+      }
+      CheckDimensions(inst, inst.dimensions, declared.rank(), "broadcast dimension");
+      for (int64_t i = 0; i < x.rank(); ++i) {
+        if (x.dim(i) != declared.dim(inst.dimensions[i])) {
+          Reject(inst, "operand dimension {} (size {}) cannot map to result dimension {} (size {})",
+                 i, x.dim(i), inst.dimensions[i], declared.dim(inst.dimensions[i]));
+        }
+      }
+      return declared;
+    }
+    case Opcode::kReshape: {
+      ExpectOperands(inst, 1);
+      const Shape& x = ArrayOperand(inst, 0);
+      if (!declared.is_array() || declared.dtype() != x.dtype() ||
+          declared.num_elements() != x.num_elements()) {
+        Reject(inst, "cannot reshape {} to {}", x.ToString(), declared.ToString());
+      }
+      return declared;
+    }
+    case Opcode::kTranspose: {
+      ExpectOperands(inst, 1);
+      const Shape& x = ArrayOperand(inst, 0);
+      if (static_cast<int64_t>(inst.dimensions.size()) != x.rank()) {
+        Reject(inst, "permutation {{{}}} is not a permutation of rank {}",
+               fmt::join(inst.dimensions, ","), x.rank());
+      }
+      CheckDimensions(inst, inst.dimensions, x.rank(), "permutation entry");
+      std::vector<int64_t> out;
+      for (int64_t p : inst.dimensions) out.push_back(x.dim(p));
+      return Shape(x.dtype(), out);
+    }
+    case Opcode::kCopy:
+      ExpectOperands(inst, 1);
+      return inst.operand(0)->shape();
+    case Opcode::kSlice: {
+      ExpectOperands(inst, 1);
+      const Shape& x = ArrayOperand(inst, 0);
+      if (static_cast<int64_t>(inst.slice.size()) != x.rank()) {
+        Reject(inst, "slice has {} ranges, operand rank is {}", inst.slice.size(), x.rank());
+      }
+      std::vector<int64_t> out;
+      for (int64_t i = 0; i < x.rank(); ++i) {
+        const SliceRange& r = inst.slice[i];
+        if (r.start < 0 || r.start > r.limit || r.limit > x.dim(i) || r.stride < 1) {
+          Reject(inst, "slice [{}:{}:{}] invalid for dimension {} of size {}", r.start, r.limit,
+                 r.stride, i, x.dim(i));
+        }
+        out.push_back((r.limit - r.start + r.stride - 1) / r.stride);
+      }
+      return Shape(x.dtype(), out);
+    }
+    case Opcode::kDynamicSlice: {
+      if (inst.operand_count() < 1) Reject(inst, "expected an operand");
+      const Shape& x = ArrayOperand(inst, 0);
+      CheckStartIndices(inst, 1, x.rank());
+      if (static_cast<int64_t>(inst.dynamic_slice_sizes.size()) != x.rank()) {
+        Reject(inst, "dynamic_slice_sizes has {} entries, operand rank is {}",
+               inst.dynamic_slice_sizes.size(), x.rank());
+      }
+      for (int64_t i = 0; i < x.rank(); ++i) {
+        if (inst.dynamic_slice_sizes[i] < 0 || inst.dynamic_slice_sizes[i] > x.dim(i)) {
+          Reject(inst, "slice size {} of dimension {} must be in [0, {}]",
+                 inst.dynamic_slice_sizes[i], i, x.dim(i));
+        }
+      }
+      return Shape(x.dtype(), inst.dynamic_slice_sizes);
+    }
+    case Opcode::kDynamicUpdateSlice: {
+      if (inst.operand_count() < 2) Reject(inst, "expected an operand and an update");
+      const Shape& x = ArrayOperand(inst, 0);
+      const Shape& u = ArrayOperand(inst, 1);
+      if (u.rank() != x.rank() || u.dtype() != x.dtype()) {
+        Reject(inst, "update {} must match the operand's rank and type {}", u.ToString(),
+               x.ToString());
+      }
+      for (int64_t i = 0; i < x.rank(); ++i) {
+        if (u.dim(i) > x.dim(i)) {
+          Reject(inst, "update dimension {} ({}) larger than operand's ({})", i, u.dim(i), x.dim(i));
+        }
+      }
+      CheckStartIndices(inst, 2, x.rank());
+      return x;
+    }
+    case Opcode::kConcatenate: {
+      if (inst.operand_count() < 1) Reject(inst, "expected at least one operand");
+      const Shape& first = ArrayOperand(inst, 0);
+      if (inst.dimensions.size() != 1 || inst.dimensions[0] < 0 ||
+          inst.dimensions[0] >= first.rank()) {
+        Reject(inst, "concatenate dimension must be in [0, {})", first.rank());
+      }
+      int64_t dim = inst.dimensions[0];
+      std::vector<int64_t> out = first.dims();
+      out[dim] = 0;
+      for (int64_t i = 0; i < inst.operand_count(); ++i) {
+        const Shape& s = ArrayOperand(inst, i);
+        bool ok = s.rank() == first.rank() && s.dtype() == first.dtype();
+        for (int64_t d = 0; ok && d < s.rank(); ++d) ok = d == dim || s.dim(d) == first.dim(d);
+        if (!ok) {
+          Reject(inst, "operand {} {} must match {} in every dimension but {}", i, s.ToString(),
+                 first.ToString(), dim);
+        }
+        out[dim] += s.dim(dim);
+      }
+      return Shape(first.dtype(), out);
+    }
+    case Opcode::kPad: {
+      ExpectOperands(inst, 2);
+      const Shape& x = ArrayOperand(inst, 0);
+      const Shape& v = ArrayOperand(inst, 1);
+      if (!v.is_scalar() || v.dtype() != x.dtype()) {
+        Reject(inst, "padding value must be a {} scalar", DTypeName(x.dtype()));
+      }
+      if (static_cast<int64_t>(inst.padding.size()) != x.rank()) {
+        Reject(inst, "padding has {} entries, operand rank is {}", inst.padding.size(), x.rank());
+      }
+      std::vector<int64_t> out;
+      for (int64_t i = 0; i < x.rank(); ++i) {
+        const PadRange& p = inst.padding[i];
+        int64_t size = p.low + p.high + x.dim(i) + std::max<int64_t>(x.dim(i) - 1, 0) * p.interior;
+        if (p.interior < 0 || size < 0) {
+          Reject(inst, "padding {}_{}_{} invalid for dimension {} of size {}", p.low, p.high,
+                 p.interior, i, x.dim(i));
+        }
+        out.push_back(size);
+      }
+      return Shape(x.dtype(), out);
+    }
+    case Opcode::kReverse: {
+      ExpectOperands(inst, 1);
+      const Shape& x = ArrayOperand(inst, 0);
+      CheckDimensions(inst, inst.dimensions, x.rank(), "reversed dimension");
+      return x;
+    }
+    case Opcode::kSelect: {
+      ExpectOperands(inst, 3);
+      const Shape& p = ArrayOperand(inst, 0);
+      const Shape& a = ArrayOperand(inst, 1);
+      const Shape& b = ArrayOperand(inst, 2);
+      if (a != b) Reject(inst, "branches must have equal shapes, got {} and {}", a.ToString(), b.ToString());
+      if (p.dtype() != DType::kPred || (!p.is_scalar() && p.dims() != a.dims())) {
+        Reject(inst, "predicate must be pred{} or a pred scalar, got {}", DimsToString(a.dims()),
+               p.ToString());
+      }
+      return a;
+    }
+    case Opcode::kCompare: {
+      ExpectOperands(inst, 2);
+      const Shape& a = ArrayOperand(inst, 0);
+      const Shape& b = ArrayOperand(inst, 1);
+      if (a != b) Reject(inst, "operands must have equal shapes, got {} and {}", a.ToString(), b.ToString());
+      return Shape(DType::kPred, a.dims());
+    }
+    case Opcode::kClamp: {
+      ExpectOperands(inst, 3);
+      const Shape& lo = ArrayOperand(inst, 0);
+      const Shape& x = ArrayOperand(inst, 1);
+      const Shape& hi = ArrayOperand(inst, 2);
+      for (const Shape* bound : {&lo, &hi}) {
+        if (bound->dtype() != x.dtype() || (!bound->is_scalar() && bound->dims() != x.dims())) {
+          Reject(inst, "bounds must be {} or {} scalars, got {}", x.ToString(),
+                 DTypeName(x.dtype()), bound->ToString());
+        }
+      }
+      return x;
+    }
+    case Opcode::kIsFinite: {
+      ExpectOperands(inst, 1);
+      const Shape& x = ArrayOperand(inst, 0);
+      if (!IsFloating(x.dtype())) Reject(inst, "operand must be floating point");
+      return Shape(DType::kPred, x.dims());
+    }
+    case Opcode::kReduce: return InferReduce(inst);
+    case Opcode::kDot: return InferDot(inst);
+    case Opcode::kGather: return InferGather(inst);
+    case Opcode::kScatter: return InferScatter(inst);
+    case Opcode::kTuple: {
+      std::vector<Shape> elements;
+      for (Instruction* op : inst.operands()) elements.push_back(op->shape());
+      return Shape::Tuple(std::move(elements));
+    }
+    case Opcode::kGetTupleElement: {
+      ExpectOperands(inst, 1);
+      const Shape& t = inst.operand(0)->shape();
+      if (!t.is_tuple()) Reject(inst, "operand must be a tuple, got {}", t.ToString());
+      if (inst.tuple_index < 0 || inst.tuple_index >= t.tuple_size()) {
+        Reject(inst, "index {} out of range for {}", inst.tuple_index, t.ToString());
+      }
+      return t.tuple_shape(inst.tuple_index);
+    }
+    case Opcode::kWhile: {
+      ExpectOperands(inst, 1);
+      if (inst.called.size() != 2) Reject(inst, "expected condition and body computations");
+      const Shape& state = inst.operand(0)->shape();
+      Shape cond = CheckCalledSignature(inst, *inst.called[0], {state}, "condition");
+      if (cond != Shape::Scalar(DType::kPred)) {
+        Reject(inst, "condition {} must return pred[], returns {}", inst.called[0]->name(),
+               cond.ToString());
+      }
+      Shape body = CheckCalledSignature(inst, *inst.called[1], {state}, "body");
+      if (body != state) {
+        Reject(inst, "body {} must return the loop state {}, returns {}", inst.called[1]->name(),
+               state.ToString(), body.ToString());
+      }
+      return state;
+    }
+    case Opcode::kCall: {
+      if (inst.called.size() != 1) Reject(inst, "expected one called computation");
+      std::vector<Shape> args;
+      for (Instruction* op : inst.operands()) args.push_back(op->shape());
+      return CheckCalledSignature(inst, *inst.called[0], args, "callee");
+    }
+    case Opcode::kRngBitGenerator: {
+      ExpectOperands(inst, 1);
+      const Shape& state = inst.operand(0)->shape();
+      if (state != Shape(DType::kU64, {2})) {
+        Reject(inst, "state must be u64[2] (key, counter), got {}", state.ToString());
+      }
+      if (!declared.is_tuple() || declared.tuple_size() != 2 || declared.tuple_shape(0) != state ||
+          !declared.tuple_shape(1).is_array() ||
+          (declared.tuple_shape(1).dtype() != DType::kU32 &&
+           declared.tuple_shape(1).dtype() != DType::kU64)) {
+        Reject(inst, "result must be (u64[2], u32[...] or u64[...]), got {}", declared.ToString());
+      }
+      return declared;
+    }
+    default: return InferElementwise(inst);
+  }
+}
+
+}  // namespace strata::hlo

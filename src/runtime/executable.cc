@@ -1,0 +1,93 @@
+#include "strata/runtime/executable.h"
+
+#include <mutex>
+
+#include "program.h"
+#include "strata/hlo/verifier.h"
+#include "strata/runtime/passes.h"
+
+namespace strata::runtime {
+
+// Arenas are reused across runs: a fresh multi-megabyte allocation would be
+// page-faulted in on every run.
+struct Executable::ArenaPool {
+  int64_t bytes = 0;
+  std::mutex mutex;
+  std::vector<std::shared_ptr<uint8_t>> free;
+
+  std::shared_ptr<uint8_t> Acquire() {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (free.empty()) return AllocateAligned(bytes);
+    auto arena = std::move(free.back());
+    free.pop_back();
+    return arena;
+  }
+  void Release(std::shared_ptr<uint8_t> arena) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (free.size() < 4) free.push_back(std::move(arena));
+  }
+};
+
+Executable::~Executable() = default;
+
+std::unique_ptr<Executable> Executable::Compile(const hlo::Module& module,
+                                                const CompileOptions& options) {
+  hlo::Verify(module);
+  std::unique_ptr<Executable> exe(new Executable());
+  exe->client_ = options.client ? options.client : &Client::Default();
+  exe->module_ = module.Clone();
+  hlo::Module& m = *exe->module_;
+  InlineCalls(m);
+  if (options.run_passes) RunPasses(m);
+  Schedule(m);
+  hlo::Verify(m);
+  exe->program_ = Program::Compile(*m.entry(), StorageKind::kParameter, true, exe->client_->thread_pool());
+  for (const hlo::Instruction* p : m.entry()->parameters()) {
+    for (const Shape& leaf : p->shape().Leaves()) exe->parameter_shapes_.push_back(leaf);
+  }
+  exe->result_shapes_ = m.entry()->root()->shape().Leaves();
+  exe->arenas_ = std::make_unique<ArenaPool>();
+  exe->arenas_->bytes = exe->program_->arena_bytes();
+  exe->stats_.temp_bytes = exe->program_->arena_bytes();
+  for (const Shape& s : exe->result_shapes_) exe->stats_.output_bytes += s.byte_size();
+  exe->stats_.planned_peak_bytes = exe->stats_.temp_bytes + exe->stats_.output_bytes;
+  exe->stats_.in_place_updates = exe->program_->in_place_updates();
+  return exe;
+}
+
+std::vector<Buffer> Executable::Run(const std::vector<Buffer>& arguments, const Device* device) const {
+  if (!device) device = arguments.empty() ? client_->device(0) : arguments[0].device();
+  if (arguments.size() != parameter_shapes_.size()) {
+    Fail("[execute] {} takes {} argument(s), got {}", module_->name(), parameter_shapes_.size(),
+         arguments.size());
+  }
+  std::vector<const uint8_t*> params;
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    const Buffer& b = arguments[i];
+    if (!b.defined()) Fail("[execute] argument {} is an empty buffer", i);
+    if (b.shape() != parameter_shapes_[i]) {
+      Fail("[execute] argument {} must be {}, got {}", i, parameter_shapes_[i].ToString(),
+           b.shape().ToString());
+    }
+    if (b.device() != device) {
+      Fail("[execute] argument {} lives on {}, but the program runs on {}", i,
+           b.device() ? b.device()->ToString() : "no device", device->ToString());
+    }
+    params.push_back(b.data());
+  }
+  std::vector<Buffer> results;
+  std::vector<uint8_t*> outputs;
+  for (const Shape& s : result_shapes_) {
+    results.push_back(Buffer::Allocate(s, device));
+    outputs.push_back(results.back().data());
+  }
+  std::shared_ptr<uint8_t> arena = arenas_->Acquire();
+  Frame frame;
+  program_->Bind(frame, arena.get(), params.data(), outputs.data());
+  program_->Execute(frame, arena.get());
+  program_->CopyOutputs(frame, outputs.data());
+  arenas_->Release(std::move(arena));
+  return results;
+}
+
+}  // namespace strata::runtime

@@ -1,0 +1,78 @@
+// convert and bitcast-convert. Float-to-integer conversion saturates and
+// maps NaN to 0 (C++ leaves it undefined); f16 and bf16 go through f32.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "kernels/kernels.h"
+#include "strata/hlo/literal.h"
+
+namespace strata::runtime {
+namespace {
+
+// Loads element i of `dtype` as a wide value of type W.
+template <typename W, typename T>
+W Widen(T v, DType dtype) {
+  if constexpr (std::is_same_v<T, uint16_t>) {
+    float f = dtype == DType::kF16 ? hlo::HalfToFloat(v) : hlo::BFloat16ToFloat(v);
+    return static_cast<W>(f);
+  } else {
+    return static_cast<W>(v);
+  }
+}
+
+template <typename To, typename From>
+To ConvertOne(From v, DType from, DType to) {
+  if constexpr (std::is_same_v<To, bool>) {
+    if constexpr (std::is_same_v<From, uint16_t>) return Widen<float>(v, from) != 0.0f;
+    return v != From(0);
+  } else if constexpr (std::is_same_v<To, uint16_t>) {
+    float f = Widen<float>(v, from);
+    if constexpr (std::is_same_v<From, double>) f = static_cast<float>(v);
+    return to == DType::kF16 ? hlo::FloatToHalf(f) : hlo::FloatToBFloat16(f);
+  } else if constexpr (std::is_floating_point_v<To>) {
+    return Widen<To>(v, from);
+  } else {
+    // Integer target: from floating point saturate, NaN -> 0.
+    if constexpr (std::is_floating_point_v<From> || std::is_same_v<From, uint16_t>) {
+      double d = Widen<double>(v, from);
+      if (std::isnan(d)) return 0;
+      if (d <= static_cast<double>(std::numeric_limits<To>::min())) return std::numeric_limits<To>::min();
+      if (d >= static_cast<double>(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
+      return static_cast<To>(d);
+    } else {
+      return static_cast<To>(v);  // integer to integer wraps (two's complement)
+    }
+  }
+}
+
+}  // namespace
+
+KernelInfo MakeConvertKernel(const hlo::Instruction& inst, ThreadPool& pool_ref) {
+  ThreadPool* pool = &pool_ref;
+  int64_t n = inst.shape().num_elements();
+  DType from = inst.operand(0)->shape().dtype();
+  DType to = inst.shape().dtype();
+  if (inst.opcode() == hlo::Opcode::kBitcastConvert || from == to) {
+    int64_t bytes = inst.shape().byte_size();
+    return {[=](const KernelArgs& a) {
+      if (a.outputs[0] != a.operands[0]) std::memcpy(a.outputs[0], a.operands[0], bytes);
+    }};
+  }
+  return {DispatchAnyType(from, [&](auto from_tag) -> Kernel {
+    using From = typename decltype(from_tag)::type;
+    return DispatchAnyType(to, [&](auto to_tag) -> Kernel {
+      using To = typename decltype(to_tag)::type;
+      return [=](const KernelArgs& a) {
+        auto* x = reinterpret_cast<const From*>(a.operands[0]);
+        auto* out = reinterpret_cast<To*>(a.outputs[0]);
+        pool->ParallelFor(n, kElementwiseGrain, [&](int64_t lo, int64_t hi) {
+          for (int64_t i = lo; i < hi; ++i) out[i] = ConvertOne<To, From>(x[i], from, to);
+        });
+      };
+    });
+  })};
+}
+
+}  // namespace strata::runtime

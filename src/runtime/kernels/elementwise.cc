@@ -1,0 +1,305 @@
+// Elementwise kernels: unary and binary math, compare, select, clamp,
+// is-finite. Semantics follow XLA, including the integer corner cases that
+// would trap in C++ (division by zero, INT_MIN / -1, oversized shifts).
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "kernels/kernels.h"
+
+namespace strata::runtime {
+namespace {
+
+using hlo::Opcode;
+
+template <typename T>
+constexpr bool kIsFloat = std::is_floating_point_v<T>;
+template <typename T>
+constexpr bool kIsBool = std::is_same_v<T, bool>;
+
+template <typename T>
+T Unary(Opcode op, T x) {
+  if constexpr (kIsBool<T>) {
+    return op == Opcode::kNot ? !x : x;
+  } else if constexpr (kIsFloat<T>) {
+    switch (op) {
+      case Opcode::kNegate: return -x;
+      case Opcode::kAbs: return std::abs(x);
+      case Opcode::kSign: return std::isnan(x) ? x : x > 0 ? T(1) : x < 0 ? T(-1) : x;
+      case Opcode::kExp: return std::exp(x);
+      case Opcode::kExpm1: return std::expm1(x);
+      case Opcode::kLog: return std::log(x);
+      case Opcode::kLog1p: return std::log1p(x);
+      case Opcode::kTanh: return std::tanh(x);
+      case Opcode::kLogistic: return T(1) / (T(1) + std::exp(-x));
+      case Opcode::kSqrt: return std::sqrt(x);
+      case Opcode::kRsqrt: return T(1) / std::sqrt(x);
+      case Opcode::kSin: return std::sin(x);
+      case Opcode::kCos: return std::cos(x);
+      case Opcode::kErf: return std::erf(x);
+      case Opcode::kFloor: return std::floor(x);
+      case Opcode::kCeil: return std::ceil(x);
+      case Opcode::kRoundNearestEven: return std::nearbyint(x);
+      default: return x;
+    }
+  } else {
+    using U = std::make_unsigned_t<T>;
+    switch (op) {
+      case Opcode::kNegate: return static_cast<T>(U(0) - static_cast<U>(x));  // wraps
+      case Opcode::kAbs:
+        if constexpr (std::is_signed_v<T>) return x < 0 ? static_cast<T>(U(0) - static_cast<U>(x)) : x;
+        return x;
+      case Opcode::kSign:
+        if constexpr (std::is_signed_v<T>) return static_cast<T>((x > 0) - (x < 0));
+        return static_cast<T>(x != 0);
+      case Opcode::kNot: return static_cast<T>(~x);
+      default: return x;
+    }
+  }
+}
+
+template <typename T>
+T IntegerPower(T base, T exponent) {
+  if constexpr (std::is_signed_v<T>) {
+    if (exponent < 0) return base == 1 ? 1 : base == -1 ? (exponent % 2 ? -1 : 1) : 0;
+  }
+  using U = std::make_unsigned_t<T>;
+  U result = 1, b = static_cast<U>(base);
+  auto e = static_cast<U>(exponent);
+  while (e) {
+    if (e & 1) result *= b;
+    b *= b;
+    e >>= 1;
+  }
+  return static_cast<T>(result);
+}
+
+template <typename T>
+struct BinaryOp {
+  Opcode op;
+  T operator()(T a, T b) const {
+    if constexpr (kIsBool<T>) {
+      switch (op) {
+        case Opcode::kAnd: return a && b;
+        case Opcode::kOr: return a || b;
+        case Opcode::kXor: return a != b;
+        case Opcode::kMaximum: return a || b;
+        case Opcode::kMinimum: return a && b;
+        default: return a;
+      }
+    } else if constexpr (kIsFloat<T>) {
+      switch (op) {
+        case Opcode::kAdd: return a + b;
+        case Opcode::kSubtract: return a - b;
+        case Opcode::kMultiply: return a * b;
+        case Opcode::kDivide: return a / b;
+        // NaN in either operand propagates, as in XLA.
+        case Opcode::kMaximum: return (a > b || std::isnan(a)) ? a : b;
+        case Opcode::kMinimum: return (a < b || std::isnan(a)) ? a : b;
+        case Opcode::kPower: return std::pow(a, b);
+        case Opcode::kRemainder: return std::fmod(a, b);
+        case Opcode::kAtan2: return std::atan2(a, b);
+        default: return a;
+      }
+    } else {
+      using U = std::make_unsigned_t<T>;
+      constexpr int kBits = sizeof(T) * 8;
+      switch (op) {
+        case Opcode::kAdd: return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+        case Opcode::kSubtract: return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
+        case Opcode::kMultiply: return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+        case Opcode::kDivide:
+          if (b == 0) return static_cast<T>(-1);  // XLA: all bits set
+          if constexpr (std::is_signed_v<T>) {
+            if (a == std::numeric_limits<T>::min() && b == -1) return a;
+          }
+          return a / b;
+        case Opcode::kRemainder:
+          if (b == 0) return a;
+          if constexpr (std::is_signed_v<T>) {
+            if (b == -1) return 0;
+          }
+          return a % b;
+        case Opcode::kMaximum: return a > b ? a : b;
+        case Opcode::kMinimum: return a < b ? a : b;
+        case Opcode::kPower: return IntegerPower(a, b);
+        case Opcode::kAnd: return a & b;
+        case Opcode::kOr: return a | b;
+        case Opcode::kXor: return a ^ b;
+        case Opcode::kShiftLeft:
+          return static_cast<U>(b) >= static_cast<U>(kBits) ? T(0)
+                                                            : static_cast<T>(static_cast<U>(a) << b);
+        case Opcode::kShiftRightLogical:
+          return static_cast<U>(b) >= static_cast<U>(kBits) ? T(0)
+                                                            : static_cast<T>(static_cast<U>(a) >> b);
+        case Opcode::kShiftRightArithmetic:
+          if (static_cast<U>(b) >= static_cast<U>(kBits)) return a < 0 ? T(-1) : T(0);
+          return a >> b;
+        default: return a;
+      }
+    }
+  }
+};
+
+// The hot arithmetic ops get loops the compiler can vectorize.
+template <typename T, typename F>
+void MapBinary(const T* a, const T* b, T* out, int64_t n, F f, ThreadPool& pool) {
+  pool.ParallelFor(n, kElementwiseGrain, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) out[i] = f(a[i], b[i]);
+  });
+}
+
+template <typename T>
+void RunBinary(Opcode op, const T* a, const T* b, T* out, int64_t n, ThreadPool& pool) {
+  if constexpr (!kIsBool<T>) {
+    switch (op) {
+      case Opcode::kAdd: return MapBinary(a, b, out, n, [](T x, T y) { return T(x + y); }, pool);
+      case Opcode::kSubtract:
+        if constexpr (kIsFloat<T>) return MapBinary(a, b, out, n, [](T x, T y) { return x - y; }, pool);
+        break;
+      case Opcode::kMultiply:
+        if constexpr (kIsFloat<T>) return MapBinary(a, b, out, n, [](T x, T y) { return x * y; }, pool);
+        break;
+      case Opcode::kDivide:
+        if constexpr (kIsFloat<T>) return MapBinary(a, b, out, n, [](T x, T y) { return x / y; }, pool);
+        break;
+      default: break;
+    }
+  }
+  BinaryOp<T> f{op};
+  MapBinary(a, b, out, n, f, pool);
+}
+
+template <typename T>
+void RunUnary(Opcode op, const T* x, T* out, int64_t n, ThreadPool& pool) {
+  pool.ParallelFor(n, kElementwiseGrain / 4, [&](int64_t lo, int64_t hi) {
+    if constexpr (kIsFloat<T>) {
+      if (op == Opcode::kNegate) {
+        for (int64_t i = lo; i < hi; ++i) out[i] = -x[i];
+        return;
+      }
+      if (op == Opcode::kExp) {
+        for (int64_t i = lo; i < hi; ++i) out[i] = std::exp(x[i]);
+        return;
+      }
+    }
+    for (int64_t i = lo; i < hi; ++i) out[i] = Unary<T>(op, x[i]);
+  });
+}
+
+template <typename T>
+bool CompareValues(hlo::Comparison c, T a, T b) {
+  switch (c) {
+    case hlo::Comparison::kEq: return a == b;
+    case hlo::Comparison::kNe: return a != b;
+    case hlo::Comparison::kLt: return a < b;
+    case hlo::Comparison::kLe: return a <= b;
+    case hlo::Comparison::kGt: return a > b;
+    case hlo::Comparison::kGe: return a >= b;
+  }
+  return false;
+}
+
+bool IsHalfType(DType t) { return t == DType::kF16 || t == DType::kBF16; }
+
+}  // namespace
+
+KernelInfo MakeElementwiseKernel(const hlo::Instruction& inst, ThreadPool& pool_ref) {
+  ThreadPool* pool = &pool_ref;
+  Opcode op = inst.opcode();
+  int64_t n = inst.shape().num_elements();
+  DType operand_type = inst.operand(op == Opcode::kSelect ? 1 : 0)->shape().dtype();
+  if (IsHalfType(operand_type) && op != Opcode::kSelect) UnsupportedType(inst, operand_type);
+  if (hlo::IsElementwiseUnary(op)) {
+    return {DispatchAnyType(operand_type, [&](auto tag) -> Kernel {
+      using T = typename decltype(tag)::type;
+      return [=](const KernelArgs& a) {
+        RunUnary<T>(op, reinterpret_cast<const T*>(a.operands[0]), reinterpret_cast<T*>(a.outputs[0]),
+                    n, *pool);
+      };
+    })};
+  }
+  if (hlo::IsElementwiseBinary(op)) {
+    return {DispatchAnyType(operand_type, [&](auto tag) -> Kernel {
+      using T = typename decltype(tag)::type;
+      return [=](const KernelArgs& a) {
+        RunBinary<T>(op, reinterpret_cast<const T*>(a.operands[0]),
+                     reinterpret_cast<const T*>(a.operands[1]), reinterpret_cast<T*>(a.outputs[0]), n,
+                     *pool);
+      };
+    })};
+  }
+  switch (op) {
+    case Opcode::kCompare: {
+      hlo::Comparison c = inst.direction;
+      return {DispatchAnyType(operand_type, [&](auto tag) -> Kernel {
+        using T = typename decltype(tag)::type;
+        return [=](const KernelArgs& a) {
+          auto* x = reinterpret_cast<const T*>(a.operands[0]);
+          auto* y = reinterpret_cast<const T*>(a.operands[1]);
+          auto* out = reinterpret_cast<bool*>(a.outputs[0]);
+          pool->ParallelFor(n, kElementwiseGrain, [&](int64_t lo, int64_t hi) {
+            for (int64_t i = lo; i < hi; ++i) out[i] = CompareValues(c, x[i], y[i]);
+          });
+        };
+      })};
+    }
+    case Opcode::kIsFinite:
+      return {DispatchAnyType(operand_type, [&](auto tag) -> Kernel {
+        using T = typename decltype(tag)::type;
+        return [=](const KernelArgs& a) {
+          auto* x = reinterpret_cast<const T*>(a.operands[0]);
+          auto* out = reinterpret_cast<bool*>(a.outputs[0]);
+          for (int64_t i = 0; i < n; ++i) {
+            if constexpr (kIsFloat<T>) out[i] = std::isfinite(x[i]);
+            else out[i] = true;
+          }
+        };
+      })};
+    case Opcode::kSelect: {
+      bool scalar_pred = inst.operand(0)->shape().is_scalar();
+      int64_t size = DTypeSize(operand_type);
+      return {DispatchAnyType(operand_type, [&](auto tag) -> Kernel {
+        using T = typename decltype(tag)::type;
+        return [=](const KernelArgs& a) {
+          auto* p = reinterpret_cast<const bool*>(a.operands[0]);
+          auto* x = reinterpret_cast<const T*>(a.operands[1]);
+          auto* y = reinterpret_cast<const T*>(a.operands[2]);
+          auto* out = reinterpret_cast<T*>(a.outputs[0]);
+          if (scalar_pred) {
+            const T* src = p[0] ? x : y;
+            if (src != out) std::memcpy(out, src, n * size);
+            return;
+          }
+          pool->ParallelFor(n, kElementwiseGrain, [&](int64_t lo, int64_t hi) {
+            for (int64_t i = lo; i < hi; ++i) out[i] = p[i] ? x[i] : y[i];
+          });
+        };
+      })};
+    }
+    case Opcode::kClamp: {
+      bool scalar_lo = inst.operand(0)->shape().is_scalar();
+      bool scalar_hi = inst.operand(2)->shape().is_scalar();
+      return {DispatchAnyType(operand_type, [&](auto tag) -> Kernel {
+        using T = typename decltype(tag)::type;
+        return [=](const KernelArgs& a) {
+          auto* lo_p = reinterpret_cast<const T*>(a.operands[0]);
+          auto* x = reinterpret_cast<const T*>(a.operands[1]);
+          auto* hi_p = reinterpret_cast<const T*>(a.operands[2]);
+          auto* out = reinterpret_cast<T*>(a.outputs[0]);
+          BinaryOp<T> max_op{Opcode::kMaximum}, min_op{Opcode::kMinimum};
+          pool->ParallelFor(n, kElementwiseGrain, [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) {
+              T lo = lo_p[scalar_lo ? 0 : i], hi = hi_p[scalar_hi ? 0 : i];
+              out[i] = min_op(max_op(x[i], lo), hi);
+            }
+          });
+        };
+      })};
+    }
+    default: break;
+  }
+  Fail("[runtime] no elementwise kernel for {}", hlo::OpcodeName(op));
+}
+
+}  // namespace strata::runtime

@@ -1,0 +1,91 @@
+// Kernel construction: at compile time each instruction becomes a closure
+// with its shapes and attributes baked in; at run time it gets pointers to
+// its operands' array leaves, its outputs and its scratch space.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "strata/core/error.h"
+#include "strata/hlo/module.h"
+#include "strata/runtime/thread_pool.h"
+
+namespace strata::runtime {
+
+struct KernelArgs {
+  const uint8_t* const* operands;  // array leaves of the operands, in order
+  uint8_t* const* outputs;         // array leaves of the result
+  uint8_t* scratch;                // KernelInfo::scratch_bytes of 64-byte aligned space
+};
+
+using Kernel = std::function<void(const KernelArgs&)>;
+
+struct KernelInfo {
+  Kernel run;
+  int64_t scratch_bytes = 0;
+};
+
+// A compiled scalar computation (a reduce or scatter to_apply). bind(arena)
+// returns a callable that runs it once: args and results point at one
+// element each. arena_bytes of scratch must be passed to bind.
+using ScalarCall = std::function<void(const uint8_t* const* args, uint8_t* const* results)>;
+struct ScalarFunction {
+  std::function<ScalarCall(uint8_t* arena)> bind;
+  int64_t arena_bytes = 0;
+};
+
+// Elements per parallel chunk for cheap elementwise loops.
+inline constexpr int64_t kElementwiseGrain = 1 << 15;
+
+KernelInfo MakeElementwiseKernel(const hlo::Instruction& inst, ThreadPool& pool);
+KernelInfo MakeConvertKernel(const hlo::Instruction& inst, ThreadPool& pool);
+KernelInfo MakeDataMovementKernel(const hlo::Instruction& inst, ThreadPool& pool);
+KernelInfo MakeReduceKernel(const hlo::Instruction& inst, ThreadPool& pool,
+                            ScalarFunction to_apply);
+KernelInfo MakeDotKernel(const hlo::Instruction& inst, ThreadPool& pool);
+KernelInfo MakeGatherKernel(const hlo::Instruction& inst, ThreadPool& pool);
+KernelInfo MakeScatterKernel(const hlo::Instruction& inst, ThreadPool& pool,
+                             ScalarFunction to_apply);
+KernelInfo MakeRngKernel(const hlo::Instruction& inst, ThreadPool& pool);
+
+// Whether `inst` may write its output over operand `index`'s storage when
+// that operand is dead afterwards (same size, read-before-write per element).
+bool CanRunInPlace(const hlo::Instruction& inst, int64_t index);
+
+// Copies an N-d strided view: dst[i] = src[i] for every index i < dims, with
+// per-dimension strides in elements (may be negative or zero).
+void CopyStrided(int64_t element_size, std::span<const int64_t> dims, const uint8_t* src,
+                 std::span<const int64_t> src_strides, uint8_t* dst,
+                 std::span<const int64_t> dst_strides, ThreadPool* pool);
+
+[[noreturn]] inline void UnsupportedType(const hlo::Instruction& inst, DType dtype) {
+  Fail("[runtime] {} ({}) on {} is not supported by the CPU runtime", hlo::OpcodeName(inst.opcode()),
+       inst.name(), DTypeName(dtype));
+}
+
+template <typename T>
+struct TypeTag {
+  using type = T;
+};
+
+// Calls f(TypeTag<T>{}) for the C++ type of a storage dtype (f16/bf16 are
+// passed as uint16_t bit patterns).
+template <typename F>
+decltype(auto) DispatchAnyType(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kPred: return f(TypeTag<bool>{});
+    case DType::kS8: return f(TypeTag<int8_t>{});
+    case DType::kS32: return f(TypeTag<int32_t>{});
+    case DType::kS64: return f(TypeTag<int64_t>{});
+    case DType::kU8: return f(TypeTag<uint8_t>{});
+    case DType::kU32: return f(TypeTag<uint32_t>{});
+    case DType::kU64: return f(TypeTag<uint64_t>{});
+    case DType::kF16:
+    case DType::kBF16: return f(TypeTag<uint16_t>{});
+    case DType::kF32: return f(TypeTag<float>{});
+    case DType::kF64: return f(TypeTag<double>{});
+  }
+  return f(TypeTag<float>{});
+}
+
+}  // namespace strata::runtime

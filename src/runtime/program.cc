@@ -1,0 +1,408 @@
+#include "program.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <unordered_map>
+
+namespace strata::runtime {
+
+using hlo::Instruction;
+using hlo::Opcode;
+
+namespace {
+
+constexpr int64_t kAlignment = 64;
+int64_t AlignUp(int64_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
+
+ScalarFunction CompileScalar(const hlo::Computation& c, ThreadPool& pool) {
+  std::shared_ptr<Program> program = Program::Compile(c, StorageKind::kParameter, false, pool);
+  ScalarFunction f;
+  f.arena_bytes = program->arena_bytes();
+  f.bind = [program](uint8_t* arena) -> ScalarCall {
+    auto frame = std::make_shared<Frame>();
+    return [program, frame, arena](const uint8_t* const* args, uint8_t* const* results) {
+      program->Bind(*frame, arena, args, nullptr);
+      program->Execute(*frame, arena);
+      const auto& roots = program->root_slots();
+      for (size_t k = 0; k < roots.size(); ++k) {
+        std::memcpy(results[k], frame->slot[roots[k]], program->slot_size(roots[k]));
+      }
+    };
+  };
+  return f;
+}
+
+KernelInfo MakeKernel(const Instruction& inst, ThreadPool& pool) {
+  Opcode op = inst.opcode();
+  if (hlo::IsElementwiseUnary(op) || hlo::IsElementwiseBinary(op)) return MakeElementwiseKernel(inst, pool);
+  switch (op) {
+    case Opcode::kCompare:
+    case Opcode::kSelect:
+    case Opcode::kClamp:
+    case Opcode::kIsFinite: return MakeElementwiseKernel(inst, pool);
+    case Opcode::kConvert:
+    case Opcode::kBitcastConvert: return MakeConvertKernel(inst, pool);
+    case Opcode::kIota:
+    case Opcode::kBroadcast:
+    case Opcode::kTranspose:
+    case Opcode::kCopy:
+    case Opcode::kSlice:
+    case Opcode::kDynamicSlice:
+    case Opcode::kDynamicUpdateSlice:
+    case Opcode::kConcatenate:
+    case Opcode::kPad:
+    case Opcode::kReverse: return MakeDataMovementKernel(inst, pool);
+    case Opcode::kReduce: return MakeReduceKernel(inst, pool, CompileScalar(*inst.called[0], pool));
+    case Opcode::kDot: return MakeDotKernel(inst, pool);
+    case Opcode::kGather: return MakeGatherKernel(inst, pool);
+    case Opcode::kScatter: return MakeScatterKernel(inst, pool, CompileScalar(*inst.called[0], pool));
+    case Opcode::kRngBitGenerator: return MakeRngKernel(inst, pool);
+    default: break;
+  }
+  Fail("[runtime] {} ({}) cannot be executed directly; was the module compiled with passes?",
+       hlo::OpcodeName(op), inst.name());
+}
+
+// Number of array leaves in each tuple element before `index`.
+int64_t LeafOffset(const Shape& tuple, int64_t index) {
+  int64_t offset = 0;
+  for (int64_t i = 0; i < index; ++i) offset += static_cast<int64_t>(tuple.tuple_shape(i).Leaves().size());
+  return offset;
+}
+
+}  // namespace
+
+// Builds a Program: slots, liveness, storages (with in-place reuse), arena
+// offsets, and one step per instruction that does work.
+class Planner {
+ public:
+  Planner(const hlo::Computation& c, StorageKind parameter_kind, bool root_is_output, ThreadPool& pool)
+      : c_(c), parameter_kind_(parameter_kind), root_is_output_(root_is_output), pool_(pool) {}
+
+  std::unique_ptr<Program> Plan() {
+    program_ = std::make_unique<Program>();
+    AssignSlots();
+    AssignStorages();
+    PlaceArena();
+    return std::move(program_);
+  }
+
+ private:
+  int64_t NewSlot(int64_t size) {
+    slot_size_.push_back(size);
+    last_use_.push_back(-1);
+    program_->slot_storage_.push_back(-1);
+    return static_cast<int64_t>(slot_size_.size()) - 1;
+  }
+
+  int64_t NewStorage(Storage s) {
+    program_->storages_.push_back(s);
+    return static_cast<int64_t>(program_->storages_.size()) - 1;
+  }
+
+  // Pass 1: which slots each instruction reads and writes, and when each slot
+  // is last read.
+  void AssignSlots() {
+    int64_t parameter_leaves = 0;
+    std::unordered_map<const Instruction*, int64_t> parameter_base;
+    for (const Instruction* p : c_.parameters()) {
+      parameter_base[p] = parameter_leaves;
+      parameter_leaves += static_cast<int64_t>(p->shape().Leaves().size());
+    }
+    const auto& instructions = c_.instructions();
+    for (size_t i = 0; i < instructions.size(); ++i) {
+      const Instruction* inst = instructions[i].get();
+      std::vector<int64_t>& out = leaves_[inst];
+      std::vector<int64_t> operand_slots;
+      for (const Instruction* op : inst->operands()) {
+        for (int64_t s : leaves_.at(op)) {
+          operand_slots.push_back(s);
+          last_use_[s] = std::max<int64_t>(last_use_[s], static_cast<int64_t>(i));
+        }
+      }
+      switch (inst->opcode()) {
+        case Opcode::kParameter: {
+          auto shapes = inst->shape().Leaves();
+          for (size_t k = 0; k < shapes.size(); ++k) {
+            int64_t s = NewSlot(shapes[k].byte_size());
+            program_->slot_storage_[s] = NewStorage({parameter_kind_, shapes[k].byte_size(),
+                                                     parameter_base[inst] + static_cast<int64_t>(k)});
+            out.push_back(s);
+          }
+          continue;
+        }
+        case Opcode::kConstant: {
+          int64_t s = NewSlot(inst->literal.size_bytes());
+          Storage st{StorageKind::kConstant, inst->literal.size_bytes()};
+          st.constant = inst->literal.data();
+          program_->slot_storage_[s] = NewStorage(st);
+          out.push_back(s);
+          continue;
+        }
+        case Opcode::kTuple:
+        case Opcode::kReshape: out = operand_slots; continue;
+        case Opcode::kGetTupleElement: {
+          const Shape& t = inst->operand(0)->shape();
+          int64_t begin = LeafOffset(t, inst->tuple_index);
+          int64_t count = static_cast<int64_t>(t.tuple_shape(inst->tuple_index).Leaves().size());
+          const auto& src = leaves_.at(inst->operand(0));
+          out.assign(src.begin() + begin, src.begin() + begin + count);
+          continue;
+        }
+        default: break;
+      }
+      for (const Shape& leaf : inst->shape().Leaves()) out.push_back(NewSlot(leaf.byte_size()));
+      Step step;
+      step.inst = inst;
+      step.operand_slots = operand_slots;
+      step.output_slots = out;
+      step_position_.push_back(static_cast<int64_t>(i));
+      program_->steps_.push_back(std::move(step));
+    }
+    end_ = static_cast<int64_t>(instructions.size());
+    program_->root_slots_ = leaves_.at(c_.root());
+    for (int64_t s : program_->root_slots_) last_use_[s] = end_;
+  }
+
+  bool Writable(int64_t storage) const {
+    StorageKind k = program_->storages_[storage].kind;
+    return k == StorageKind::kArena || k == StorageKind::kLoopState;
+  }
+
+  // Pass 2: give every step's outputs a storage, reusing a dying operand's
+  // when the kernel allows it; build kernels and while sub-programs.
+  void AssignStorages() {
+    auto& storages = program_->storages_;
+    auto& slot_storage = program_->slot_storage_;
+    for (size_t k = 0; k < program_->steps_.size(); ++k) {
+      Step& step = program_->steps_[k];
+      const Instruction& inst = *step.inst;
+      int64_t pos = step_position_[k];
+      std::vector<int64_t> claimed;
+      auto try_reuse = [&](int64_t in_slot, int64_t out_slot) {
+        int64_t st = slot_storage[in_slot];
+        if (last_use_[in_slot] != pos || !Writable(st) || storages[st].size != slot_size_[out_slot] ||
+            std::find(claimed.begin(), claimed.end(), st) != claimed.end()) {
+          return false;
+        }
+        claimed.push_back(st);
+        slot_storage[out_slot] = st;
+        ++program_->in_place_updates_;
+        return true;
+      };
+      if (inst.opcode() == Opcode::kWhile) {
+        for (size_t j = 0; j < step.output_slots.size(); ++j) try_reuse(step.operand_slots[j], step.output_slots[j]);
+      } else if (step.output_slots.size() == 1) {
+        for (int64_t i = 0; i < inst.operand_count(); ++i) {
+          if (!inst.operand(i)->shape().is_array() || !CanRunInPlace(inst, i)) continue;
+          if (try_reuse(leaves_.at(inst.operand(i))[0], step.output_slots[0])) break;
+        }
+      }
+      for (int64_t s : step.output_slots) {
+        if (slot_storage[s] < 0) {
+          Storage st{StorageKind::kArena, slot_size_[s]};
+          st.first = pos;
+          slot_storage[s] = NewStorage(st);
+        }
+      }
+      int64_t scratch = 0;
+      if (inst.opcode() == Opcode::kWhile) {
+        scratch = PlanWhile(step);
+      } else {
+        KernelInfo info = MakeKernel(inst, pool_);
+        step.kernel = std::move(info.run);
+        scratch = info.scratch_bytes;
+      }
+      if (scratch > 0) {
+        Storage st{StorageKind::kArena, scratch};
+        st.first = st.last = pos;
+        scratch_storage_.push_back({k, NewStorage(st)});
+      }
+    }
+    // Live ranges: a storage lives from its first definition to its last read.
+    for (size_t s = 0; s < slot_storage.size(); ++s) {
+      Storage& st = storages[slot_storage[s]];
+      if (st.kind == StorageKind::kArena) st.last = std::max(st.last, last_use_[s]);
+    }
+    if (root_is_output_) {
+      program_->root_needs_copy_.assign(program_->root_slots_.size(), true);
+      for (size_t k = 0; k < program_->root_slots_.size(); ++k) {
+        Storage& st = storages[slot_storage[program_->root_slots_[k]]];
+        if (st.kind == StorageKind::kArena) {  // first use of this storage as a result
+          st.kind = StorageKind::kOutput;
+          st.index = static_cast<int64_t>(k);
+          program_->root_needs_copy_[k] = false;
+        }
+      }
+    }
+  }
+
+  // Compiles condition and body; returns the scratch the loop needs.
+  int64_t PlanWhile(Step& step) {
+    const Instruction& inst = *step.inst;
+    step.condition = Program::Compile(*inst.called[0], StorageKind::kParameter, false, pool_);
+    step.body = Program::Compile(*inst.called[1], StorageKind::kLoopState, false, pool_);
+    program_->in_place_updates_ += step.body->in_place_updates() + step.condition->in_place_updates();
+    int64_t body = AlignUp(step.body->arena_bytes());
+    step.condition_offset = body;
+    step.swap_offset = body + AlignUp(step.condition->arena_bytes());
+    int64_t swap = 0;
+    for (size_t i = 0; i < step.body->root_slots().size(); ++i) {
+      const Storage& st = step.body->storage_of(step.body->root_slots()[i]);
+      if (st.kind == StorageKind::kLoopState && st.index != static_cast<int64_t>(i)) {
+        swap += AlignUp(st.size);
+      }
+    }
+    return step.swap_offset + swap;
+  }
+
+  // Pass 3: arena offsets, largest first, each at the lowest offset that no
+  // storage alive at the same time occupies.
+  void PlaceArena() {
+    auto& storages = program_->storages_;
+    std::vector<int64_t> order;
+    for (size_t i = 0; i < storages.size(); ++i) {
+      if (storages[i].kind == StorageKind::kArena) order.push_back(static_cast<int64_t>(i));
+    }
+    std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+      if (storages[a].size != storages[b].size) return storages[a].size > storages[b].size;
+      return a < b;
+    });
+    std::vector<int64_t> placed;
+    int64_t arena = 0;
+    for (int64_t id : order) {
+      Storage& st = storages[id];
+      std::vector<std::pair<int64_t, int64_t>> busy;  // [offset, end) of overlapping lives
+      for (int64_t other : placed) {
+        const Storage& o = storages[other];
+        if (o.first <= st.last && st.first <= o.last) busy.push_back({o.offset, o.offset + AlignUp(o.size)});
+      }
+      std::sort(busy.begin(), busy.end());
+      int64_t offset = 0;
+      for (auto [begin, end] : busy) {
+        if (offset + AlignUp(st.size) <= begin) break;
+        offset = std::max(offset, end);
+      }
+      st.offset = offset;
+      arena = std::max(arena, offset + AlignUp(st.size));
+      placed.push_back(id);
+    }
+    for (auto [step, storage] : scratch_storage_) program_->steps_[step].scratch_offset = storages[storage].offset;
+    program_->arena_bytes_ = arena;
+  }
+
+  const hlo::Computation& c_;
+  StorageKind parameter_kind_;
+  bool root_is_output_;
+  ThreadPool& pool_;
+  std::unique_ptr<Program> program_;
+  std::unordered_map<const Instruction*, std::vector<int64_t>> leaves_;
+  std::vector<int64_t> slot_size_, last_use_, step_position_;
+  std::vector<std::pair<size_t, int64_t>> scratch_storage_;
+  int64_t end_ = 0;
+};
+
+std::unique_ptr<Program> Program::Compile(const hlo::Computation& computation,
+                                          StorageKind parameter_kind, bool root_is_output,
+                                          ThreadPool& pool) {
+  return Planner(computation, parameter_kind, root_is_output, pool).Plan();
+}
+
+void Program::Bind(Frame& frame, uint8_t* arena, const uint8_t* const* parameters,
+                   uint8_t* const* outputs) const {
+  frame.slot.resize(slot_storage_.size());
+  for (size_t s = 0; s < slot_storage_.size(); ++s) {
+    const Storage& st = storages_[slot_storage_[s]];
+    switch (st.kind) {
+      case StorageKind::kArena: frame.slot[s] = arena + st.offset; break;
+      case StorageKind::kParameter:
+      case StorageKind::kLoopState: frame.slot[s] = const_cast<uint8_t*>(parameters[st.index]); break;
+      case StorageKind::kConstant: frame.slot[s] = const_cast<uint8_t*>(st.constant); break;
+      case StorageKind::kOutput: frame.slot[s] = outputs[st.index]; break;
+    }
+  }
+  if (frame.operand_begin.size() != steps_.size()) {
+    frame.operands.clear();
+    frame.outputs.clear();
+    frame.operand_begin.clear();
+    frame.output_begin.clear();
+    for (const Step& step : steps_) {
+      frame.operand_begin.push_back(frame.operands.size());
+      frame.output_begin.push_back(frame.outputs.size());
+      frame.operands.resize(frame.operands.size() + step.operand_slots.size());
+      frame.outputs.resize(frame.outputs.size() + step.output_slots.size());
+    }
+  }
+  for (size_t k = 0; k < steps_.size(); ++k) {
+    const Step& step = steps_[k];
+    for (size_t i = 0; i < step.operand_slots.size(); ++i) {
+      frame.operands[frame.operand_begin[k] + i] = frame.slot[step.operand_slots[i]];
+    }
+    for (size_t i = 0; i < step.output_slots.size(); ++i) {
+      frame.outputs[frame.output_begin[k] + i] = frame.slot[step.output_slots[i]];
+    }
+  }
+}
+
+void Program::Execute(Frame& frame, uint8_t* arena) const {
+  for (size_t k = 0; k < steps_.size(); ++k) {
+    const Step& step = steps_[k];
+    if (!step.kernel) {
+      RunWhile(step, frame, arena, k);
+      continue;
+    }
+    step.kernel(KernelArgs{frame.operands.data() + frame.operand_begin[k],
+                           frame.outputs.data() + frame.output_begin[k], arena + step.scratch_offset});
+  }
+}
+
+void Program::RunWhile(const Step& step, Frame& frame, uint8_t* arena, size_t index) const {
+  size_t n = step.output_slots.size();
+  uint8_t* const* state = frame.outputs.data() + frame.output_begin[index];
+  const uint8_t* const* init = frame.operands.data() + frame.operand_begin[index];
+  for (size_t i = 0; i < n; ++i) {
+    if (state[i] != init[i]) std::memcpy(state[i], init[i], slot_size(step.output_slots[i]));
+  }
+  uint8_t* body_arena = arena + step.scratch_offset;
+  uint8_t* condition_arena = body_arena + step.condition_offset;
+  uint8_t* swap = body_arena + step.swap_offset;
+  Frame condition_frame, body_frame;
+  step.condition->Bind(condition_frame, condition_arena, state, nullptr);
+  step.body->Bind(body_frame, body_arena, state, nullptr);
+  const int64_t condition_root = step.condition->root_slots()[0];
+  const auto& body_roots = step.body->root_slots();
+  while (true) {
+    step.condition->Execute(condition_frame, condition_arena);
+    if (!*reinterpret_cast<const bool*>(condition_frame.slot[condition_root])) break;
+    step.body->Execute(body_frame, body_arena);
+    // New state: values computed in another leaf's storage go through the
+    // swap area first, so no leaf is overwritten before it is read.
+    int64_t swap_used = 0;
+    std::vector<std::pair<size_t, int64_t>> swapped;
+    for (size_t i = 0; i < n; ++i) {
+      uint8_t* src = body_frame.slot[body_roots[i]];
+      if (src == state[i]) continue;
+      const Storage& st = step.body->storage_of(body_roots[i]);
+      if (st.kind == StorageKind::kLoopState) {
+        std::memcpy(swap + swap_used, src, st.size);
+        swapped.push_back({i, swap_used});
+        swap_used += AlignUp(st.size);
+      }
+    }
+    for (size_t i = 0; i < n; ++i) {
+      uint8_t* src = body_frame.slot[body_roots[i]];
+      if (src == state[i] || step.body->storage_of(body_roots[i]).kind == StorageKind::kLoopState) continue;
+      std::memcpy(state[i], src, step.body->slot_size(body_roots[i]));
+    }
+    for (auto [i, offset] : swapped) std::memcpy(state[i], swap + offset, step.body->slot_size(body_roots[i]));
+  }
+}
+
+void Program::CopyOutputs(const Frame& frame, uint8_t* const* outputs) const {
+  for (size_t k = 0; k < root_slots_.size(); ++k) {
+    if (root_needs_copy_[k]) std::memcpy(outputs[k], frame.slot[root_slots_[k]], slot_size(root_slots_[k]));
+  }
+}
+
+}  // namespace strata::runtime

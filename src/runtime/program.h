@@ -1,0 +1,91 @@
+// A compiled computation: its schedule of steps and its buffer plan.
+//
+// Every array leaf of every instruction's value is a *slot*. Tuples,
+// get-tuple-element and reshape make no data: their slots are their
+// operands'. Each slot lives in a *storage*: an arena region, a caller's
+// parameter, a constant, an entry output, or while-loop state. A value may
+// take over a dying operand's storage (in place); arena regions whose
+// lifetimes do not overlap share bytes.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "strata/runtime/executable.h"
+
+namespace strata::runtime {
+
+enum class StorageKind : uint8_t {
+  kArena,      // planned offset in the arena
+  kParameter,  // a read-only argument (entry, condition, to_apply)
+  kLoopState,  // a while body's argument: the loop state, writable once dead
+  kConstant,   // literal bytes owned by the module
+  kOutput,     // an entry result buffer
+};
+
+struct Storage {
+  StorageKind kind;
+  int64_t size = 0;
+  int64_t index = -1;   // parameter leaf or output number
+  int64_t offset = -1;  // arena offset
+  const uint8_t* constant = nullptr;
+  int64_t first = 0, last = 0;  // live range in step positions
+};
+
+class Program;
+
+struct Step {
+  const hlo::Instruction* inst = nullptr;
+  Kernel kernel;  // empty for while
+  std::vector<int64_t> operand_slots, output_slots;
+  int64_t scratch_offset = 0;
+  // while: condition and body programs placed at scratch_offset (body
+  // first), and the swap area for loop state that moved between leaves.
+  std::unique_ptr<Program> condition, body;
+  int64_t condition_offset = 0, swap_offset = 0;
+};
+
+// Pointers resolved for one execution of a program.
+struct Frame {
+  std::vector<uint8_t*> slot;
+  std::vector<const uint8_t*> operands;
+  std::vector<uint8_t*> outputs;
+  std::vector<size_t> operand_begin, output_begin;
+};
+
+class Program {
+ public:
+  // `parameter_kind` is kParameter or kLoopState; `root_is_output` is true for
+  // the entry computation, whose root leaves become result buffers.
+  static std::unique_ptr<Program> Compile(const hlo::Computation& computation,
+                                          StorageKind parameter_kind, bool root_is_output,
+                                          ThreadPool& pool);
+
+  // Resolves every slot's address; `parameters` are the parameter leaves.
+  void Bind(Frame& frame, uint8_t* arena, const uint8_t* const* parameters,
+            uint8_t* const* outputs) const;
+  void Execute(Frame& frame, uint8_t* arena) const;
+  // Root leaves that are not already in their result buffer are copied there.
+  void CopyOutputs(const Frame& frame, uint8_t* const* outputs) const;
+
+  int64_t arena_bytes() const { return arena_bytes_; }
+  const std::vector<int64_t>& root_slots() const { return root_slots_; }
+  int64_t slot_size(int64_t slot) const { return storages_[slot_storage_[slot]].size; }
+  const Storage& storage_of(int64_t slot) const { return storages_[slot_storage_[slot]]; }
+  int64_t in_place_updates() const { return in_place_updates_; }
+
+ private:
+  friend class Planner;
+  void RunWhile(const Step& step, Frame& frame, uint8_t* arena, size_t index) const;
+
+  std::vector<Storage> storages_;
+  std::vector<int64_t> slot_storage_;
+  std::vector<Step> steps_;
+  std::vector<int64_t> root_slots_;
+  std::vector<bool> root_needs_copy_;
+  int64_t arena_bytes_ = 0;
+  int64_t in_place_updates_ = 0;
+};
+
+}  // namespace strata::runtime
