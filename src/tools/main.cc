@@ -1,1 +1,34 @@
-int main() { return 0; }
+// The `strata` command line.
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include "commands.h"
+#include "strata/core/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"strata: a lazy-tensor compiler for the CPU"};
+  app.require_subcommand(1);
+
+  auto* demo = app.add_subcommand("demo", "build a small program, print its HLO text and run it");
+
+  strata::tools::RunOptions run_options;
+  auto* run = app.add_subcommand("run", "run an HLO text program on tensors from a safetensors file");
+  run->add_option("program", run_options.program, "HLO text file")->required();
+  run->add_option("--inputs", run_options.inputs,
+                  "safetensors file with one tensor per parameter, named like the parameter");
+  run->add_option("--output", run_options.output, "safetensors file for the results")->required();
+  run->add_flag("--quiet", run_options.quiet, "print nothing on success");
+
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (*demo) return strata::tools::RunDemo();
+    if (*run) return strata::tools::RunProgram(run_options);
+  } catch (const strata::Error& e) {
+    fmt::print(stderr, "strata: error: {}\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "strata: unexpected error: {}\n", e.what());
+    return 2;
+  }
+  return 0;
+}
