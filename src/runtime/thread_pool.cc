@@ -1,7 +1,7 @@
 #include "strata/runtime/thread_pool.h"
 
 #include <algorithm>
-#include <atomic>
+#include <exception>
 
 namespace strata::runtime {
 
@@ -9,6 +9,7 @@ struct ThreadPool::Job {
   const std::function<void(int64_t, int64_t)>* fn;
   int64_t n, chunk;
   int64_t remaining;  // chunks not finished; guarded by the pool mutex
+  std::exception_ptr error;  // the first exception a chunk threw
 };
 
 ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
@@ -31,8 +32,14 @@ bool ThreadPool::RunOneTask(std::unique_lock<std::mutex>& lock) {
   tasks_.pop_front();
   lock.unlock();
   int64_t begin = index * job->chunk;
-  (*job->fn)(begin, std::min(job->n, begin + job->chunk));
+  std::exception_ptr error;
+  try {
+    (*job->fn)(begin, std::min(job->n, begin + job->chunk));
+  } catch (...) {
+    error = std::current_exception();  // rethrown by the caller, never lost in a worker
+  }
   lock.lock();
+  if (error && !job->error) job->error = error;
   if (--job->remaining == 0) job_done_.notify_all();
   return true;
 }
@@ -57,19 +64,26 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain,
   }
   int64_t chunk = (n + chunks - 1) / chunks;
   chunks = (n + chunk - 1) / chunk;
-  Job job{&fn, n, chunk, chunks};
+  Job job{&fn, n, chunk, chunks, nullptr};
   {
     std::lock_guard<std::mutex> lock(mutex_);
     for (int64_t i = 1; i < chunks; ++i) tasks_.push_back({&job, i});
   }
   work_available_.notify_all();
-  fn(0, std::min(n, chunk));
+  std::exception_ptr error;
+  try {
+    fn(0, std::min(n, chunk));
+  } catch (...) {
+    error = std::current_exception();
+  }
   std::unique_lock<std::mutex> lock(mutex_);
   --job.remaining;
   // Help with queued work (ours or another caller's) instead of idling.
   while (job.remaining > 0) {
     if (!RunOneTask(lock)) job_done_.wait(lock, [&] { return job.remaining == 0 || !tasks_.empty(); });
   }
+  if (!error) error = job.error;
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace strata::runtime
