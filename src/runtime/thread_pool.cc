@@ -6,7 +6,7 @@
 namespace strata::runtime {
 
 struct ThreadPool::Job {
-  const std::function<void(int64_t, int64_t)>* fn;
+  ThreadPool::RangeFunction fn;
   int64_t n, chunk;
   int64_t remaining;  // chunks not finished; guarded by the pool mutex
   std::exception_ptr error;  // the first exception a chunk threw
@@ -34,7 +34,7 @@ bool ThreadPool::RunOneTask(std::unique_lock<std::mutex>& lock) {
   int64_t begin = index * job->chunk;
   std::exception_ptr error;
   try {
-    (*job->fn)(begin, std::min(job->n, begin + job->chunk));
+    job->fn(begin, std::min(job->n, begin + job->chunk));
   } catch (...) {
     error = std::current_exception();  // rethrown by the caller, never lost in a worker
   }
@@ -53,8 +53,7 @@ void ThreadPool::WorkerLoop() {
   }
 }
 
-void ThreadPool::ParallelFor(int64_t n, int64_t grain,
-                             const std::function<void(int64_t, int64_t)>& fn) {
+void ThreadPool::Run(int64_t n, int64_t grain, RangeFunction fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
   int64_t chunks = std::min<int64_t>(num_threads_, (n + grain - 1) / grain);
@@ -64,7 +63,7 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain,
   }
   int64_t chunk = (n + chunks - 1) / chunks;
   chunks = (n + chunk - 1) / chunk;
-  Job job{&fn, n, chunk, chunks, nullptr};
+  Job job{fn, n, chunk, chunks, nullptr};
   {
     std::lock_guard<std::mutex> lock(mutex_);
     for (int64_t i = 1; i < chunks; ++i) tasks_.push_back({&job, i});

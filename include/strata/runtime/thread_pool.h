@@ -6,7 +6,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <functional>
+#include <type_traits>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -23,10 +23,23 @@ class ThreadPool {
 
   int num_threads() const { return num_threads_; }
   // Calls fn(begin, end) over [0, n) in chunks of at least `grain` items.
-  void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+  // Takes the callable by reference: no allocation per call.
+  template <typename F>
+  void ParallelFor(int64_t n, int64_t grain, F&& fn) {
+    using Fn = std::remove_reference_t<F>;
+    RangeFunction ref{const_cast<void*>(static_cast<const void*>(&fn)),
+                      [](void* f, int64_t lo, int64_t hi) { (*static_cast<Fn*>(f))(lo, hi); }};
+    Run(n, grain, ref);
+  }
 
  private:
+  struct RangeFunction {
+    void* object;
+    void (*call)(void*, int64_t, int64_t);
+    void operator()(int64_t lo, int64_t hi) const { call(object, lo, hi); }
+  };
   struct Job;
+  void Run(int64_t n, int64_t grain, RangeFunction fn);
   void WorkerLoop();
   bool RunOneTask(std::unique_lock<std::mutex>& lock);
 
