@@ -1,6 +1,8 @@
 #include "strata/runtime/device.h"
 
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <cstring>
 #include <thread>
 
@@ -16,12 +18,65 @@ std::shared_ptr<uint8_t> AllocateAligned(int64_t bytes) {
   return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [](uint8_t* q) { std::free(q); });
 }
 
+// Freed blocks of at least kMinCached bytes wait here (up to kMaxCached in
+// all) for an allocation of the same rounded size.
+struct Device::BlockCache {
+  static constexpr int64_t kMinCached = 1 << 20;
+  static constexpr int64_t kMaxCached = int64_t{1} << 30;
+  static constexpr int64_t kGranule = 1 << 16;
+  std::mutex mutex;
+  std::multimap<int64_t, uint8_t*> free;
+  int64_t cached = 0;
+
+  ~BlockCache() {
+    for (auto& [size, p] : free) std::free(p);
+  }
+};
+
+Device::Device(int id, std::string kind)
+    : id_(id), kind_(std::move(kind)), cache_(std::make_shared<BlockCache>()) {}
+
+Device::~Device() = default;
+
+std::shared_ptr<uint8_t> Device::Allocate(int64_t bytes) const {
+  if (bytes < BlockCache::kMinCached) return AllocateAligned(bytes);
+  int64_t size = (bytes + BlockCache::kGranule - 1) / BlockCache::kGranule * BlockCache::kGranule;
+  uint8_t* block = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(cache_->mutex);
+    if (auto it = cache_->free.find(size); it != cache_->free.end()) {
+      block = it->second;
+      cache_->free.erase(it);
+      cache_->cached -= size;
+    }
+  }
+  if (!block) {
+    block = static_cast<uint8_t*>(std::aligned_alloc(64, static_cast<size_t>(size)));
+    if (!block) Fail("[runtime] out of memory allocating {} bytes on {}", bytes, ToString());
+  }
+  // The deleter holds the cache, so buffers may outlive their device.
+  return std::shared_ptr<uint8_t>(block, [cache = cache_, size](uint8_t* p) {
+    std::lock_guard<std::mutex> lock(cache->mutex);
+    if (cache->cached + size > BlockCache::kMaxCached) {
+      std::free(p);
+      return;
+    }
+    cache->free.emplace(size, p);
+    cache->cached += size;
+  });
+}
+
+int64_t Device::cached_bytes() const {
+  std::lock_guard<std::mutex> lock(cache_->mutex);
+  return cache_->cached;
+}
+
 Buffer Buffer::Allocate(const Shape& shape, const Device* device) {
   if (!shape.is_array()) Fail("[buffer] cannot allocate tuple shape {}", shape.ToString());
   Buffer b;
   b.shape_ = shape;
   b.device_ = device;
-  b.data_ = AllocateAligned(shape.byte_size());
+  b.data_ = device ? device->Allocate(shape.byte_size()) : AllocateAligned(shape.byte_size());
   return b;
 }
 

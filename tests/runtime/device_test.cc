@@ -70,3 +70,28 @@ TEST(ThreadPool, CoversEveryIndexOnceAndPropagatesErrors) {
 
 }  // namespace
 }  // namespace strata::runtime
+
+namespace strata::runtime {
+namespace {
+
+TEST(Device, ReusesLargeFreedBlocksOfTheSameSize) {
+  Client client(1, 1);
+  const Device* d = client.device(0);
+  Shape big(DType::kF32, {1 << 20});  // 4 MiB
+  uint8_t* first;
+  {
+    Buffer a = Buffer::Allocate(big, d);
+    first = a.data();
+    a.data_as<float>()[0] = 1.0f;
+  }
+  EXPECT_EQ(d->cached_bytes(), big.byte_size());
+  Buffer b = Buffer::Allocate(big, d);
+  EXPECT_EQ(b.data(), first);  // the cached block came back
+  EXPECT_EQ(d->cached_bytes(), 0);
+  Buffer c = Buffer::Allocate(Shape(DType::kF32, {1 << 19}), d);  // other size: fresh block
+  EXPECT_NE(c.data(), first);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(c.data()) % 64, 0u);
+}
+
+}  // namespace
+}  // namespace strata::runtime

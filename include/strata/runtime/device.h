@@ -19,14 +19,23 @@ class ThreadPool;
 
 class Device {
  public:
-  Device(int id, std::string kind) : id_(id), kind_(std::move(kind)) {}
+  Device(int id, std::string kind);
+  ~Device();
   int id() const { return id_; }
   const std::string& kind() const { return kind_; }
   std::string ToString() const { return kind_ + ":" + std::to_string(id_); }
 
+  // 64-byte aligned memory of this device. Large blocks are cached after
+  // they are freed and handed out again for the same size, so a program's
+  // result buffers are not page-faulted in anew on every run.
+  std::shared_ptr<uint8_t> Allocate(int64_t bytes) const;
+  int64_t cached_bytes() const;
+
  private:
+  struct BlockCache;
   int id_;
   std::string kind_;
+  std::shared_ptr<BlockCache> cache_;
 };
 
 // A dense row-major array in a device's memory. A cheap handle: copies share
