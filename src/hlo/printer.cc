@@ -10,7 +10,7 @@ namespace {
 
 std::string Braced(const std::vector<int64_t>& dims) { return fmt::format("{{{}}}", fmt::join(dims, ",")); }
 
-std::string Attributes(const Instruction& inst) {
+std::string AttributesText(const Instruction& inst) {
   std::vector<std::string> attrs;
   auto add = [&](std::string_view key, std::string value) {
     attrs.push_back(fmt::format("{}={}", key, value));
@@ -104,7 +104,7 @@ std::string ToText(const Instruction& inst) {
     }
   }
   return fmt::format("{} = {} {}({}){}", inst.name(), inst.shape().ToString(),
-                     OpcodeName(inst.opcode()), operands, Attributes(inst));
+                     OpcodeName(inst.opcode()), operands, AttributesText(inst));
 }
 
 std::string ToText(const Computation& c) {

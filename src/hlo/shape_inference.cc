@@ -11,34 +11,44 @@
 namespace strata::hlo {
 namespace {
 
+// What the rules read: opcode, operand shapes, attributes, declared shape.
+struct View {
+  Opcode op;
+  std::span<const Shape> operands;
+  const Attributes& attrs;
+  const Shape& declared;
+  int64_t operand_count() const { return static_cast<int64_t>(operands.size()); }
+  const Shape& operand_shape(int64_t i) const { return operands[i]; }
+};
+
 // Formats "[opcode] message; operands: f32[2,3], s32[]".
 template <typename... Args>
-[[noreturn]] void Reject(const Instruction& inst, fmt::format_string<Args...> format,
+[[noreturn]] void Reject(const View& inst, fmt::format_string<Args...> format,
                          Args&&... args) {
   std::string operands;
   for (int64_t i = 0; i < inst.operand_count(); ++i) {
     if (i) operands += ", ";
-    operands += inst.operand(i)->shape().ToString();
+    operands += inst.operand_shape(i).ToString();
   }
-  throw Error(fmt::format("[{}] {} (operands: {})", OpcodeName(inst.opcode()),
+  throw Error(fmt::format("[{}] {} (operands: {})", OpcodeName(inst.op),
                           fmt::format(format, std::forward<Args>(args)...),
                           operands.empty() ? "none" : operands));
 }
 
-void ExpectOperands(const Instruction& inst, int64_t n) {
+void ExpectOperands(const View& inst, int64_t n) {
   if (inst.operand_count() != n) {
     Reject(inst, "expected {} operand(s), got {}", n, inst.operand_count());
   }
 }
 
-const Shape& ArrayOperand(const Instruction& inst, int64_t i) {
-  const Shape& s = inst.operand(i)->shape();
+const Shape& ArrayOperand(const View& inst, int64_t i) {
+  const Shape& s = inst.operand_shape(i);
   if (!s.is_array()) Reject(inst, "operand {} must be an array, got tuple {}", i, s.ToString());
   return s;
 }
 
 // Dimension numbers must be unique and in [0, rank).
-void CheckDimensions(const Instruction& inst, const std::vector<int64_t>& dims, int64_t rank,
+void CheckDimensions(const View& inst, const std::vector<int64_t>& dims, int64_t rank,
                      std::string_view what) {
   std::set<int64_t> seen;
   for (int64_t d : dims) {
@@ -47,7 +57,7 @@ void CheckDimensions(const Instruction& inst, const std::vector<int64_t>& dims, 
   }
 }
 
-void CheckSorted(const Instruction& inst, const std::vector<int64_t>& dims, std::string_view what) {
+void CheckSorted(const View& inst, const std::vector<int64_t>& dims, std::string_view what) {
   if (!std::is_sorted(dims.begin(), dims.end())) {
     Reject(inst, "{} must be sorted, got {{{}}}", what, fmt::join(dims, ","));
   }
@@ -55,8 +65,8 @@ void CheckSorted(const Instruction& inst, const std::vector<int64_t>& dims, std:
 
 bool IsNumeric(DType t) { return t != DType::kPred; }
 
-Shape InferElementwise(const Instruction& inst) {
-  Opcode op = inst.opcode();
+Shape InferElementwise(const View& inst) {
+  Opcode op = inst.op;
   if (IsElementwiseUnary(op)) {
     ExpectOperands(inst, 1);
     const Shape& x = ArrayOperand(inst, 0);
@@ -92,18 +102,18 @@ Shape InferElementwise(const Instruction& inst) {
   return a;
 }
 
-Shape InferReduce(const Instruction& inst) {
+Shape InferReduce(const View& inst) {
   int64_t n = inst.operand_count() / 2;
   if (inst.operand_count() < 2 || inst.operand_count() % 2 != 0) {
     Reject(inst, "expected N operands and N init values, got {} operands", inst.operand_count());
   }
-  if (inst.called.size() != 1) Reject(inst, "expected one to_apply computation");
+  if (inst.attrs.called.size() != 1) Reject(inst, "expected one to_apply computation");
   const Shape& first = ArrayOperand(inst, 0);
-  CheckDimensions(inst, inst.dimensions, first.rank(), "reduced dimension");
+  CheckDimensions(inst, inst.attrs.dimensions, first.rank(), "reduced dimension");
   std::vector<Shape> results;
   std::vector<int64_t> out_dims;
   for (int64_t d = 0; d < first.rank(); ++d) {
-    if (std::find(inst.dimensions.begin(), inst.dimensions.end(), d) == inst.dimensions.end()) {
+    if (std::find(inst.attrs.dimensions.begin(), inst.attrs.dimensions.end(), d) == inst.attrs.dimensions.end()) {
       out_dims.push_back(first.dim(d));
     }
   }
@@ -121,7 +131,7 @@ Shape InferReduce(const Instruction& inst) {
     results.push_back(Shape(x.dtype(), out_dims));
   }
   // to_apply: (acc_0..acc_{n-1}, x_0..x_{n-1}) -> acc scalars.
-  const Computation& f = *inst.called[0];
+  const Computation& f = *inst.attrs.called[0];
   auto params = f.parameters();
   if (static_cast<int64_t>(params.size()) != 2 * n) {
     Reject(inst, "to_apply {} must take {} scalar parameters, takes {}", f.name(), 2 * n,
@@ -143,11 +153,11 @@ Shape InferReduce(const Instruction& inst) {
   return n == 1 ? results[0] : Shape::Tuple(results);
 }
 
-Shape InferDot(const Instruction& inst) {
+Shape InferDot(const View& inst) {
   ExpectOperands(inst, 2);
   const Shape& lhs = ArrayOperand(inst, 0);
   const Shape& rhs = ArrayOperand(inst, 1);
-  const DotDims& d = inst.dot;
+  const DotDims& d = inst.attrs.dot;
   if (lhs.dtype() != rhs.dtype()) {
     Reject(inst, "operands must have one element type, got {} and {}", DTypeName(lhs.dtype()),
            DTypeName(rhs.dtype()));
@@ -187,7 +197,7 @@ Shape InferDot(const Instruction& inst) {
 }
 
 // Batch dimensions of gather/scatter indices: all but index_vector_dim.
-std::vector<int64_t> IndexBatchDims(const Instruction& inst, const Shape& indices,
+std::vector<int64_t> IndexBatchDims(const View& inst, const Shape& indices,
                                     int64_t index_vector_dim, int64_t* index_vector_size) {
   if (!IsInteger(indices.dtype())) Reject(inst, "indices must be integers, got {}", indices.ToString());
   if (index_vector_dim < 0 || index_vector_dim > indices.rank()) {
@@ -202,11 +212,11 @@ std::vector<int64_t> IndexBatchDims(const Instruction& inst, const Shape& indice
   return batch;
 }
 
-Shape InferGather(const Instruction& inst) {
+Shape InferGather(const View& inst) {
   ExpectOperands(inst, 2);
   const Shape& operand = ArrayOperand(inst, 0);
   const Shape& indices = ArrayOperand(inst, 1);
-  const GatherDims& g = inst.gather;
+  const GatherDims& g = inst.attrs.gather;
   int64_t index_size;
   auto batch = IndexBatchDims(inst, indices, g.index_vector_dim, &index_size);
   if (static_cast<int64_t>(g.slice_sizes.size()) != operand.rank()) {
@@ -252,12 +262,12 @@ Shape InferGather(const Instruction& inst) {
   return Shape(operand.dtype(), out);
 }
 
-Shape InferScatter(const Instruction& inst) {
+Shape InferScatter(const View& inst) {
   ExpectOperands(inst, 3);
   const Shape& operand = ArrayOperand(inst, 0);
   const Shape& indices = ArrayOperand(inst, 1);
   const Shape& updates = ArrayOperand(inst, 2);
-  const ScatterDims& s = inst.scatter;
+  const ScatterDims& s = inst.attrs.scatter;
   if (updates.dtype() != operand.dtype()) {
     Reject(inst, "updates must have the operand's element type {}", DTypeName(operand.dtype()));
   }
@@ -303,8 +313,8 @@ Shape InferScatter(const Instruction& inst) {
              batch[bi - 1]);
     }
   }
-  if (inst.called.size() != 1) Reject(inst, "expected one to_apply computation");
-  const Computation& f = *inst.called[0];
+  if (inst.attrs.called.size() != 1) Reject(inst, "expected one to_apply computation");
+  const Computation& f = *inst.attrs.called[0];
   Shape scalar = Shape::Scalar(operand.dtype());
   auto params = f.parameters();
   if (params.size() != 2 || params[0]->shape() != scalar || params[1]->shape() != scalar ||
@@ -315,7 +325,7 @@ Shape InferScatter(const Instruction& inst) {
   return operand;
 }
 
-void CheckStartIndices(const Instruction& inst, int64_t first, int64_t rank) {
+void CheckStartIndices(const View& inst, int64_t first, int64_t rank) {
   if (inst.operand_count() != first + rank) {
     Reject(inst, "expected {} start indices (one per dimension), got {}", rank,
            inst.operand_count() - first);
@@ -328,7 +338,7 @@ void CheckStartIndices(const Instruction& inst, int64_t first, int64_t rank) {
   }
 }
 
-Shape CheckCalledSignature(const Instruction& inst, const Computation& f,
+Shape CheckCalledSignature(const View& inst, const Computation& f,
                            const std::vector<Shape>& args, std::string_view role) {
   auto params = f.parameters();
   if (params.size() != args.size()) {
@@ -346,18 +356,26 @@ Shape CheckCalledSignature(const Instruction& inst, const Computation& f,
 
 }  // namespace
 
-Shape InferShape(const Instruction& inst) {
-  const Shape& declared = inst.shape();
-  switch (inst.opcode()) {
+Shape InferShape(const Instruction& instruction) {
+  std::vector<Shape> operands;
+  operands.reserve(instruction.operand_count());
+  for (const Instruction* op : instruction.operands()) operands.push_back(op->shape());
+  return InferShape(instruction.opcode(), operands, instruction.attributes(), instruction.shape());
+}
+
+Shape InferShape(Opcode opcode, std::span<const Shape> operand_shapes, const Attributes& attributes,
+                 const Shape& declared) {
+  View inst{opcode, operand_shapes, attributes, declared};
+  switch (inst.op) {
     case Opcode::kParameter:
       ExpectOperands(inst, 0);
-      if (inst.parameter_number < 0) Reject(inst, "parameter number must be >= 0");
+      if (inst.attrs.parameter_number < 0) Reject(inst, "parameter number must be >= 0");
       return declared;
     case Opcode::kConstant:
       ExpectOperands(inst, 0);
-      if (inst.literal.shape() != declared) {
+      if (inst.attrs.literal.shape() != declared) {
         Reject(inst, "literal has shape {}, instruction declares {}",
-               inst.literal.shape().ToString(), declared.ToString());
+               inst.attrs.literal.shape().ToString(), declared.ToString());
       }
       return declared;
     case Opcode::kIota:
@@ -365,8 +383,8 @@ Shape InferShape(const Instruction& inst) {
       if (!declared.is_array() || declared.rank() == 0 || declared.dtype() == DType::kPred) {
         Reject(inst, "iota needs a numeric array shape of rank >= 1, got {}", declared.ToString());
       }
-      if (inst.dimensions.size() != 1 || inst.dimensions[0] < 0 ||
-          inst.dimensions[0] >= declared.rank()) {
+      if (inst.attrs.dimensions.size() != 1 || inst.attrs.dimensions[0] < 0 ||
+          inst.attrs.dimensions[0] >= declared.rank()) {
         Reject(inst, "iota_dimension must be in [0, {})", declared.rank());
       }
       return declared;
@@ -375,7 +393,7 @@ Shape InferShape(const Instruction& inst) {
       ExpectOperands(inst, 1);
       const Shape& x = ArrayOperand(inst, 0);
       if (!declared.is_array()) Reject(inst, "result must be an array");
-      if (inst.opcode() == Opcode::kBitcastConvert &&
+      if (inst.op == Opcode::kBitcastConvert &&
           DTypeSize(x.dtype()) != DTypeSize(declared.dtype())) {
         Reject(inst, "{} and {} differ in size", DTypeName(x.dtype()), DTypeName(declared.dtype()));
       }
@@ -387,15 +405,15 @@ Shape InferShape(const Instruction& inst) {
       if (!declared.is_array() || declared.dtype() != x.dtype()) {
         Reject(inst, "result {} must be an array of {}", declared.ToString(), DTypeName(x.dtype()));
       }
-      if (static_cast<int64_t>(inst.dimensions.size()) != x.rank()) {
-        Reject(inst, "dimensions has {} entries, operand rank is {}", inst.dimensions.size(),
+      if (static_cast<int64_t>(inst.attrs.dimensions.size()) != x.rank()) {
+        Reject(inst, "dimensions has {} entries, operand rank is {}", inst.attrs.dimensions.size(),
                x.rank());
       }
-      CheckDimensions(inst, inst.dimensions, declared.rank(), "broadcast dimension");
+      CheckDimensions(inst, inst.attrs.dimensions, declared.rank(), "broadcast dimension");
       for (int64_t i = 0; i < x.rank(); ++i) {
-        if (x.dim(i) != declared.dim(inst.dimensions[i])) {
+        if (x.dim(i) != declared.dim(inst.attrs.dimensions[i])) {
           Reject(inst, "operand dimension {} (size {}) cannot map to result dimension {} (size {})",
-                 i, x.dim(i), inst.dimensions[i], declared.dim(inst.dimensions[i]));
+                 i, x.dim(i), inst.attrs.dimensions[i], declared.dim(inst.attrs.dimensions[i]));
         }
       }
       return declared;
@@ -412,27 +430,27 @@ Shape InferShape(const Instruction& inst) {
     case Opcode::kTranspose: {
       ExpectOperands(inst, 1);
       const Shape& x = ArrayOperand(inst, 0);
-      if (static_cast<int64_t>(inst.dimensions.size()) != x.rank()) {
+      if (static_cast<int64_t>(inst.attrs.dimensions.size()) != x.rank()) {
         Reject(inst, "permutation {{{}}} is not a permutation of rank {}",
-               fmt::join(inst.dimensions, ","), x.rank());
+               fmt::join(inst.attrs.dimensions, ","), x.rank());
       }
-      CheckDimensions(inst, inst.dimensions, x.rank(), "permutation entry");
+      CheckDimensions(inst, inst.attrs.dimensions, x.rank(), "permutation entry");
       std::vector<int64_t> out;
-      for (int64_t p : inst.dimensions) out.push_back(x.dim(p));
+      for (int64_t p : inst.attrs.dimensions) out.push_back(x.dim(p));
       return Shape(x.dtype(), out);
     }
     case Opcode::kCopy:
       ExpectOperands(inst, 1);
-      return inst.operand(0)->shape();
+      return inst.operand_shape(0);
     case Opcode::kSlice: {
       ExpectOperands(inst, 1);
       const Shape& x = ArrayOperand(inst, 0);
-      if (static_cast<int64_t>(inst.slice.size()) != x.rank()) {
-        Reject(inst, "slice has {} ranges, operand rank is {}", inst.slice.size(), x.rank());
+      if (static_cast<int64_t>(inst.attrs.slice.size()) != x.rank()) {
+        Reject(inst, "slice has {} ranges, operand rank is {}", inst.attrs.slice.size(), x.rank());
       }
       std::vector<int64_t> out;
       for (int64_t i = 0; i < x.rank(); ++i) {
-        const SliceRange& r = inst.slice[i];
+        const SliceRange& r = inst.attrs.slice[i];
         if (r.start < 0 || r.start > r.limit || r.limit > x.dim(i) || r.stride < 1) {
           Reject(inst, "slice [{}:{}:{}] invalid for dimension {} of size {}", r.start, r.limit,
                  r.stride, i, x.dim(i));
@@ -445,17 +463,17 @@ Shape InferShape(const Instruction& inst) {
       if (inst.operand_count() < 1) Reject(inst, "expected an operand");
       const Shape& x = ArrayOperand(inst, 0);
       CheckStartIndices(inst, 1, x.rank());
-      if (static_cast<int64_t>(inst.dynamic_slice_sizes.size()) != x.rank()) {
+      if (static_cast<int64_t>(inst.attrs.dynamic_slice_sizes.size()) != x.rank()) {
         Reject(inst, "dynamic_slice_sizes has {} entries, operand rank is {}",
-               inst.dynamic_slice_sizes.size(), x.rank());
+               inst.attrs.dynamic_slice_sizes.size(), x.rank());
       }
       for (int64_t i = 0; i < x.rank(); ++i) {
-        if (inst.dynamic_slice_sizes[i] < 0 || inst.dynamic_slice_sizes[i] > x.dim(i)) {
+        if (inst.attrs.dynamic_slice_sizes[i] < 0 || inst.attrs.dynamic_slice_sizes[i] > x.dim(i)) {
           Reject(inst, "slice size {} of dimension {} must be in [0, {}]",
-                 inst.dynamic_slice_sizes[i], i, x.dim(i));
+                 inst.attrs.dynamic_slice_sizes[i], i, x.dim(i));
         }
       }
-      return Shape(x.dtype(), inst.dynamic_slice_sizes);
+      return Shape(x.dtype(), inst.attrs.dynamic_slice_sizes);
     }
     case Opcode::kDynamicUpdateSlice: {
       if (inst.operand_count() < 2) Reject(inst, "expected an operand and an update");
@@ -476,11 +494,11 @@ Shape InferShape(const Instruction& inst) {
     case Opcode::kConcatenate: {
       if (inst.operand_count() < 1) Reject(inst, "expected at least one operand");
       const Shape& first = ArrayOperand(inst, 0);
-      if (inst.dimensions.size() != 1 || inst.dimensions[0] < 0 ||
-          inst.dimensions[0] >= first.rank()) {
+      if (inst.attrs.dimensions.size() != 1 || inst.attrs.dimensions[0] < 0 ||
+          inst.attrs.dimensions[0] >= first.rank()) {
         Reject(inst, "concatenate dimension must be in [0, {})", first.rank());
       }
-      int64_t dim = inst.dimensions[0];
+      int64_t dim = inst.attrs.dimensions[0];
       std::vector<int64_t> out = first.dims();
       out[dim] = 0;
       for (int64_t i = 0; i < inst.operand_count(); ++i) {
@@ -502,12 +520,12 @@ Shape InferShape(const Instruction& inst) {
       if (!v.is_scalar() || v.dtype() != x.dtype()) {
         Reject(inst, "padding value must be a {} scalar", DTypeName(x.dtype()));
       }
-      if (static_cast<int64_t>(inst.padding.size()) != x.rank()) {
-        Reject(inst, "padding has {} entries, operand rank is {}", inst.padding.size(), x.rank());
+      if (static_cast<int64_t>(inst.attrs.padding.size()) != x.rank()) {
+        Reject(inst, "padding has {} entries, operand rank is {}", inst.attrs.padding.size(), x.rank());
       }
       std::vector<int64_t> out;
       for (int64_t i = 0; i < x.rank(); ++i) {
-        const PadRange& p = inst.padding[i];
+        const PadRange& p = inst.attrs.padding[i];
         int64_t size = p.low + p.high + x.dim(i) + std::max<int64_t>(x.dim(i) - 1, 0) * p.interior;
         if (p.interior < 0 || size < 0) {
           Reject(inst, "padding {}_{}_{} invalid for dimension {} of size {}", p.low, p.high,
@@ -520,7 +538,7 @@ Shape InferShape(const Instruction& inst) {
     case Opcode::kReverse: {
       ExpectOperands(inst, 1);
       const Shape& x = ArrayOperand(inst, 0);
-      CheckDimensions(inst, inst.dimensions, x.rank(), "reversed dimension");
+      CheckDimensions(inst, inst.attrs.dimensions, x.rank(), "reversed dimension");
       return x;
     }
     case Opcode::kSelect: {
@@ -567,43 +585,43 @@ Shape InferShape(const Instruction& inst) {
     case Opcode::kScatter: return InferScatter(inst);
     case Opcode::kTuple: {
       std::vector<Shape> elements;
-      for (Instruction* op : inst.operands()) elements.push_back(op->shape());
+      for (const Shape& s : inst.operands) elements.push_back(s);
       return Shape::Tuple(std::move(elements));
     }
     case Opcode::kGetTupleElement: {
       ExpectOperands(inst, 1);
-      const Shape& t = inst.operand(0)->shape();
+      const Shape& t = inst.operand_shape(0);
       if (!t.is_tuple()) Reject(inst, "operand must be a tuple, got {}", t.ToString());
-      if (inst.tuple_index < 0 || inst.tuple_index >= t.tuple_size()) {
-        Reject(inst, "index {} out of range for {}", inst.tuple_index, t.ToString());
+      if (inst.attrs.tuple_index < 0 || inst.attrs.tuple_index >= t.tuple_size()) {
+        Reject(inst, "index {} out of range for {}", inst.attrs.tuple_index, t.ToString());
       }
-      return t.tuple_shape(inst.tuple_index);
+      return t.tuple_shape(inst.attrs.tuple_index);
     }
     case Opcode::kWhile: {
       ExpectOperands(inst, 1);
-      if (inst.called.size() != 2) Reject(inst, "expected condition and body computations");
-      const Shape& state = inst.operand(0)->shape();
-      Shape cond = CheckCalledSignature(inst, *inst.called[0], {state}, "condition");
+      if (inst.attrs.called.size() != 2) Reject(inst, "expected condition and body computations");
+      const Shape& state = inst.operand_shape(0);
+      Shape cond = CheckCalledSignature(inst, *inst.attrs.called[0], {state}, "condition");
       if (cond != Shape::Scalar(DType::kPred)) {
-        Reject(inst, "condition {} must return pred[], returns {}", inst.called[0]->name(),
+        Reject(inst, "condition {} must return pred[], returns {}", inst.attrs.called[0]->name(),
                cond.ToString());
       }
-      Shape body = CheckCalledSignature(inst, *inst.called[1], {state}, "body");
+      Shape body = CheckCalledSignature(inst, *inst.attrs.called[1], {state}, "body");
       if (body != state) {
-        Reject(inst, "body {} must return the loop state {}, returns {}", inst.called[1]->name(),
+        Reject(inst, "body {} must return the loop state {}, returns {}", inst.attrs.called[1]->name(),
                state.ToString(), body.ToString());
       }
       return state;
     }
     case Opcode::kCall: {
-      if (inst.called.size() != 1) Reject(inst, "expected one called computation");
+      if (inst.attrs.called.size() != 1) Reject(inst, "expected one called computation");
       std::vector<Shape> args;
-      for (Instruction* op : inst.operands()) args.push_back(op->shape());
-      return CheckCalledSignature(inst, *inst.called[0], args, "callee");
+      for (const Shape& s : inst.operands) args.push_back(s);
+      return CheckCalledSignature(inst, *inst.attrs.called[0], args, "callee");
     }
     case Opcode::kRngBitGenerator: {
       ExpectOperands(inst, 1);
-      const Shape& state = inst.operand(0)->shape();
+      const Shape& state = inst.operand_shape(0);
       if (state != Shape(DType::kU64, {2})) {
         Reject(inst, "state must be u64[2] (key, counter), got {}", state.ToString());
       }

@@ -40,24 +40,10 @@ struct ScatterDims {
   bool operator==(const ScatterDims&) const = default;
 };
 
-class Instruction {
- public:
-  Instruction(Opcode opcode, Shape shape, std::vector<Instruction*> operands)
-      : opcode_(opcode), shape_(std::move(shape)), operands_(std::move(operands)) {}
-
-  Opcode opcode() const { return opcode_; }
-  const Shape& shape() const { return shape_; }
-  void set_shape(Shape shape) { shape_ = std::move(shape); }
-  const std::string& name() const { return name_; }
-  void set_name(std::string name) { name_ = std::move(name); }
-  const std::vector<Instruction*>& operands() const { return operands_; }
-  Instruction* operand(int64_t i) const { return operands_[i]; }
-  int64_t operand_count() const { return static_cast<int64_t>(operands_.size()); }
-  void set_operand(int64_t i, Instruction* op) { operands_[i] = op; }
-  void set_operands(std::vector<Instruction*> ops) { operands_ = std::move(ops); }
-  Computation* parent() const { return parent_; }
-
-  // Attributes; which ones an opcode uses is documented in builder.h.
+// Attributes of an instruction; which ones an opcode uses is documented in
+// builder.h. Shared with the lazy IR, whose primitive ops carry the same
+// attributes and lower one-to-one.
+struct Attributes {
   int64_t parameter_number = -1;             // parameter
   int64_t tuple_index = -1;                  // get-tuple-element
   std::vector<int64_t> dimensions;           // broadcast, transpose, reduce, reverse,
@@ -75,6 +61,25 @@ class Instruction {
   // Called computations: reduce / scatter to_apply = [0]; while condition = [0],
   // body = [1]; call = [0].
   std::vector<Computation*> called;
+};
+
+class Instruction : public Attributes {
+ public:
+  Instruction(Opcode opcode, Shape shape, std::vector<Instruction*> operands)
+      : opcode_(opcode), shape_(std::move(shape)), operands_(std::move(operands)) {}
+
+  Opcode opcode() const { return opcode_; }
+  const Shape& shape() const { return shape_; }
+  void set_shape(Shape shape) { shape_ = std::move(shape); }
+  const std::string& name() const { return name_; }
+  void set_name(std::string name) { name_ = std::move(name); }
+  const std::vector<Instruction*>& operands() const { return operands_; }
+  Instruction* operand(int64_t i) const { return operands_[i]; }
+  int64_t operand_count() const { return static_cast<int64_t>(operands_.size()); }
+  void set_operand(int64_t i, Instruction* op) { operands_[i] = op; }
+  void set_operands(std::vector<Instruction*> ops) { operands_ = std::move(ops); }
+  Computation* parent() const { return parent_; }
+  const Attributes& attributes() const { return *this; }
 
  private:
   friend class Computation;

@@ -2,6 +2,8 @@
 // instruction its shape; the verifier uses them to check parsed programs.
 #pragma once
 
+#include <span>
+
 #include "strata/hlo/module.h"
 
 namespace strata::hlo {
@@ -12,5 +14,10 @@ namespace strata::hlo {
 // validated and returned. Throws strata::Error naming the opcode, the operand
 // shapes and what was expected.
 Shape InferShape(const Instruction& instruction);
+// The same rules without an Instruction: for the lazy IR, whose primitive ops
+// carry hlo::Attributes. `declared` is the shape for opcodes whose shape is an
+// attribute (ignored otherwise).
+Shape InferShape(Opcode opcode, std::span<const Shape> operand_shapes, const Attributes& attributes,
+                 const Shape& declared);
 
 }  // namespace strata::hlo
