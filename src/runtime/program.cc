@@ -202,7 +202,7 @@ class Planner {
       for (int64_t s : step.output_slots) {
         if (slot_storage[s] < 0) {
           Storage st{StorageKind::kArena, slot_size_[s]};
-          st.first = pos;
+          st.first = st.last = pos;  // even an unused value is written at pos
           slot_storage[s] = NewStorage(st);
         }
       }
