@@ -1,0 +1,101 @@
+// The lazy IR: immutable nodes that hash themselves when constructed.
+//
+// A node is a primitive with HLO semantics (an hlo opcode plus
+// hlo::Attributes), a DeviceData leaf holding a materialized buffer, or a
+// Scalar leaf holding a host value that changes between steps (a learning
+// rate, a step count). Leaves lower to program parameters; their hashes cover
+// dtype, shape and sharding but never the bytes or the value, so the same
+// graph over new data hits the compile cache.
+//
+// node_hash covers the kind, opcode, attributes, output shapes and sharding;
+// dag_hash folds in each operand's dag_hash and output index. Nothing changes
+// a node after construction: Clone and CloneWithSharding make new nodes, so
+// tensors sharing the old node keep seeing exactly what they saw.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "strata/hlo/module.h"
+#include "strata/ir/hash.h"
+#include "strata/ir/sharding.h"
+#include "strata/runtime/device.h"
+
+namespace strata::ir {
+
+class Node;
+using NodePtr = std::shared_ptr<const Node>;
+
+// One output of a node.
+struct Value {
+  NodePtr node;
+  int64_t index = 0;
+
+  const Shape& shape() const;
+  // dag_hash combined with the output index.
+  Hash128 hash() const;
+  explicit operator bool() const { return node != nullptr; }
+};
+
+enum class NodeKind : uint8_t { kDeviceData, kScalar, kOp };
+
+class Node {
+ public:
+  // A primitive op. Shapes come from the HLO shape rules (`declared` is
+  // used by opcodes whose shape is an attribute: broadcast, reshape, iota,
+  // convert, rng-bit-generator). Multi-output ops (tuple-shaped in HLO)
+  // have one output per tuple element. Throws strata::Error on bad operands.
+  static NodePtr MakeOp(hlo::Opcode opcode, std::vector<Value> operands, hlo::Attributes attributes = {},
+                        Shape declared = {});
+  static NodePtr MakeConstant(hlo::Literal literal);
+  static NodePtr MakeDeviceData(runtime::Buffer buffer, std::optional<Sharding> sharding = std::nullopt);
+  static NodePtr MakeScalar(hlo::Literal value);
+
+  NodeKind kind() const { return kind_; }
+  hlo::Opcode opcode() const { return opcode_; }
+  const std::vector<Value>& operands() const { return operands_; }
+  const std::vector<Shape>& shapes() const { return shapes_; }
+  const Shape& shape(int64_t output = 0) const { return shapes_[output]; }
+  int64_t num_outputs() const { return static_cast<int64_t>(shapes_.size()); }
+  const hlo::Attributes& attributes() const { return *attributes_; }
+  const std::optional<Sharding>& sharding() const { return sharding_; }
+  const Hash128& node_hash() const { return node_hash_; }
+  const Hash128& dag_hash() const { return dag_hash_; }
+  bool is_leaf() const { return kind_ != NodeKind::kOp; }
+  const runtime::Buffer& buffer() const { return buffer_; }  // kDeviceData
+  const hlo::Literal& scalar() const { return scalar_; }     // kScalar
+
+  // Same op and attributes over new operands.
+  NodePtr Clone(std::vector<Value> operands) const;
+  // Same operands (and, for device data, the same buffer) with another
+  // sharding, or none.
+  NodePtr CloneWithSharding(std::optional<Sharding> sharding) const;
+
+  // "add(f32[2,3], f32[2,3]) -> f32[2,3]" style summary for dumps and errors.
+  std::string OpName() const;
+
+ private:
+  Node() = default;
+  void ComputeHashes();
+
+  NodeKind kind_ = NodeKind::kOp;
+  hlo::Opcode opcode_ = hlo::Opcode::kParameter;
+  std::vector<Value> operands_;
+  std::vector<Shape> shapes_;
+  std::shared_ptr<const hlo::Attributes> attributes_;
+  std::optional<Sharding> sharding_;
+  runtime::Buffer buffer_;
+  hlo::Literal scalar_;
+  Hash128 node_hash_, dag_hash_;
+};
+
+// Scalar (a, b) -> a op b computations used as reduce / scatter combiners,
+// shared by every graph (lowering copies them into the module).
+hlo::Computation* ScalarCombiner(hlo::Opcode op, DType dtype);
+// (value_a, index_a, value_b, index_b) -> (value, index) keeping the larger
+// (or smaller) value and, on ties, the smaller index: argmax / argmin.
+hlo::Computation* ArgCombiner(bool is_max, DType value, DType index);
+
+}  // namespace strata::ir

@@ -1,0 +1,99 @@
+// The lazy-tensor context: live tensors, the compile cache, metrics, dumps.
+// One per process (Context::Get()); everything tests may need to reset lives
+// here rather than in scattered globals.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "strata/ir/lowering.h"
+#include "strata/lazy/tensor.h"
+#include "strata/runtime/executable.h"
+
+namespace strata::lazy {
+
+struct TensorImpl {
+  explicit TensorImpl(ir::Value v);
+  ~TensorImpl();
+  TensorImpl(const TensorImpl&) = delete;
+  TensorImpl& operator=(const TensorImpl&) = delete;
+  ir::Value value;                       // guarded by the context's tensor mutex
+  std::optional<ir::Sharding> sharding;  // the tensor's own spec: the source of truth at sync
+};
+
+struct Metrics {
+  std::atomic<int64_t> graphs_traced{0}, compiles{0}, cache_hits{0}, cache_misses{0}, executions{0};
+  std::atomic<int64_t> trace_ns{0}, lower_ns{0}, compile_ns{0}, execute_ns{0};
+  std::atomic<int64_t> bytes_to_device{0}, bytes_from_device{0};
+};
+
+// What the lowering of a set of tensors looks like, without running it
+// (PyTorch/XLA's LoweringContext): the program text, its hash, and which
+// parameter each input tensor became.
+class LoweringContext {
+ public:
+  explicit LoweringContext(const std::vector<Tensor>& roots);
+  const ir::Graph& graph() const { return graph_; }
+  const hlo::Module& module() const { return *module_; }
+  std::string hlo_text() const;
+  // Parameter number of a materialized tensor in this program, or -1.
+  int64_t tensor_parameter_id(const Tensor& tensor) const;
+  int64_t parameter_count() const { return static_cast<int64_t>(graph_.parameters.size()); }
+
+ private:
+  ir::Graph graph_;
+  std::unique_ptr<hlo::Module> module_;
+};
+
+class Context {
+ public:
+  static Context& Get();
+
+  void Register(TensorImpl* impl);
+  void Unregister(TensorImpl* impl);
+  // Materializes the pending IR of `only` (all live tensors when empty).
+  void Sync(const std::vector<TensorImpl*>& only);
+
+  Metrics& metrics() { return metrics_; }
+  std::string MetricsReport() const;
+  void ResetMetrics();
+  int64_t cache_size() const;
+  void set_cache_capacity(size_t capacity);
+  void ClearCache();
+  // Writes <hash>.ir.txt, .dot and .hlo.txt per compiled graph ("" = off;
+  // the STRATA_DUMP_DIR environment variable sets it at start-up).
+  void set_dump_dir(std::string dir);
+  // Why the last cache miss happened, when a cached graph looked alike.
+  std::string last_miss_explanation() const;
+  // Key parts other than the graph: device count, passes, strata version.
+  ir::Hash128 CacheKey(const ir::Graph& graph) const;
+
+ private:
+  Context();
+  struct Entry;
+  std::shared_ptr<const Entry> Lookup(const ir::Hash128& key);
+  std::shared_ptr<const Entry> CompileAndInsert(const ir::Hash128& key, const ir::Graph& graph);
+  std::string ExplainMiss(const Entry& fresh) const;
+  void Dump(const ir::Graph& graph, const hlo::Module& module) const;
+
+  mutable std::mutex tensors_mutex_;
+  std::unordered_set<TensorImpl*> tensors_;
+
+  mutable std::mutex cache_mutex_;
+  size_t capacity_ = 1024;
+  std::list<std::shared_ptr<const Entry>> lru_;  // most recent first
+  std::unordered_map<ir::Hash128, std::list<std::shared_ptr<const Entry>>::iterator, ir::Hash128Hasher> index_;
+  std::string last_miss_explanation_;
+  std::string dump_dir_;
+  Metrics metrics_;
+};
+
+}  // namespace strata::lazy

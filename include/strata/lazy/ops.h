@@ -1,0 +1,128 @@
+// Tensor ops with PyTorch / NumPy semantics. Each builds lazy IR only.
+// Elementwise binary ops broadcast (NumPy rules) and promote types
+// (PyTorch rules: bool < integers < floating; a C++ scalar operand adopts
+// the tensor's dtype unless it is a float scalar meeting an integer tensor,
+// which gives f32). Scalars become scalar parameters of the program, so
+// changing them never recompiles; wrap a value in constant() to bake it in
+// (0 and 1 are always baked in). A bad call throws strata::Error naming the
+// op, the shapes and what was expected: "[matmul] ...".
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "strata/lazy/tensor.h"
+
+namespace strata {
+
+// ---- creation ---------------------------------------------------------------
+Tensor zeros(std::vector<int64_t> dims, DType dtype = DType::kF32);
+Tensor ones(std::vector<int64_t> dims, DType dtype = DType::kF32);
+Tensor full(std::vector<int64_t> dims, double value, DType dtype = DType::kF32);
+Tensor arange(int64_t end, DType dtype = DType::kS64);
+Tensor arange(double start, double end, double step = 1, DType dtype = DType::kF32);
+Tensor eye(int64_t n, DType dtype = DType::kF32);
+// A scalar baked into the program as a literal (changing it recompiles).
+Tensor constant(double value, DType dtype = DType::kF32);
+// A scalar that is a program parameter (changing it never recompiles).
+Tensor scalar(double value, DType dtype = DType::kF32);
+
+// Random numbers from an explicit key (Philox-4x32-10; the same key gives
+// the same numbers everywhere). A key is a u64[2] tensor; split a key to get
+// independent ones.
+Tensor random_key(uint64_t seed);
+std::vector<Tensor> split_key(const Tensor& key, int64_t count);
+Tensor uniform(const Tensor& key, std::vector<int64_t> dims, double low = 0, double high = 1,
+               DType dtype = DType::kF32);
+Tensor normal(const Tensor& key, std::vector<int64_t> dims, double mean = 0, double stddev = 1,
+              DType dtype = DType::kF32);
+Tensor uniform(uint64_t seed, std::vector<int64_t> dims, double low = 0, double high = 1, DType dtype = DType::kF32);
+Tensor normal(uint64_t seed, std::vector<int64_t> dims, double mean = 0, double stddev = 1, DType dtype = DType::kF32);
+
+// ---- elementwise --------------------------------------------------------------
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, double b);
+Tensor operator-(const Tensor& a, double b);
+Tensor operator*(const Tensor& a, double b);
+Tensor operator/(const Tensor& a, double b);
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator*(double a, const Tensor& b);
+Tensor operator/(double a, const Tensor& b);
+Tensor operator-(const Tensor& a);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, double exponent);
+Tensor remainder(const Tensor& a, const Tensor& b);  // sign of the divisor, as torch.remainder
+
+Tensor abs(const Tensor& x);
+Tensor sign(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor log1p(const Tensor& x);
+Tensor expm1(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor erf(const Tensor& x);
+Tensor floor(const Tensor& x);
+Tensor ceil(const Tensor& x);
+Tensor logical_not(const Tensor& x);
+Tensor clamp(const Tensor& x, std::optional<double> low, std::optional<double> high);
+
+// Comparisons give pred (bool) tensors.
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor logical_and(const Tensor& a, const Tensor& b);
+Tensor logical_or(const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
+Tensor astype(const Tensor& x, DType dtype);
+
+// ---- linear algebra -------------------------------------------------------------
+// torch.matmul: 1-D and 2-D operands, and batched with broadcast batch dims.
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+// ---- reductions (dims may be negative; empty dims = all) -------------------------
+Tensor sum(const Tensor& x, std::vector<int64_t> dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, std::vector<int64_t> dims = {}, bool keepdim = false);
+Tensor max(const Tensor& x, std::vector<int64_t> dims = {}, bool keepdim = false);
+Tensor min(const Tensor& x, std::vector<int64_t> dims = {}, bool keepdim = false);
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);  // s64, first index on ties
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);
+
+// ---- shape ------------------------------------------------------------------------
+Tensor reshape(const Tensor& x, std::vector<int64_t> dims);  // one -1 allowed
+Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1);
+Tensor permute(const Tensor& x, std::vector<int64_t> dims);
+Tensor expand(const Tensor& x, std::vector<int64_t> dims);  // -1 keeps a dim
+Tensor broadcast_to(const Tensor& x, std::vector<int64_t> dims);
+Tensor squeeze(const Tensor& x, std::optional<int64_t> dim = std::nullopt);
+Tensor unsqueeze(const Tensor& x, int64_t dim);
+// x[start:end:step] along `dim` (negative and out-of-range bounds clamp as in Python).
+Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end,
+             int64_t step = 1);
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);  // integer index, 1-D
+Tensor take_along_dim(const Tensor& x, const Tensor& indices, int64_t dim);
+Tensor concat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+
+// ---- functions ----------------------------------------------------------------------
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+Tensor one_hot(const Tensor& index, int64_t num_classes, DType dtype = DType::kF32);
+
+}  // namespace strata

@@ -1,0 +1,183 @@
+#include "strata/ir/node.h"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <mutex>
+
+#include "strata/core/error.h"
+#include "strata/hlo/builder.h"
+#include "strata/hlo/shape_inference.h"
+
+namespace strata::ir {
+namespace {
+
+const std::shared_ptr<const hlo::Attributes>& EmptyAttributes() {
+  static const auto* empty = new std::shared_ptr<const hlo::Attributes>(std::make_shared<hlo::Attributes>());
+  return *empty;
+}
+
+void AddShape(HashBuilder& h, const Shape& s) {
+  h.Add(static_cast<uint8_t>(s.dtype())).AddSpan(std::span<const int64_t>(s.dims()));
+}
+
+void AddAttributes(HashBuilder& h, const hlo::Attributes& a) {
+  h.AddSpan(std::span<const int64_t>(a.dimensions));
+  h.Add<uint64_t>(a.slice.size());
+  for (const auto& r : a.slice) h.Add(r.start).Add(r.limit).Add(r.stride);
+  h.AddSpan(std::span<const int64_t>(a.dynamic_slice_sizes));
+  h.Add<uint64_t>(a.padding.size());
+  for (const auto& p : a.padding) h.Add(p.low).Add(p.high).Add(p.interior);
+  h.Add(static_cast<uint8_t>(a.direction));
+  for (const auto* v : {&a.dot.lhs_batch, &a.dot.rhs_batch, &a.dot.lhs_contracting, &a.dot.rhs_contracting,
+                        &a.gather.offset_dims, &a.gather.collapsed_slice_dims, &a.gather.start_index_map,
+                        &a.gather.slice_sizes, &a.scatter.update_window_dims, &a.scatter.inserted_window_dims,
+                        &a.scatter.scatter_dims_to_operand_dims}) {
+    h.AddSpan(std::span<const int64_t>(*v));
+  }
+  h.Add(a.gather.index_vector_dim).Add(a.scatter.index_vector_dim);
+  if (a.literal.size_bytes() > 0) {
+    AddShape(h, a.literal.shape());
+    h.AddSpan(std::span<const uint8_t>(a.literal.data(), a.literal.size_bytes()));
+  }
+  h.AddString(a.rng_algorithm);
+  // Called computations are shared combiners: their (unique) names identify them.
+  for (const hlo::Computation* c : a.called) h.AddString(c->name());
+}
+
+}  // namespace
+
+const Shape& Value::shape() const { return node->shape(index); }
+
+Hash128 Value::hash() const { return HashBuilder().AddHash(node->dag_hash()).Add(index).Finish(); }
+
+NodePtr Node::MakeOp(hlo::Opcode opcode, std::vector<Value> operands, hlo::Attributes attributes, Shape declared) {
+  auto node = std::shared_ptr<Node>(new Node());
+  std::vector<Shape> operand_shapes;
+  operand_shapes.reserve(operands.size());
+  for (const Value& v : operands) {
+    STRATA_CHECK(v.node != nullptr, "null operand of {}", hlo::OpcodeName(opcode));
+    operand_shapes.push_back(v.shape());
+  }
+  if (opcode == hlo::Opcode::kConstant) declared = attributes.literal.shape();
+  Shape shape = hlo::InferShape(opcode, operand_shapes, attributes, declared);
+  node->shapes_ = shape.is_tuple() ? shape.tuple_shapes() : std::vector<Shape>{shape};
+  node->opcode_ = opcode;
+  node->operands_ = std::move(operands);
+  node->attributes_ = std::make_shared<const hlo::Attributes>(std::move(attributes));
+  node->ComputeHashes();
+  return node;
+}
+
+NodePtr Node::MakeConstant(hlo::Literal literal) {
+  hlo::Attributes a;
+  a.literal = std::move(literal);
+  return MakeOp(hlo::Opcode::kConstant, {}, std::move(a));
+}
+
+NodePtr Node::MakeDeviceData(runtime::Buffer buffer, std::optional<Sharding> sharding) {
+  if (!buffer.defined()) Fail("[device_data] the buffer is empty");
+  if (sharding && static_cast<int64_t>(sharding->spec().size()) != buffer.shape().rank()) {
+    Fail("[device_data] sharding {} does not fit {}", sharding->ToString(), buffer.shape().ToString());
+  }
+  auto node = std::shared_ptr<Node>(new Node());
+  node->kind_ = NodeKind::kDeviceData;
+  node->shapes_ = {buffer.shape()};
+  node->buffer_ = std::move(buffer);
+  node->sharding_ = std::move(sharding);
+  node->attributes_ = EmptyAttributes();
+  node->ComputeHashes();
+  return node;
+}
+
+NodePtr Node::MakeScalar(hlo::Literal value) {
+  if (!value.shape().is_scalar()) Fail("[scalar] expected a scalar, got {}", value.shape().ToString());
+  auto node = std::shared_ptr<Node>(new Node());
+  node->kind_ = NodeKind::kScalar;
+  node->shapes_ = {value.shape()};
+  node->scalar_ = std::move(value);
+  node->attributes_ = EmptyAttributes();
+  node->ComputeHashes();
+  return node;
+}
+
+void Node::ComputeHashes() {
+  HashBuilder h;
+  h.Add(static_cast<uint8_t>(kind_)).Add(static_cast<uint8_t>(opcode_));
+  h.Add<uint64_t>(shapes_.size());
+  for (const Shape& s : shapes_) AddShape(h, s);
+  if (kind_ == NodeKind::kOp) AddAttributes(h, *attributes_);
+  if (sharding_) h.AddHash(sharding_->hash());
+  node_hash_ = h.Finish();
+  HashBuilder d;
+  d.AddHash(node_hash_);
+  for (const Value& v : operands_) d.AddHash(v.node->dag_hash()).Add(v.index);
+  dag_hash_ = d.Finish();
+}
+
+NodePtr Node::Clone(std::vector<Value> operands) const {
+  if (kind_ != NodeKind::kOp) {
+    STRATA_CHECK(operands.empty(), "leaf nodes have no operands");
+    return CloneWithSharding(sharding_);
+  }
+  hlo::Attributes a = *attributes_;
+  Shape declared = shapes_.size() == 1 ? shapes_[0] : Shape::Tuple(shapes_);
+  NodePtr node = MakeOp(opcode_, std::move(operands), std::move(a), declared);
+  if (!sharding_) return node;
+  return node->CloneWithSharding(sharding_);
+}
+
+NodePtr Node::CloneWithSharding(std::optional<Sharding> sharding) const {
+  auto node = std::shared_ptr<Node>(new Node(*this));
+  if (sharding && static_cast<int64_t>(sharding->spec().size()) != shapes_[0].rank()) {
+    Fail("[sharding] spec for rank {} given to a {} value", sharding->spec().size(), shapes_[0].ToString());
+  }
+  node->sharding_ = std::move(sharding);
+  node->ComputeHashes();
+  return node;
+}
+
+std::string Node::OpName() const {
+  switch (kind_) {
+    case NodeKind::kDeviceData: return "device_data";
+    case NodeKind::kScalar: return "scalar";
+    default: return std::string(hlo::OpcodeName(opcode_));
+  }
+}
+
+hlo::Computation* ScalarCombiner(hlo::Opcode op, DType dtype) {
+  static std::mutex mutex;
+  static auto* cache = new std::map<std::pair<hlo::Opcode, DType>, std::unique_ptr<hlo::Computation>>();
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& slot = (*cache)[{op, dtype}];
+  if (!slot) {
+    std::string name = fmt::format("{}_{}", hlo::OpcodeName(op), DTypeName(dtype));
+    slot = hlo::MakeScalarBinaryComputation(name, op, dtype);
+  }
+  return slot.get();
+}
+
+hlo::Computation* ArgCombiner(bool is_max, DType value, DType index) {
+  static std::mutex mutex;
+  static auto* cache = new std::map<std::tuple<bool, DType, DType>, std::unique_ptr<hlo::Computation>>();
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& slot = (*cache)[{is_max, value, index}];
+  if (!slot) {
+    hlo::Builder b(fmt::format("{}_{}_{}", is_max ? "argmax" : "argmin", DTypeName(value), DTypeName(index)));
+    auto* va = b.Parameter(0, Shape::Scalar(value), "value_a");
+    auto* ia = b.Parameter(1, Shape::Scalar(index), "index_a");
+    auto* vb = b.Parameter(2, Shape::Scalar(value), "value_b");
+    auto* ib = b.Parameter(3, Shape::Scalar(index), "index_b");
+    // a wins if strictly better, or equal with a smaller index; NaN wins (as torch.argmax).
+    auto* better = b.Compare(va, vb, is_max ? hlo::Comparison::kGt : hlo::Comparison::kLt);
+    auto* a_nan = b.Compare(va, va, hlo::Comparison::kNe);
+    auto* equal = b.Compare(va, vb, hlo::Comparison::kEq);
+    auto* smaller_index = b.Compare(ia, ib, hlo::Comparison::kLt);
+    auto* take_a = b.Binary(hlo::Opcode::kOr, b.Binary(hlo::Opcode::kOr, better, a_nan),
+                            b.Binary(hlo::Opcode::kAnd, equal, smaller_index));
+    slot = b.Build(b.Tuple({b.Select(take_a, va, vb), b.Select(take_a, ia, ib)}));
+  }
+  return slot.get();
+}
+
+}  // namespace strata::ir

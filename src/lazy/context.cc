@@ -1,0 +1,308 @@
+#include "strata/lazy/context.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "strata/core/error.h"
+#include "strata/hlo/text.h"
+
+namespace strata::lazy {
+namespace {
+
+constexpr char kVersion[] = "strata-0.1.0";
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// A node as the "explain the miss" diagnostic compares it.
+struct NodeSignature {
+  std::string op, shapes, sharding;
+  ir::Hash128 node_hash;
+};
+
+std::vector<NodeSignature> Signature(const ir::Graph& graph) {
+  std::vector<NodeSignature> sig;
+  for (const ir::Node* n : graph.post_order) {
+    std::string shapes;
+    for (const Shape& s : n->shapes()) shapes += (shapes.empty() ? "" : ", ") + s.ToString();
+    sig.push_back({n->OpName(), shapes, n->sharding() ? n->sharding()->hlo_text() : "none", n->node_hash()});
+  }
+  return sig;
+}
+
+}  // namespace
+
+struct Context::Entry {
+  ir::Hash128 key;
+  std::unique_ptr<runtime::Executable> executable;
+  std::vector<NodeSignature> signature;
+  std::vector<int64_t> parameter_sequence;
+};
+
+TensorImpl::TensorImpl(ir::Value v) : value(std::move(v)) { Context::Get().Register(this); }
+TensorImpl::~TensorImpl() { Context::Get().Unregister(this); }
+
+Context::Context() {
+  if (const char* dir = std::getenv("STRATA_DUMP_DIR")) dump_dir_ = dir;
+}
+
+Context& Context::Get() {
+  static Context* context = new Context();  // never destroyed: tensors may outlive main's statics
+  return *context;
+}
+
+void Context::Register(TensorImpl* impl) {
+  std::lock_guard<std::mutex> lock(tensors_mutex_);
+  tensors_.insert(impl);
+}
+
+void Context::Unregister(TensorImpl* impl) {
+  std::lock_guard<std::mutex> lock(tensors_mutex_);
+  tensors_.erase(impl);
+}
+
+ir::Hash128 Context::CacheKey(const ir::Graph& graph) const {
+  return ir::HashBuilder()
+      .AddHash(graph.hash)
+      .Add<int64_t>(runtime::Client::Default().device_count())
+      .AddString(kVersion)
+      .Finish();
+}
+
+std::shared_ptr<const Context::Entry> Context::Lookup(const ir::Hash128& key) {
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  auto it = index_.find(key);
+  if (it == index_.end()) return nullptr;
+  lru_.splice(lru_.begin(), lru_, it->second);  // most recently used first
+  return *it->second;
+}
+
+std::shared_ptr<const Context::Entry> Context::CompileAndInsert(const ir::Hash128& key, const ir::Graph& graph) {
+  auto entry = std::make_shared<Entry>();
+  entry->key = key;
+  entry->signature = Signature(graph);
+  entry->parameter_sequence = graph.parameter_sequence;
+  int64_t t0 = NowNs();
+  auto module = ir::LowerGraph(graph, fmt::format("graph_{}", key.ToString().substr(0, 12)));
+  int64_t t1 = NowNs();
+  entry->executable = runtime::Executable::Compile(*module);
+  int64_t t2 = NowNs();
+  metrics_.lower_ns += t1 - t0;
+  metrics_.compile_ns += t2 - t1;
+  metrics_.compiles++;
+  if (!dump_dir_.empty()) Dump(graph, *module);
+  std::string explanation = ExplainMiss(*entry);
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  last_miss_explanation_ = explanation;
+  if (auto it = index_.find(key); it != index_.end()) return *it->second;  // another thread won
+  lru_.push_front(entry);
+  index_[key] = lru_.begin();
+  while (lru_.size() > capacity_) {
+    index_.erase(lru_.back()->key);
+    lru_.pop_back();
+  }
+  return entry;
+}
+
+std::string Context::ExplainMiss(const Entry& fresh) const {
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  // The cached graph most like this one: same node count, longest common prefix.
+  const Entry* best = nullptr;
+  size_t best_prefix = 0;
+  for (const auto& e : lru_) {
+    if (e->signature.size() != fresh.signature.size()) continue;
+    size_t prefix = 0;
+    while (prefix < e->signature.size() && e->signature[prefix].node_hash == fresh.signature[prefix].node_hash &&
+           e->signature[prefix].op == fresh.signature[prefix].op) {
+      ++prefix;
+    }
+    if (!best || prefix > best_prefix) {
+      best = e.get();
+      best_prefix = prefix;
+    }
+  }
+  if (!best) return "";
+  if (best_prefix == fresh.signature.size()) {
+    if (best->parameter_sequence != fresh.parameter_sequence) {
+      return fmt::format("cache miss: same ops as cached graph {}, but the parameter mapping differs "
+                         "(each use of an input reads parameter [{}] here, [{}] there)",
+                         best->key.ToString(), fmt::join(fresh.parameter_sequence, ","),
+                         fmt::join(best->parameter_sequence, ","));
+    }
+    return fmt::format("cache miss: the graph matches cached graph {} node for node, but the roots differ",
+                       best->key.ToString());
+  }
+  const NodeSignature& now = fresh.signature[best_prefix];
+  const NodeSignature& then = best->signature[best_prefix];
+  std::string what;
+  if (now.op != then.op) {
+    what = fmt::format("op {} where the cached graph has {}", now.op, then.op);
+  } else if (now.shapes != then.shapes) {
+    what = fmt::format("{} has shape {} where the cached graph has {}", now.op, now.shapes, then.shapes);
+  } else if (now.sharding != then.sharding) {
+    what = fmt::format("{} has sharding {} where the cached graph has {}", now.op, now.sharding, then.sharding);
+  } else if (now.op == "constant") {
+    what = fmt::format("a constant {} has a different value", now.shapes);
+  } else {
+    what = fmt::format("{} {} has different attributes", now.op, now.shapes);
+  }
+  return fmt::format("cache miss: differs from cached graph {} at node {} of {}: {}", best->key.ToString(),
+                     best_prefix, fresh.signature.size(), what);
+}
+
+void Context::Dump(const ir::Graph& graph, const hlo::Module& module) const {
+  std::filesystem::create_directories(dump_dir_);
+  std::string base = (std::filesystem::path(dump_dir_) / graph.hash.ToString()).string();
+  std::ofstream(base + ".ir.txt") << ir::GraphToText(graph);
+  std::ofstream(base + ".dot") << ir::GraphToDot(graph);
+  std::ofstream(base + ".hlo.txt") << hlo::ToText(module);
+}
+
+void Context::Sync(const std::vector<TensorImpl*>& only) {
+  std::vector<TensorImpl*> targets;
+  std::vector<ir::Value> roots;
+  std::vector<size_t> root_of_target;
+  {
+    std::lock_guard<std::mutex> lock(tensors_mutex_);
+    std::vector<TensorImpl*> candidates = only;
+    if (candidates.empty()) candidates.assign(tensors_.begin(), tensors_.end());
+    std::unordered_map<const ir::Node*, std::vector<std::pair<int64_t, size_t>>> seen;
+    for (TensorImpl* impl : candidates) {
+      const ir::Value& v = impl->value;
+      if (v.node->kind() == ir::NodeKind::kScalar) {  // a host value: upload, nothing to compile
+        const hlo::Literal& lit = v.node->scalar();
+        auto buffer = runtime::Buffer::FromHost(lit.shape(), {lit.data(), static_cast<size_t>(lit.size_bytes())},
+                                                runtime::Client::Default().device(0));
+        impl->value = ir::Value{ir::Node::MakeDeviceData(std::move(buffer), impl->sharding)};
+        continue;
+      }
+      if (v.node->is_leaf()) continue;
+      size_t root = roots.size();
+      auto& outputs = seen[v.node.get()];
+      bool found = false;
+      for (auto [index, r] : outputs) {
+        if (index == v.index) {
+          root = r;
+          found = true;
+        }
+      }
+      if (!found) {
+        outputs.push_back({v.index, root});
+        roots.push_back(v);
+      }
+      targets.push_back(impl);
+      root_of_target.push_back(root);
+    }
+  }
+  if (roots.empty()) return;
+  int64_t t0 = NowNs();
+  ir::Graph graph = ir::BuildGraph(roots);
+  ir::Hash128 key = CacheKey(graph);
+  metrics_.trace_ns += NowNs() - t0;
+  metrics_.graphs_traced++;
+  std::shared_ptr<const Entry> entry = Lookup(key);
+  if (entry) {
+    metrics_.cache_hits++;
+  } else {
+    metrics_.cache_misses++;
+    entry = CompileAndInsert(key, graph);
+  }
+  const runtime::Device* device = runtime::Client::Default().device(0);
+  std::vector<runtime::Buffer> arguments;
+  for (const ir::Node* p : graph.parameters) {
+    if (p->kind() == ir::NodeKind::kDeviceData) {
+      arguments.push_back(p->buffer());
+    } else {
+      const hlo::Literal& lit = p->scalar();
+      arguments.push_back(runtime::Buffer::FromHost(lit.shape(), {lit.data(), static_cast<size_t>(lit.size_bytes())}, device));
+      metrics_.bytes_to_device += lit.size_bytes();
+    }
+  }
+  int64_t t1 = NowNs();
+  std::vector<runtime::Buffer> outputs = entry->executable->Run(arguments, device);
+  metrics_.execute_ns += NowNs() - t1;
+  metrics_.executions++;
+  std::lock_guard<std::mutex> lock(tensors_mutex_);
+  std::vector<ir::NodePtr> materialized(roots.size());
+  for (size_t i = 0; i < targets.size(); ++i) {
+    TensorImpl* impl = targets[i];
+    size_t r = root_of_target[i];
+    // Skip tensors destroyed or rebound while the graph ran.
+    if (!tensors_.count(impl) || impl->value.node != roots[r].node || impl->value.index != roots[r].index) continue;
+    impl->value = ir::Value{ir::Node::MakeDeviceData(outputs[r], impl->sharding)};
+  }
+}
+
+std::string Context::MetricsReport() const {
+  auto ms = [](int64_t ns) { return static_cast<double>(ns) / 1e6; };
+  return fmt::format(
+      "Metric: GraphsTraced {}\nMetric: Compiles {}\nMetric: CacheHits {}\nMetric: CacheMisses {}\n"
+      "Metric: Executions {}\nMetric: TraceTime {:.3f} ms\nMetric: LowerTime {:.3f} ms\n"
+      "Metric: CompileTime {:.3f} ms\nMetric: ExecuteTime {:.3f} ms\nMetric: BytesToDevice {}\n"
+      "Metric: BytesFromDevice {}\nMetric: CachedGraphs {}\n",
+      metrics_.graphs_traced.load(), metrics_.compiles.load(), metrics_.cache_hits.load(),
+      metrics_.cache_misses.load(), metrics_.executions.load(), ms(metrics_.trace_ns), ms(metrics_.lower_ns),
+      ms(metrics_.compile_ns), ms(metrics_.execute_ns), metrics_.bytes_to_device.load(),
+      metrics_.bytes_from_device.load(), cache_size());
+}
+
+void Context::ResetMetrics() {
+  for (auto* c : {&metrics_.graphs_traced, &metrics_.compiles, &metrics_.cache_hits, &metrics_.cache_misses,
+                  &metrics_.executions, &metrics_.trace_ns, &metrics_.lower_ns, &metrics_.compile_ns,
+                  &metrics_.execute_ns, &metrics_.bytes_to_device, &metrics_.bytes_from_device}) {
+    c->store(0);
+  }
+}
+
+int64_t Context::cache_size() const {
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  return static_cast<int64_t>(lru_.size());
+}
+
+void Context::set_cache_capacity(size_t capacity) {
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  capacity_ = std::max<size_t>(capacity, 1);
+  while (lru_.size() > capacity_) {
+    index_.erase(lru_.back()->key);
+    lru_.pop_back();
+  }
+}
+
+void Context::ClearCache() {
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  lru_.clear();
+  index_.clear();
+}
+
+void Context::set_dump_dir(std::string dir) {
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  dump_dir_ = std::move(dir);
+}
+
+std::string Context::last_miss_explanation() const {
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  return last_miss_explanation_;
+}
+
+LoweringContext::LoweringContext(const std::vector<Tensor>& roots) {
+  std::vector<ir::Value> values;
+  for (const Tensor& t : roots) values.push_back(t.value());
+  graph_ = ir::BuildGraph(values);
+  module_ = ir::LowerGraph(graph_);
+}
+
+std::string LoweringContext::hlo_text() const { return hlo::ToText(*module_); }
+
+int64_t LoweringContext::tensor_parameter_id(const Tensor& tensor) const {
+  const ir::Node* node = tensor.value().node.get();
+  return node->is_leaf() ? graph_.ParameterIdOf(node) : -1;
+}
+
+}  // namespace strata::lazy

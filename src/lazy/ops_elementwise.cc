@@ -1,0 +1,234 @@
+// Elementwise ops: broadcasting, type promotion, scalars.
+#include <fmt/format.h>
+
+#include "ops_internal.h"
+
+namespace strata::lazy {
+
+ir::Value Op(hlo::Opcode opcode, std::vector<ir::Value> operands, hlo::Attributes attributes, Shape declared,
+             int64_t index) {
+  return ir::Value{ir::Node::MakeOp(opcode, std::move(operands), std::move(attributes), std::move(declared)), index};
+}
+
+int64_t NormalizeDim(std::string_view op, int64_t dim, int64_t rank) {
+  int64_t r = std::max<int64_t>(rank, 1);
+  if (dim < -r || dim >= r) Fail("[{}] dimension {} out of range for a tensor of rank {}", op, dim, rank);
+  return dim < 0 ? dim + r : dim;
+}
+
+std::vector<int64_t> NormalizeDims(std::string_view op, std::vector<int64_t> dims, int64_t rank) {
+  for (int64_t& d : dims) d = NormalizeDim(op, d, rank);
+  std::vector<int64_t> sorted = dims;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
+    Fail("[{}] dimensions {} repeat a dimension", op, DimsToString(dims));
+  }
+  return dims;
+}
+
+std::vector<int64_t> BroadcastDims(std::string_view op, const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  size_t rank = std::max(a.size(), b.size());
+  std::vector<int64_t> out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1) {
+      Fail("[{}] shapes {} and {} cannot be broadcast together: dimension {} is {} vs {}", op, DimsToString(a),
+           DimsToString(b), i, da, db);
+    }
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+ir::Value BroadcastValue(const ir::Value& v, const std::vector<int64_t>& dims) {
+  const Shape& s = v.shape();
+  if (s.dims() == dims) return v;
+  // Drop stretched size-1 dims, then map the rest onto the trailing dims.
+  size_t offset = dims.size() - s.dims().size();
+  std::vector<int64_t> kept_dims, mapping;
+  for (size_t i = 0; i < s.dims().size(); ++i) {
+    if (s.dim(i) == dims[offset + i]) {
+      kept_dims.push_back(s.dim(i));
+      mapping.push_back(static_cast<int64_t>(offset + i));
+    } else if (s.dim(i) != 1) {
+      Fail("[broadcast_to] cannot broadcast {} to {}", s.ToString(), DimsToString(dims));
+    }
+  }
+  ir::Value x = v;
+  if (kept_dims != s.dims()) x = Op(hlo::Opcode::kReshape, {x}, {}, Shape(s.dtype(), kept_dims));
+  hlo::Attributes a;
+  a.dimensions = mapping;
+  return Op(hlo::Opcode::kBroadcast, {x}, std::move(a), Shape(s.dtype(), dims));
+}
+
+namespace {
+
+int Category(DType t) { return t == DType::kPred ? 0 : IsInteger(t) ? 1 : 2; }
+
+}  // namespace
+
+DType PromoteTypes(DType a, DType b) {
+  if (a == b) return a;
+  int ca = Category(a), cb = Category(b);
+  if (ca != cb) return ca > cb ? a : b;
+  if (ca == 2) {
+    if ((a == DType::kF16 && b == DType::kBF16) || (a == DType::kBF16 && b == DType::kF16)) return DType::kF32;
+    return DTypeSize(a) >= DTypeSize(b) ? a : b;
+  }
+  // Integers: mixing signed and unsigned needs the next wider signed type.
+  bool sa = IsSignedInteger(a), sb = IsSignedInteger(b);
+  if (sa == sb) return DTypeSize(a) >= DTypeSize(b) ? a : b;
+  DType s = sa ? a : b, u = sa ? b : a;
+  if (DTypeSize(s) > DTypeSize(u)) return s;
+  return DTypeSize(u) >= 4 ? DType::kS64 : DType::kS32;
+}
+
+ir::Value ConvertValue(const ir::Value& v, DType dtype) {
+  if (v.shape().dtype() == dtype) return v;
+  return Op(hlo::Opcode::kConvert, {v}, {}, Shape(dtype, v.shape().dims()));
+}
+
+DType ScalarTypeWith(DType tensor_dtype, double value) {
+  bool integral = value == static_cast<double>(static_cast<int64_t>(value));
+  if (tensor_dtype == DType::kPred) return integral && (value == 0 || value == 1) ? DType::kPred : integral ? DType::kS64 : DType::kF32;
+  if (IsInteger(tensor_dtype) && !integral) return DType::kF32;
+  return tensor_dtype;
+}
+
+ir::Value ScalarValue(double value, DType dtype, const std::vector<int64_t>& dims, bool bake) {
+  hlo::Literal lit = hlo::Literal::ScalarOf(dtype, value);
+  ir::Value v = (bake || value == 0 || value == 1) ? ir::Value{ir::Node::MakeConstant(std::move(lit))}
+                                                   : ir::Value{ir::Node::MakeScalar(std::move(lit))};
+  return dims.empty() ? v : BroadcastValue(v, dims);
+}
+
+Tensor BinaryOp(std::string_view name, hlo::Opcode opcode, const Tensor& a, const Tensor& b) {
+  auto dims = BroadcastDims(name, a.shape().dims(), b.shape().dims());
+  DType t = PromoteTypes(a.dtype(), b.dtype());
+  if (t == DType::kPred && opcode != hlo::Opcode::kAnd && opcode != hlo::Opcode::kOr &&
+      opcode != hlo::Opcode::kMaximum && opcode != hlo::Opcode::kMinimum) {
+    Fail("[{}] is not defined for bool tensors ({} and {})", name, a.shape().ToString(), b.shape().ToString());
+  }
+  return Wrap(Op(opcode, {BroadcastValue(ConvertValue(a.value(), t), dims), BroadcastValue(ConvertValue(b.value(), t), dims)}));
+}
+
+Tensor CompareOp(std::string_view name, hlo::Comparison direction, const Tensor& a, const Tensor& b) {
+  auto dims = BroadcastDims(name, a.shape().dims(), b.shape().dims());
+  DType t = PromoteTypes(a.dtype(), b.dtype());
+  hlo::Attributes attrs;
+  attrs.direction = direction;
+  return Wrap(Op(hlo::Opcode::kCompare,
+                 {BroadcastValue(ConvertValue(a.value(), t), dims), BroadcastValue(ConvertValue(b.value(), t), dims)},
+                 std::move(attrs)));
+}
+
+Tensor UnaryOp(std::string_view name, hlo::Opcode opcode, const Tensor& x, bool float_only) {
+  ir::Value v = x.value();
+  if (float_only && !IsFloating(x.dtype())) v = ConvertValue(v, DType::kF32);  // as torch: ints -> float
+  return Wrap(Op(opcode, {v}));
+}
+
+}  // namespace strata::lazy
+
+namespace strata {
+
+using lazy::BinaryOp;
+using lazy::CompareOp;
+using lazy::ScalarTypeWith;
+using lazy::ScalarValue;
+using lazy::UnaryOp;
+using lazy::Wrap;
+using hlo::Opcode;
+
+namespace {
+// A C++ scalar as a tensor next to `like`.
+Tensor ScalarFor(const Tensor& like, double value) {
+  return Wrap(ScalarValue(value, ScalarTypeWith(like.dtype(), value), {}));
+}
+}  // namespace
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return BinaryOp("add", Opcode::kAdd, a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return BinaryOp("sub", Opcode::kSubtract, a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return BinaryOp("mul", Opcode::kMultiply, a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) {
+  // True division, as torch: integers divide as floats.
+  if (!IsFloating(a.dtype()) && !IsFloating(b.dtype())) return astype(a, DType::kF32) / astype(b, DType::kF32);
+  return BinaryOp("div", Opcode::kDivide, a, b);
+}
+Tensor operator+(const Tensor& a, double b) { return a + ScalarFor(a, b); }
+Tensor operator-(const Tensor& a, double b) { return a - ScalarFor(a, b); }
+Tensor operator*(const Tensor& a, double b) { return a * ScalarFor(a, b); }
+Tensor operator/(const Tensor& a, double b) { return a / ScalarFor(a, b); }
+Tensor operator+(double a, const Tensor& b) { return ScalarFor(b, a) + b; }
+Tensor operator-(double a, const Tensor& b) { return ScalarFor(b, a) - b; }
+Tensor operator*(double a, const Tensor& b) { return ScalarFor(b, a) * b; }
+Tensor operator/(double a, const Tensor& b) { return ScalarFor(b, a) / b; }
+Tensor operator-(const Tensor& a) {
+  if (a.dtype() == DType::kPred) Fail("[neg] is not defined for bool tensors; use logical_not");
+  return Wrap(lazy::Op(Opcode::kNegate, {a.value()}));
+}
+Tensor maximum(const Tensor& a, const Tensor& b) { return BinaryOp("maximum", Opcode::kMaximum, a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return BinaryOp("minimum", Opcode::kMinimum, a, b); }
+Tensor pow(const Tensor& a, const Tensor& b) { return BinaryOp("pow", Opcode::kPower, a, b); }
+Tensor pow(const Tensor& a, double exponent) {
+  if (exponent == 2) return a * a;
+  return pow(a, ScalarFor(a, exponent));
+}
+Tensor remainder(const Tensor& a, const Tensor& b) {
+  // torch.remainder takes the divisor's sign: r = fmod(a, b); r += b where signs differ.
+  Tensor r = BinaryOp("remainder", Opcode::kRemainder, a, b);
+  Tensor zero = zeros({}, r.dtype());
+  Tensor fix = logical_and(ne(r, zero), ne(lt(r, zero), lt(b, zero)));
+  return where(fix, r + b, r);
+}
+
+Tensor abs(const Tensor& x) { return UnaryOp("abs", Opcode::kAbs, x, false); }
+Tensor sign(const Tensor& x) { return UnaryOp("sign", Opcode::kSign, x, false); }
+Tensor exp(const Tensor& x) { return UnaryOp("exp", Opcode::kExp, x, true); }
+Tensor log(const Tensor& x) { return UnaryOp("log", Opcode::kLog, x, true); }
+Tensor log1p(const Tensor& x) { return UnaryOp("log1p", Opcode::kLog1p, x, true); }
+Tensor expm1(const Tensor& x) { return UnaryOp("expm1", Opcode::kExpm1, x, true); }
+Tensor tanh(const Tensor& x) { return UnaryOp("tanh", Opcode::kTanh, x, true); }
+Tensor sigmoid(const Tensor& x) { return UnaryOp("sigmoid", Opcode::kLogistic, x, true); }
+Tensor sqrt(const Tensor& x) { return UnaryOp("sqrt", Opcode::kSqrt, x, true); }
+Tensor rsqrt(const Tensor& x) { return UnaryOp("rsqrt", Opcode::kRsqrt, x, true); }
+Tensor sin(const Tensor& x) { return UnaryOp("sin", Opcode::kSin, x, true); }
+Tensor cos(const Tensor& x) { return UnaryOp("cos", Opcode::kCos, x, true); }
+Tensor erf(const Tensor& x) { return UnaryOp("erf", Opcode::kErf, x, true); }
+Tensor floor(const Tensor& x) { return IsFloating(x.dtype()) ? UnaryOp("floor", Opcode::kFloor, x, true) : x; }
+Tensor ceil(const Tensor& x) { return IsFloating(x.dtype()) ? UnaryOp("ceil", Opcode::kCeil, x, true) : x; }
+Tensor logical_not(const Tensor& x) { return Wrap(lazy::Op(Opcode::kNot, {lazy::ConvertValue(x.value(), DType::kPred)})); }
+Tensor clamp(const Tensor& x, std::optional<double> low, std::optional<double> high) {
+  Tensor r = x;
+  if (low) r = maximum(r, ScalarFor(x, *low));
+  if (high) r = minimum(r, ScalarFor(x, *high));
+  return r;
+}
+
+Tensor eq(const Tensor& a, const Tensor& b) { return CompareOp("eq", hlo::Comparison::kEq, a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return CompareOp("ne", hlo::Comparison::kNe, a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return CompareOp("lt", hlo::Comparison::kLt, a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return CompareOp("le", hlo::Comparison::kLe, a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return CompareOp("gt", hlo::Comparison::kGt, a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return CompareOp("ge", hlo::Comparison::kGe, a, b); }
+Tensor logical_and(const Tensor& a, const Tensor& b) {
+  return BinaryOp("logical_and", Opcode::kAnd, astype(a, DType::kPred), astype(b, DType::kPred));
+}
+Tensor logical_or(const Tensor& a, const Tensor& b) {
+  return BinaryOp("logical_or", Opcode::kOr, astype(a, DType::kPred), astype(b, DType::kPred));
+}
+
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
+  auto dims = lazy::BroadcastDims("where", lazy::BroadcastDims("where", condition.shape().dims(), a.shape().dims()),
+                                  b.shape().dims());
+  DType t = lazy::PromoteTypes(a.dtype(), b.dtype());
+  return Wrap(lazy::Op(Opcode::kSelect,
+                       {lazy::BroadcastValue(lazy::ConvertValue(condition.value(), DType::kPred), dims),
+                        lazy::BroadcastValue(lazy::ConvertValue(a.value(), t), dims),
+                        lazy::BroadcastValue(lazy::ConvertValue(b.value(), t), dims)}));
+}
+
+Tensor astype(const Tensor& x, DType dtype) { return Wrap(lazy::ConvertValue(x.value(), dtype)); }
+
+}  // namespace strata

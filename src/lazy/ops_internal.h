@@ -1,0 +1,44 @@
+// Helpers shared by the op files: IR construction, dims, broadcasting,
+// type promotion, scalars.
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "strata/core/error.h"
+#include "strata/lazy/ops.h"
+
+namespace strata::lazy {
+
+// A primitive op's single output (or output `index`).
+ir::Value Op(hlo::Opcode opcode, std::vector<ir::Value> operands, hlo::Attributes attributes = {},
+             Shape declared = {}, int64_t index = 0);
+inline Tensor Wrap(ir::Value v) { return Tensor(std::move(v)); }
+
+// A dim in [-rank, rank) made non-negative; Error naming `op` otherwise.
+int64_t NormalizeDim(std::string_view op, int64_t dim, int64_t rank);
+std::vector<int64_t> NormalizeDims(std::string_view op, std::vector<int64_t> dims, int64_t rank);
+
+// NumPy broadcasting of two shapes; Error naming `op` and both shapes.
+std::vector<int64_t> BroadcastDims(std::string_view op, const std::vector<int64_t>& a,
+                                   const std::vector<int64_t>& b);
+// `v` broadcast to `dims` (trailing alignment; size-1 dims stretch).
+ir::Value BroadcastValue(const ir::Value& v, const std::vector<int64_t>& dims);
+
+// PyTorch's type promotion for two tensors.
+DType PromoteTypes(DType a, DType b);
+ir::Value ConvertValue(const ir::Value& v, DType dtype);
+
+// A scalar of `dtype`: a literal for 0 and 1 (or when `bake`), else a scalar
+// parameter; broadcast to `dims`.
+ir::Value ScalarValue(double value, DType dtype, const std::vector<int64_t>& dims, bool bake = false);
+// The dtype a C++ scalar takes next to a tensor of `dtype`.
+DType ScalarTypeWith(DType tensor_dtype, double value);
+
+// Elementwise binary op with broadcasting and promotion (the result dtype
+// of comparisons is pred).
+Tensor BinaryOp(std::string_view name, hlo::Opcode opcode, const Tensor& a, const Tensor& b);
+Tensor CompareOp(std::string_view name, hlo::Comparison direction, const Tensor& a, const Tensor& b);
+Tensor UnaryOp(std::string_view name, hlo::Opcode opcode, const Tensor& x, bool float_only);
+
+}  // namespace strata::lazy
