@@ -4,6 +4,7 @@
 
 #include <bit>
 #include <cmath>
+#include <limits>
 
 namespace strata::hlo {
 
@@ -54,16 +55,25 @@ double Literal::GetAsDouble(int64_t i) const {
   return 0;
 }
 
+// Out-of-range values saturate (and NaN becomes 0) instead of being undefined.
+template <typename T>
+static T SaturatingCast(double v) {
+  if (std::isnan(v)) return 0;
+  if (v <= static_cast<double>(std::numeric_limits<T>::min())) return std::numeric_limits<T>::min();
+  if (v >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+  return static_cast<T>(v);
+}
+
 void Literal::SetFromDouble(int64_t i, double v) {
   uint8_t* p = bytes_.data() + i * DTypeSize(shape_.dtype());
   switch (shape_.dtype()) {
     case DType::kPred: p[0] = v != 0; break;
-    case DType::kS8: Store<int8_t>(p, static_cast<int8_t>(v)); break;
-    case DType::kS32: Store<int32_t>(p, static_cast<int32_t>(v)); break;
-    case DType::kS64: Store<int64_t>(p, static_cast<int64_t>(v)); break;
-    case DType::kU8: Store<uint8_t>(p, static_cast<uint8_t>(v)); break;
-    case DType::kU32: Store<uint32_t>(p, static_cast<uint32_t>(v)); break;
-    case DType::kU64: Store<uint64_t>(p, static_cast<uint64_t>(v)); break;
+    case DType::kS8: Store<int8_t>(p, SaturatingCast<int8_t>(v)); break;
+    case DType::kS32: Store<int32_t>(p, SaturatingCast<int32_t>(v)); break;
+    case DType::kS64: Store<int64_t>(p, SaturatingCast<int64_t>(v)); break;
+    case DType::kU8: Store<uint8_t>(p, SaturatingCast<uint8_t>(v)); break;
+    case DType::kU32: Store<uint32_t>(p, SaturatingCast<uint32_t>(v)); break;
+    case DType::kU64: Store<uint64_t>(p, SaturatingCast<uint64_t>(v)); break;
     case DType::kF16: Store<uint16_t>(p, FloatToHalf(static_cast<float>(v))); break;
     case DType::kBF16: Store<uint16_t>(p, FloatToBFloat16(static_cast<float>(v))); break;
     case DType::kF32: Store<float>(p, static_cast<float>(v)); break;

@@ -11,7 +11,6 @@
 #include <deque>
 #include <limits>
 #include <optional>
-#include <set>
 #include <unordered_map>
 #include <unordered_set>
 

@@ -71,7 +71,9 @@ std::string AttributesText(const Instruction& inst) {
       add("body", inst.called.at(1)->name());
       break;
     case Opcode::kCall: add("to_apply", inst.called.at(0)->name()); break;
-    case Opcode::kRngBitGenerator: add("algorithm", inst.rng_algorithm); break;
+    case Opcode::kRngBitGenerator:
+      add("algorithm", inst.rng_algorithm.empty() ? "rng_default" : inst.rng_algorithm);
+      break;
     default: break;
   }
   if (!inst.sharding.empty()) add("sharding", inst.sharding);

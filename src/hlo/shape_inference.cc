@@ -455,7 +455,7 @@ Shape InferShape(Opcode opcode, std::span<const Shape> operand_shapes, const Att
           Reject(inst, "slice [{}:{}:{}] invalid for dimension {} of size {}", r.start, r.limit,
                  r.stride, i, x.dim(i));
         }
-        out.push_back((r.limit - r.start + r.stride - 1) / r.stride);
+        out.push_back(r.limit == r.start ? 0 : (r.limit - r.start - 1) / r.stride + 1);
       }
       return Shape(x.dtype(), out);
     }
@@ -509,7 +509,9 @@ Shape InferShape(Opcode opcode, std::span<const Shape> operand_shapes, const Att
           Reject(inst, "operand {} {} must match {} in every dimension but {}", i, s.ToString(),
                  first.ToString(), dim);
         }
-        out[dim] += s.dim(dim);
+        if (__builtin_add_overflow(out[dim], s.dim(dim), &out[dim])) {
+          Reject(inst, "concatenated dimension {} overflows int64", dim);
+        }
       }
       return Shape(first.dtype(), out);
     }
@@ -526,8 +528,12 @@ Shape InferShape(Opcode opcode, std::span<const Shape> operand_shapes, const Att
       std::vector<int64_t> out;
       for (int64_t i = 0; i < x.rank(); ++i) {
         const PadRange& p = inst.attrs.padding[i];
-        int64_t size = p.low + p.high + x.dim(i) + std::max<int64_t>(x.dim(i) - 1, 0) * p.interior;
-        if (p.interior < 0 || size < 0) {
+        int64_t interior_total = 0, size = 0;
+        bool overflow = p.interior < 0 ||
+                        __builtin_mul_overflow(std::max<int64_t>(x.dim(i) - 1, 0), p.interior, &interior_total) ||
+                        __builtin_add_overflow(p.low, p.high, &size) || __builtin_add_overflow(size, x.dim(i), &size) ||
+                        __builtin_add_overflow(size, interior_total, &size);
+        if (overflow || size < 0) {
           Reject(inst, "padding {}_{}_{} invalid for dimension {} of size {}", p.low, p.high,
                  p.interior, i, x.dim(i));
         }

@@ -527,6 +527,37 @@ ENTRY main {
   EXPECT_EQ(FindNamed(*m->entry(), "q")->direction, Comparison::kLt);
 }
 
+TEST(ParserXlaForms, SkipsEveryHarmlessAttribute) {
+  const std::pair<std::string, std::string> kAttributes[] = {
+      {"metadata", R"({op_name="a{b(" source_file="x\"}.py" source_line=3})"},
+      {"frontend_attributes", R"({_scheduling_group_id="1"})"},
+      {"backend_config", R"("{\"a\": [1, 2]}")"},
+      {"backend_config", R"({"a": {"b": [1, (2)]}})"},
+      {"origin", R"({{"fwd", [0]}})"},
+      {"statistics", "{visualizing_index=1,stat-index-0=0.5}"},
+      {"control-predecessors", "{%x}"},
+      {"comparison_type", "FLOAT"},
+      {"type", "TOTALORDER"},
+      {"operand_precision", "{highest,default}"},
+      {"precision_config", "{DEFAULT,DEFAULT}"},
+      {"indices_are_sorted", "true"},
+      {"unique_indices", "true"},
+      {"largest", "false"},
+      {"parameter_replication", "{false}"},
+  };
+  for (const auto& [key, value] : kAttributes) {
+    SCOPED_TRACE(key + "=" + value);
+    std::string text =
+        "HloModule m\nENTRY main {\n  x = f32[2] parameter(0)\n"
+        "  ROOT y = f32[2] negate(x), " +
+        key + "=" + value + ", sharding={replicated}\n}\n";
+    std::unique_ptr<Module> m;
+    ASSERT_NO_THROW(m = ParseModule(text));
+    EXPECT_EQ(m->entry()->root()->name(), "y");
+    EXPECT_EQ(m->entry()->root()->sharding, "{replicated}");
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Malformed text: each error names the line, column and what was expected.
 
