@@ -76,6 +76,8 @@ ir::Hash128 Context::CacheKey(const ir::Graph& graph) const {
       .Finish();
 }
 
+bool Context::IsCached(const ir::Graph& graph) { return Lookup(CacheKey(graph)) != nullptr; }
+
 std::shared_ptr<const Context::Entry> Context::Lookup(const ir::Hash128& key) {
   std::lock_guard<std::mutex> lock(cache_mutex_);
   auto it = index_.find(key);

@@ -75,6 +75,8 @@ class Context {
   std::string last_miss_explanation() const;
   // Key parts other than the graph: device count, passes, strata version.
   ir::Hash128 CacheKey(const ir::Graph& graph) const;
+  // Whether a compiled program for `graph` is cached (no metrics touched).
+  bool IsCached(const ir::Graph& graph);
 
  private:
   Context();
