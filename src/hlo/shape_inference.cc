@@ -14,11 +14,11 @@ namespace {
 // What the rules read: opcode, operand shapes, attributes, declared shape.
 struct View {
   Opcode op;
-  std::span<const Shape> operands;
+  std::span<const Shape* const> operands;
   const Attributes& attrs;
   const Shape& declared;
   int64_t operand_count() const { return static_cast<int64_t>(operands.size()); }
-  const Shape& operand_shape(int64_t i) const { return operands[i]; }
+  const Shape& operand_shape(int64_t i) const { return *operands[i]; }
 };
 
 // Formats "[opcode] message; operands: f32[2,3], s32[]".
@@ -357,13 +357,13 @@ Shape CheckCalledSignature(const View& inst, const Computation& f,
 }  // namespace
 
 Shape InferShape(const Instruction& instruction) {
-  std::vector<Shape> operands;
+  std::vector<const Shape*> operands;
   operands.reserve(instruction.operand_count());
-  for (const Instruction* op : instruction.operands()) operands.push_back(op->shape());
+  for (const Instruction* op : instruction.operands()) operands.push_back(&op->shape());
   return InferShape(instruction.opcode(), operands, instruction.attributes(), instruction.shape());
 }
 
-Shape InferShape(Opcode opcode, std::span<const Shape> operand_shapes, const Attributes& attributes,
+Shape InferShape(Opcode opcode, std::span<const Shape* const> operand_shapes, const Attributes& attributes,
                  const Shape& declared) {
   View inst{opcode, operand_shapes, attributes, declared};
   switch (inst.op) {
@@ -591,7 +591,7 @@ Shape InferShape(Opcode opcode, std::span<const Shape> operand_shapes, const Att
     case Opcode::kScatter: return InferScatter(inst);
     case Opcode::kTuple: {
       std::vector<Shape> elements;
-      for (const Shape& s : inst.operands) elements.push_back(s);
+      for (const Shape* s : inst.operands) elements.push_back(*s);
       return Shape::Tuple(std::move(elements));
     }
     case Opcode::kGetTupleElement: {
@@ -622,7 +622,7 @@ Shape InferShape(Opcode opcode, std::span<const Shape> operand_shapes, const Att
     case Opcode::kCall: {
       if (inst.attrs.called.size() != 1) Reject(inst, "expected one called computation");
       std::vector<Shape> args;
-      for (const Shape& s : inst.operands) args.push_back(s);
+      for (const Shape* s : inst.operands) args.push_back(*s);
       return CheckCalledSignature(inst, *inst.attrs.called[0], args, "callee");
     }
     case Opcode::kRngBitGenerator: {

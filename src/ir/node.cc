@@ -51,20 +51,39 @@ const Shape& Value::shape() const { return node->shape(index); }
 
 Hash128 Value::hash() const { return HashBuilder().AddHash(node->dag_hash()).Add(index).Finish(); }
 
+// Whether `a` holds nothing but defaults (most ops): such nodes share one
+// attribute object and skip hashing it.
+static bool IsDefault(const hlo::Attributes& a) {
+  return a.dimensions.empty() && a.slice.empty() && a.dynamic_slice_sizes.empty() && a.padding.empty() &&
+         a.direction == hlo::Comparison::kEq && a.dot == hlo::DotDims{} && a.gather == hlo::GatherDims{} &&
+         a.scatter == hlo::ScatterDims{} && a.literal.size_bytes() == 0 && a.rng_algorithm.empty() &&
+         a.sharding.empty() && a.called.empty() && a.parameter_number == -1 && a.tuple_index == -1;
+}
+
 NodePtr Node::MakeOp(hlo::Opcode opcode, std::vector<Value> operands, hlo::Attributes attributes, Shape declared) {
   auto node = std::shared_ptr<Node>(new Node());
-  std::vector<Shape> operand_shapes;
-  operand_shapes.reserve(operands.size());
-  for (const Value& v : operands) {
-    STRATA_CHECK(v.node != nullptr, "null operand of {}", hlo::OpcodeName(opcode));
-    operand_shapes.push_back(v.shape());
+  const Shape* inline_shapes[4];
+  std::vector<const Shape*> many_shapes;
+  std::span<const Shape* const> operand_shapes;
+  if (operands.size() <= 4) {
+    for (size_t i = 0; i < operands.size(); ++i) inline_shapes[i] = &operands[i].shape();
+    operand_shapes = std::span<const Shape* const>(inline_shapes, operands.size());
+  } else {
+    for (const Value& v : operands) many_shapes.push_back(&v.shape());
+    operand_shapes = many_shapes;
   }
+  for (const Value& v : operands) STRATA_CHECK(v.node != nullptr, "null operand of {}", hlo::OpcodeName(opcode));
   if (opcode == hlo::Opcode::kConstant) declared = attributes.literal.shape();
   Shape shape = hlo::InferShape(opcode, operand_shapes, attributes, declared);
-  node->shapes_ = shape.is_tuple() ? shape.tuple_shapes() : std::vector<Shape>{shape};
+  if (shape.is_tuple()) {
+    node->shapes_ = shape.tuple_shapes();
+  } else {
+    node->shapes_.push_back(std::move(shape));
+  }
   node->opcode_ = opcode;
   node->operands_ = std::move(operands);
-  node->attributes_ = std::make_shared<const hlo::Attributes>(std::move(attributes));
+  node->attributes_ = IsDefault(attributes) ? EmptyAttributes()
+                                             : std::make_shared<const hlo::Attributes>(std::move(attributes));
   node->ComputeHashes();
   return node;
 }
@@ -106,7 +125,7 @@ void Node::ComputeHashes() {
   h.Add(static_cast<uint8_t>(kind_)).Add(static_cast<uint8_t>(opcode_));
   h.Add<uint64_t>(shapes_.size());
   for (const Shape& s : shapes_) AddShape(h, s);
-  if (kind_ == NodeKind::kOp) AddAttributes(h, *attributes_);
+  if (kind_ == NodeKind::kOp && attributes_ != EmptyAttributes()) AddAttributes(h, *attributes_);
   if (sharding_) h.AddHash(sharding_->hash());
   node_hash_ = h.Finish();
   HashBuilder d;

@@ -60,12 +60,19 @@ Context& Context::Get() {
 
 void Context::Register(TensorImpl* impl) {
   std::lock_guard<std::mutex> lock(tensors_mutex_);
-  tensors_.insert(impl);
+  impl->next = tensors_;
+  if (tensors_) tensors_->prev = impl;
+  tensors_ = impl;
+  // An address freed during a running sync may come back as a new tensor.
+  if (syncs_in_flight_ > 0) in_flight_dead_.erase(impl);
 }
 
 void Context::Unregister(TensorImpl* impl) {
   std::lock_guard<std::mutex> lock(tensors_mutex_);
-  tensors_.erase(impl);
+  if (impl->prev) impl->prev->next = impl->next;
+  if (impl->next) impl->next->prev = impl->prev;
+  if (tensors_ == impl) tensors_ = impl->next;
+  if (syncs_in_flight_ > 0) in_flight_dead_.insert(impl);
 }
 
 ir::Hash128 Context::CacheKey(const ir::Graph& graph) const {
@@ -174,7 +181,9 @@ void Context::Sync(const std::vector<TensorImpl*>& only) {
   {
     std::lock_guard<std::mutex> lock(tensors_mutex_);
     std::vector<TensorImpl*> candidates = only;
-    if (candidates.empty()) candidates.assign(tensors_.begin(), tensors_.end());
+    if (candidates.empty()) {
+      for (TensorImpl* t = tensors_; t; t = t->next) candidates.push_back(t);
+    }
     std::unordered_map<const ir::Node*, std::vector<std::pair<int64_t, size_t>>> seen;
     for (TensorImpl* impl : candidates) {
       const ir::Value& v = impl->value;
@@ -204,6 +213,17 @@ void Context::Sync(const std::vector<TensorImpl*>& only) {
     }
   }
   if (roots.empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(tensors_mutex_);
+    ++syncs_in_flight_;
+  }
+  struct InFlight {  // ends the in-flight window even if compile or run throws
+    Context* context;
+    ~InFlight() {
+      std::lock_guard<std::mutex> lock(context->tensors_mutex_);
+      if (--context->syncs_in_flight_ == 0) context->in_flight_dead_.clear();
+    }
+  } in_flight{this};
   int64_t t0 = NowNs();
   ir::Graph graph = ir::BuildGraph(roots);
   ir::Hash128 key = CacheKey(graph);
@@ -237,7 +257,9 @@ void Context::Sync(const std::vector<TensorImpl*>& only) {
     TensorImpl* impl = targets[i];
     size_t r = root_of_target[i];
     // Skip tensors destroyed or rebound while the graph ran.
-    if (!tensors_.count(impl) || impl->value.node != roots[r].node || impl->value.index != roots[r].index) continue;
+    if (in_flight_dead_.count(impl) || impl->value.node != roots[r].node || impl->value.index != roots[r].index) {
+      continue;
+    }
     impl->value = ir::Value{ir::Node::MakeDeviceData(outputs[r], impl->sharding)};
   }
 }

@@ -23,34 +23,46 @@ struct Hash128Hasher {
 };
 
 // Collects bytes and hashes them once: cheaper than a streaming state for
-// the few dozen bytes a node contributes.
+// the few dozen bytes a node contributes. Small inputs stay on the stack.
 class HashBuilder {
  public:
-  HashBuilder() { bytes_.reserve(128); }
+  HashBuilder() = default;
+  HashBuilder(const HashBuilder&) = delete;
+  HashBuilder& operator=(const HashBuilder&) = delete;
   template <typename T>
     requires std::is_trivially_copyable_v<T>
   HashBuilder& Add(const T& value) {
-    const auto* p = reinterpret_cast<const uint8_t*>(&value);
-    bytes_.insert(bytes_.end(), p, p + sizeof(T));
+    Append(&value, sizeof(T));
     return *this;
   }
   template <typename T>
   HashBuilder& AddSpan(std::span<const T> values) {
     Add<uint64_t>(values.size());
-    const auto* p = reinterpret_cast<const uint8_t*>(values.data());
-    bytes_.insert(bytes_.end(), p, p + values.size_bytes());
+    Append(values.data(), values.size_bytes());
     return *this;
   }
   HashBuilder& AddString(std::string_view s) {
     Add<uint64_t>(s.size());
-    bytes_.insert(bytes_.end(), s.begin(), s.end());
+    Append(s.data(), s.size());
     return *this;
   }
   HashBuilder& AddHash(const Hash128& h) { return Add(h.low).Add(h.high); }
   Hash128 Finish() const;
 
  private:
-  std::vector<uint8_t> bytes_;
+  void Append(const void* data, size_t size) {
+    if (size_ + size <= sizeof(inline_) && heap_.empty()) {
+      std::memcpy(inline_ + size_, data, size);
+    } else {
+      if (heap_.empty()) heap_.assign(inline_, inline_ + size_);
+      const auto* p = static_cast<const uint8_t*>(data);
+      heap_.insert(heap_.end(), p, p + size);
+    }
+    size_ += size;
+  }
+  uint8_t inline_[256];
+  size_t size_ = 0;
+  std::vector<uint8_t> heap_;
 };
 
 Hash128 HashBytes(const void* data, size_t size);

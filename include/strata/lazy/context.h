@@ -27,6 +27,10 @@ struct TensorImpl {
   TensorImpl& operator=(const TensorImpl&) = delete;
   ir::Value value;                       // guarded by the context's tensor mutex
   std::optional<ir::Sharding> sharding;  // the tensor's own spec: the source of truth at sync
+  // Intrusive list of live tensors (no allocation per tensor).
+  TensorImpl* prev = nullptr;
+  TensorImpl* next = nullptr;
+  bool alive = true;
 };
 
 struct Metrics {
@@ -87,7 +91,11 @@ class Context {
   void Dump(const ir::Graph& graph, const hlo::Module& module) const;
 
   mutable std::mutex tensors_mutex_;
-  std::unordered_set<TensorImpl*> tensors_;
+  TensorImpl* tensors_ = nullptr;  // head of the live list
+  // Impls handed to a running Sync are kept alive (by pointer identity) here
+  // until it finishes, so a tensor destroyed meanwhile is recognized.
+  std::unordered_set<TensorImpl*> in_flight_dead_;
+  int64_t syncs_in_flight_ = 0;
 
   mutable std::mutex cache_mutex_;
   size_t capacity_ = 1024;
