@@ -1,6 +1,9 @@
 // Elementwise ops: broadcasting, type promotion, scalars.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "ops_internal.h"
 
 namespace strata::lazy {
@@ -10,23 +13,50 @@ ir::Value Op(hlo::Opcode opcode, std::vector<ir::Value> operands, hlo::Attribute
   return ir::Value{ir::Node::MakeOp(opcode, std::move(operands), std::move(attributes), std::move(declared)), index};
 }
 
-int64_t NormalizeDim(std::string_view op, int64_t dim, int64_t rank) {
+namespace {
+
+// `what` names the tensor in messages: its shape, or its rank.
+int64_t NormalizeDimOf(std::string_view op, int64_t dim, int64_t rank, const std::string& what) {
   int64_t r = std::max<int64_t>(rank, 1);
-  if (dim < -r || dim >= r) Fail("[{}] dimension {} out of range for a tensor of rank {}", op, dim, rank);
+  if (dim < -r || dim >= r) {
+    Fail("[{}] dimension {} out of range for {}: expected it in [{}, {}]", op, dim, what, -r,
+         r - 1);
+  }
   return dim < 0 ? dim + r : dim;
 }
 
-std::vector<int64_t> NormalizeDims(std::string_view op, std::vector<int64_t> dims, int64_t rank) {
-  for (int64_t& d : dims) d = NormalizeDim(op, d, rank);
+std::vector<int64_t> NormalizeDimsOf(std::string_view op, const std::vector<int64_t>& given,
+                                     int64_t rank, const std::string& what) {
+  std::vector<int64_t> dims = given;
+  for (int64_t& d : dims) d = NormalizeDimOf(op, d, rank, what);
   std::vector<int64_t> sorted = dims;
   std::sort(sorted.begin(), sorted.end());
   if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
-    Fail("[{}] dimensions {} repeat a dimension", op, DimsToString(dims));
+    Fail("[{}] dimensions {} repeat a dimension of {}", op, DimsToString(given), what);
   }
   return dims;
 }
 
-std::vector<int64_t> BroadcastDims(std::string_view op, const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+std::string RankText(int64_t rank) { return fmt::format("a tensor of rank {}", rank); }
+
+}  // namespace
+
+int64_t NormalizeDim(std::string_view op, int64_t dim, int64_t rank) {
+  return NormalizeDimOf(op, dim, rank, RankText(rank));
+}
+std::vector<int64_t> NormalizeDims(std::string_view op, std::vector<int64_t> dims, int64_t rank) {
+  return NormalizeDimsOf(op, dims, rank, RankText(rank));
+}
+int64_t NormalizeDim(std::string_view op, int64_t dim, const Shape& shape) {
+  return NormalizeDimOf(op, dim, shape.rank(), shape.ToString());
+}
+std::vector<int64_t> NormalizeDims(std::string_view op, std::vector<int64_t> dims,
+                                   const Shape& shape) {
+  return NormalizeDimsOf(op, dims, shape.rank(), shape.ToString());
+}
+
+std::vector<int64_t> BroadcastDims(std::string_view op, const std::vector<int64_t>& a,
+                                   const std::vector<int64_t>& b) {
   size_t rank = std::max(a.size(), b.size());
   std::vector<int64_t> out(rank);
   for (size_t i = 0; i < rank; ++i) {
@@ -90,8 +120,11 @@ ir::Value ConvertValue(const ir::Value& v, DType dtype) {
 }
 
 DType ScalarTypeWith(DType tensor_dtype, double value) {
-  bool integral = value == static_cast<double>(static_cast<int64_t>(value));
-  if (tensor_dtype == DType::kPred) return integral && (value == 0 || value == 1) ? DType::kPred : integral ? DType::kS64 : DType::kF32;
+  // Checked before the cast: casting inf, NaN or an out-of-range value to int64 is undefined.
+  bool integral = std::isfinite(value) && std::abs(value) < 0x1p63 &&
+                  value == static_cast<double>(static_cast<int64_t>(value));
+  // As torch: an integer scalar meeting a bool tensor is s64 (bool + 1 is 2, not true).
+  if (tensor_dtype == DType::kPred) return integral ? DType::kS64 : DType::kF32;
   if (IsInteger(tensor_dtype) && !integral) return DType::kF32;
   return tensor_dtype;
 }
@@ -106,27 +139,41 @@ ir::Value ScalarValue(double value, DType dtype, const std::vector<int64_t>& dim
 Tensor BinaryOp(std::string_view name, hlo::Opcode opcode, const Tensor& a, const Tensor& b) {
   auto dims = BroadcastDims(name, a.shape().dims(), b.shape().dims());
   DType t = PromoteTypes(a.dtype(), b.dtype());
-  if (t == DType::kPred && opcode != hlo::Opcode::kAnd && opcode != hlo::Opcode::kOr &&
-      opcode != hlo::Opcode::kMaximum && opcode != hlo::Opcode::kMinimum) {
-    Fail("[{}] is not defined for bool tensors ({} and {})", name, a.shape().ToString(), b.shape().ToString());
+  // As torch: on bools, + and maximum are logical or, * and minimum logical and
+  // (the HLO arithmetic ops reject pred).
+  if (t == DType::kPred && (opcode == hlo::Opcode::kAdd || opcode == hlo::Opcode::kMaximum))
+    opcode = hlo::Opcode::kOr;
+  if (t == DType::kPred && (opcode == hlo::Opcode::kMultiply || opcode == hlo::Opcode::kMinimum)) {
+    opcode = hlo::Opcode::kAnd;
   }
-  return Wrap(Op(opcode, {BroadcastValue(ConvertValue(a.value(), t), dims), BroadcastValue(ConvertValue(b.value(), t), dims)}));
+  if (t == DType::kPred && opcode != hlo::Opcode::kAnd && opcode != hlo::Opcode::kOr) {
+    Fail("[{}] is not defined for bool tensors ({} and {})", name, a.shape().ToString(),
+         b.shape().ToString());
+  }
+  DType c = ComputeType(t);
+  ir::Value r = Op(opcode, {BroadcastValue(ConvertValue(a.value(), c), dims),
+                            BroadcastValue(ConvertValue(b.value(), c), dims)});
+  return Wrap(ConvertValue(r, t));
 }
 
-Tensor CompareOp(std::string_view name, hlo::Comparison direction, const Tensor& a, const Tensor& b) {
+Tensor CompareOp(std::string_view name, hlo::Comparison direction, const Tensor& a,
+                 const Tensor& b) {
   auto dims = BroadcastDims(name, a.shape().dims(), b.shape().dims());
-  DType t = PromoteTypes(a.dtype(), b.dtype());
+  DType t = ComputeType(PromoteTypes(a.dtype(), b.dtype()));
   hlo::Attributes attrs;
   attrs.direction = direction;
   return Wrap(Op(hlo::Opcode::kCompare,
-                 {BroadcastValue(ConvertValue(a.value(), t), dims), BroadcastValue(ConvertValue(b.value(), t), dims)},
+                 {BroadcastValue(ConvertValue(a.value(), t), dims),
+                  BroadcastValue(ConvertValue(b.value(), t), dims)},
                  std::move(attrs)));
 }
 
 Tensor UnaryOp(std::string_view name, hlo::Opcode opcode, const Tensor& x, bool float_only) {
   ir::Value v = x.value();
-  if (float_only && !IsFloating(x.dtype())) v = ConvertValue(v, DType::kF32);  // as torch: ints -> float
-  return Wrap(Op(opcode, {v}));
+  if (float_only && !IsFloating(x.dtype()))
+    v = ConvertValue(v, DType::kF32);  // as torch: ints -> float
+  DType t = v.shape().dtype();
+  return Wrap(ConvertValue(Op(opcode, {ConvertValue(v, ComputeType(t))}), t));
 }
 
 }  // namespace strata::lazy
@@ -166,9 +213,13 @@ Tensor operator*(double a, const Tensor& b) { return ScalarFor(b, a) * b; }
 Tensor operator/(double a, const Tensor& b) { return ScalarFor(b, a) / b; }
 Tensor operator-(const Tensor& a) {
   if (a.dtype() == DType::kPred) Fail("[neg] is not defined for bool tensors; use logical_not");
-  return Wrap(lazy::Op(Opcode::kNegate, {a.value()}));
+  return Wrap(lazy::ConvertValue(
+      lazy::Op(Opcode::kNegate, {lazy::ConvertValue(a.value(), lazy::ComputeType(a.dtype()))}),
+      a.dtype()));
 }
-Tensor maximum(const Tensor& a, const Tensor& b) { return BinaryOp("maximum", Opcode::kMaximum, a, b); }
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  return BinaryOp("maximum", Opcode::kMaximum, a, b);
+}
 Tensor minimum(const Tensor& a, const Tensor& b) { return BinaryOp("minimum", Opcode::kMinimum, a, b); }
 Tensor pow(const Tensor& a, const Tensor& b) { return BinaryOp("pow", Opcode::kPower, a, b); }
 Tensor pow(const Tensor& a, double exponent) {

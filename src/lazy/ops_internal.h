@@ -18,6 +18,10 @@ inline Tensor Wrap(ir::Value v) { return Tensor(std::move(v)); }
 // A dim in [-rank, rank) made non-negative; Error naming `op` otherwise.
 int64_t NormalizeDim(std::string_view op, int64_t dim, int64_t rank);
 std::vector<int64_t> NormalizeDims(std::string_view op, std::vector<int64_t> dims, int64_t rank);
+// The same, with errors naming the tensor's shape (rank 0 accepts 0 and -1, as torch).
+int64_t NormalizeDim(std::string_view op, int64_t dim, const Shape& shape);
+std::vector<int64_t> NormalizeDims(std::string_view op, std::vector<int64_t> dims,
+                                   const Shape& shape);
 
 // NumPy broadcasting of two shapes; Error naming `op` and both shapes.
 std::vector<int64_t> BroadcastDims(std::string_view op, const std::vector<int64_t>& a,
@@ -28,10 +32,16 @@ ir::Value BroadcastValue(const ir::Value& v, const std::vector<int64_t>& dims);
 // PyTorch's type promotion for two tensors.
 DType PromoteTypes(DType a, DType b);
 ir::Value ConvertValue(const ir::Value& v, DType dtype);
+// The dtype arithmetic on `t` runs in: the runtime stores f16 and bf16 but
+// computes in f32, so ops convert up and round once at the end.
+inline DType ComputeType(DType t) {
+  return t == DType::kF16 || t == DType::kBF16 ? DType::kF32 : t;
+}
 
 // A scalar of `dtype`: a literal for 0 and 1 (or when `bake`), else a scalar
 // parameter; broadcast to `dims`.
-ir::Value ScalarValue(double value, DType dtype, const std::vector<int64_t>& dims, bool bake = false);
+ir::Value ScalarValue(double value, DType dtype, const std::vector<int64_t>& dims,
+                      bool bake = false);
 // The dtype a C++ scalar takes next to a tensor of `dtype`.
 DType ScalarTypeWith(DType tensor_dtype, double value);
 

@@ -1,0 +1,65 @@
+// Neural-network functions as compositions of primitives.
+#include "ops_internal.h"
+
+namespace strata {
+
+using hlo::Opcode;
+
+namespace {
+
+// softmax / log_softmax work in a floating type (ints and bool -> f32, as
+// torch) and f16 / bf16 in f32, rounding once at the end.
+DType FloatComputeType(DType t) { return lazy::ComputeType(IsFloating(t) ? t : DType::kF32); }
+DType ResultType(DType t) { return IsFloating(t) ? t : DType::kF32; }
+
+// x - max(x, dim): exp of it cannot overflow.
+Tensor Shifted(const Tensor& x, int64_t dim) { return x - max(x, {dim}, /*keepdim=*/true); }
+
+}  // namespace
+
+Tensor softmax(const Tensor& x, int64_t dim) {
+  int64_t d = lazy::NormalizeDim("softmax", dim, x.shape());
+  Tensor v = astype(x, FloatComputeType(x.dtype()));
+  if (x.numel() == 0) return astype(v, ResultType(x.dtype()));
+  Tensor e = exp(Shifted(v, d));
+  return astype(e / sum(e, {d}, /*keepdim=*/true), ResultType(x.dtype()));
+}
+
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  int64_t d = lazy::NormalizeDim("log_softmax", dim, x.shape());
+  Tensor v = astype(x, FloatComputeType(x.dtype()));
+  if (x.numel() == 0) return astype(v, ResultType(x.dtype()));
+  Tensor shifted = Shifted(v, d);
+  return astype(shifted - log(sum(exp(shifted), {d}, /*keepdim=*/true)), ResultType(x.dtype()));
+}
+
+// Out-of-range indices give all-zero rows (they cannot be checked lazily).
+Tensor one_hot(const Tensor& index, int64_t num_classes, DType dtype) {
+  if (!IsInteger(index.dtype())) {
+    Fail("[one_hot] index must be an integer tensor, got {}", index.shape().ToString());
+  }
+  if (num_classes < 0) {
+    Fail(
+        "[one_hot] num_classes must be given and non-negative (inferring it needs the data), got "
+        "{} for index {}",
+        num_classes, index.shape().ToString());
+  }
+  std::vector<int64_t> dims = index.shape().dims();
+  dims.push_back(num_classes);
+  std::vector<int64_t> index_map(index.rank());
+  for (int64_t i = 0; i < index.rank(); ++i) index_map[i] = i;
+  hlo::Attributes broadcast;
+  broadcast.dimensions = std::move(index_map);
+  ir::Value expanded =
+      lazy::Op(Opcode::kBroadcast, {lazy::ConvertValue(index.value(), DType::kS64)},
+               std::move(broadcast), Shape(DType::kS64, dims));
+  hlo::Attributes iota;
+  iota.dimensions = {index.rank()};
+  ir::Value classes = lazy::Op(Opcode::kIota, {}, std::move(iota), Shape(DType::kS64, dims));
+  hlo::Attributes compare;
+  compare.direction = hlo::Comparison::kEq;
+  return lazy::Wrap(lazy::ConvertValue(
+      lazy::Op(Opcode::kCompare, {expanded, classes}, std::move(compare)), dtype));
+}
+
+}  // namespace strata
