@@ -1,0 +1,360 @@
+// CPU runtime benchmarks. Each strata benchmark has a peer measured in the
+// same process, so results are compared as ratios of one run on a shared,
+// noisy machine (bench/RESULTS.md, bench/run_runtime_bench.sh):
+//   Gemm*         f32 dot of two parameters vs. dnnl_sgemm called directly
+//   Elementwise*  add / multiply over f32[16M] vs. a STREAM-style triad
+//   While*        a loop writing one row per iteration into a 64 MiB (or
+//                 16 MiB) state buffer vs. a plain C++ loop doing the same
+// Every benchmark uses wall-clock time: the work runs on several threads.
+#include <benchmark/benchmark.h>
+#include <dnnl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "strata/hlo/builder.h"
+#include "strata/runtime/executable.h"
+
+namespace strata::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+const Device* Cpu() { return Client::Default().device(0); }
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+Buffer FilledF32(std::vector<int64_t> dims, float value) {
+  Buffer b = Buffer::Allocate(Shape(DType::kF32, std::move(dims)), Cpu());
+  std::fill_n(b.data_as<float>(), b.shape().num_elements(), value);
+  return b;
+}
+
+float* AlignedF32(std::shared_ptr<uint8_t>& owner, int64_t n, float value) {
+  owner = AllocateAligned(n * static_cast<int64_t>(sizeof(float)));
+  auto* p = reinterpret_cast<float*>(owner.get());
+  std::fill_n(p, n, value);
+  return p;
+}
+
+// ---------------------------------------------------------------------------
+// 1. f32 GEMM: C[M,N] = A[M,K] B[K,N]. Arguments are {M, K, N}.
+
+std::unique_ptr<Executable> CompileDot(int64_t m, int64_t k, int64_t n) {
+  hlo::Module module("gemm");
+  hlo::Builder b("main");
+  auto* lhs = b.Parameter(0, Shape(DType::kF32, {m, k}), "lhs");
+  auto* rhs = b.Parameter(1, Shape(DType::kF32, {k, n}), "rhs");
+  hlo::DotDims dims;
+  dims.lhs_contracting = {1};
+  dims.rhs_contracting = {0};
+  module.AddEntryComputation(b.Build(b.Dot(lhs, rhs, dims)));
+  return Executable::Compile(module);
+}
+
+void SetGemmCounters(benchmark::State& state, int64_t m, int64_t k, int64_t n) {
+  double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  state.counters["GFLOPS"] =
+      benchmark::Counter(flops * static_cast<double>(state.iterations()) * 1e-9, benchmark::Counter::kIsRate);
+}
+
+void BM_GemmStrata(benchmark::State& state) {
+  int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  auto exe = CompileDot(m, k, n);
+  std::vector<Buffer> args = {FilledF32({m, k}, 0.5f), FilledF32({k, n}, 0.25f)};
+  for (auto _ : state) {
+    auto out = exe->Run(args);
+    benchmark::DoNotOptimize(out[0].data());
+  }
+  SetGemmCounters(state, m, k, n);
+}
+
+void RunSgemm(int64_t m, int64_t k, int64_t n, const float* a, const float* b, float* c) {
+  if (dnnl_sgemm('N', 'N', m, n, k, 1.0f, a, k, b, n, 0.0f, c, n) != dnnl_success) {
+    throw Error("[bench] dnnl_sgemm failed");
+  }
+}
+
+void BM_GemmDnnl(benchmark::State& state) {
+  int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  std::shared_ptr<uint8_t> a_owner, b_owner, c_owner;
+  float* a = AlignedF32(a_owner, m * k, 0.5f);
+  float* b = AlignedF32(b_owner, k * n, 0.25f);
+  float* c = AlignedF32(c_owner, m * n, 0.0f);
+  for (auto _ : state) {
+    RunSgemm(m, k, n, a, b, c);
+    benchmark::ClobberMemory();
+  }
+  SetGemmCounters(state, m, k, n);
+}
+
+// Both of the above, alternating call by call (and which goes first), so a
+// neighbour's load on this shared machine falls on both alike. `ratio` is
+// strata's GFLOP/s over dnnl_sgemm's.
+void BM_GemmPaired(benchmark::State& state) {
+  int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  auto exe = CompileDot(m, k, n);
+  std::vector<Buffer> args = {FilledF32({m, k}, 0.5f), FilledF32({k, n}, 0.25f)};
+  std::shared_ptr<uint8_t> c_owner;
+  float* c = AlignedF32(c_owner, m * n, 0.0f);
+  const float* a = args[0].data_as<const float>();
+  const float* b = args[1].data_as<const float>();
+  double strata_seconds = 0, dnnl_seconds = 0;
+  bool strata_first = true;
+  for (auto _ : state) {
+    for (int call = 0; call < 2; ++call) {
+      auto start = Clock::now();
+      if ((call == 0) == strata_first) {
+        auto out = exe->Run(args);
+        benchmark::DoNotOptimize(out[0].data());
+        strata_seconds += SecondsSince(start);
+      } else {
+        RunSgemm(m, k, n, a, b, c);
+        benchmark::ClobberMemory();
+        dnnl_seconds += SecondsSince(start);
+      }
+    }
+    strata_first = !strata_first;
+  }
+  double gflop = 2e-9 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) *
+                 static_cast<double>(state.iterations());
+  state.counters["strata_GFLOPS"] = gflop / strata_seconds;
+  state.counters["dnnl_GFLOPS"] = gflop / dnnl_seconds;
+  state.counters["ratio"] = dnnl_seconds / strata_seconds;
+}
+
+void GemmShapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"M", "K", "N"});
+  b->Args({1024, 1024, 1024});
+  b->Args({1024, 512, 1536});
+  b->Args({1024, 1536, 512});
+  b->Args({1024, 512, 4096});
+  b->UseRealTime()->Unit(benchmark::kMillisecond);
+}
+
+BENCHMARK(BM_GemmStrata)->Apply(GemmShapes);
+BENCHMARK(BM_GemmDnnl)->Apply(GemmShapes);
+BENCHMARK(BM_GemmPaired)->Apply(GemmShapes);
+
+// ---------------------------------------------------------------------------
+// 2. Elementwise over f32[16M]. Bandwidth counts 12 bytes per element (two
+// reads and one write) for the strata ops and for the triad alike.
+
+constexpr int64_t kStreamElements = int64_t{1} << 24;
+constexpr int64_t kStreamBytesPerElement = 12;
+
+void BM_ElementwiseStrata(benchmark::State& state, hlo::Opcode opcode) {
+  Shape shape(DType::kF32, {kStreamElements});
+  hlo::Module module("elementwise");
+  hlo::Builder b("main");
+  auto* x = b.Parameter(0, shape, "x");
+  auto* y = b.Parameter(1, shape, "y");
+  module.AddEntryComputation(b.Build(b.Binary(opcode, x, y)));
+  auto exe = Executable::Compile(module);
+  std::vector<Buffer> args = {FilledF32({kStreamElements}, 1.5f), FilledF32({kStreamElements}, 2.0f)};
+  for (auto _ : state) {
+    auto out = exe->Run(args);
+    benchmark::DoNotOptimize(out[0].data());
+  }
+  state.SetBytesProcessed(state.iterations() * kStreamElements * kStreamBytesPerElement);
+}
+
+// Runs body(begin, end) over [0, n) split evenly across `threads` threads,
+// the calling thread taking the first part.
+template <typename Body>
+void SplitAcrossThreads(int threads, int64_t n, Body body) {
+  int64_t part = (n + threads - 1) / threads;
+  std::vector<std::thread> helpers;
+  for (int t = 1; t < threads; ++t) {
+    helpers.emplace_back(body, std::min(n, t * part), std::min(n, (t + 1) * part));
+  }
+  body(int64_t{0}, std::min(n, part));
+  for (auto& h : helpers) h.join();
+}
+
+void Triad(int threads, float* a, const float* b, const float* c, float s) {
+  SplitAcrossThreads(threads, kStreamElements, [=](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) a[i] = b[i] + s * c[i];
+  });
+}
+
+// The machine's bandwidth: a[i] = b[i] + s*c[i] into a preallocated `a`.
+// Argument: thread count.
+void BM_Triad(benchmark::State& state) {
+  int threads = static_cast<int>(state.range(0));
+  std::shared_ptr<uint8_t> a_owner, b_owner, c_owner;
+  float* a = AlignedF32(a_owner, kStreamElements, 0.0f);
+  float* b = AlignedF32(b_owner, kStreamElements, 1.5f);
+  float* c = AlignedF32(c_owner, kStreamElements, 2.0f);
+  for (auto _ : state) {
+    Triad(threads, a, b, c, 3.0f);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * kStreamElements * kStreamBytesPerElement);
+}
+
+// Diagnostic: the triad writing into a fresh allocation every iteration, so
+// every page of the result is faulted in anew. This is what each run would
+// pay if the device did not cache freed result blocks (Device::Allocate).
+void BM_TriadFreshOutput(benchmark::State& state) {
+  int threads = static_cast<int>(state.range(0));
+  std::shared_ptr<uint8_t> b_owner, c_owner;
+  float* b = AlignedF32(b_owner, kStreamElements, 1.5f);
+  float* c = AlignedF32(c_owner, kStreamElements, 2.0f);
+  for (auto _ : state) {
+    auto a = AllocateAligned(kStreamElements * static_cast<int64_t>(sizeof(float)));
+    Triad(threads, reinterpret_cast<float*>(a.get()), b, c, 3.0f);
+    benchmark::DoNotOptimize(a.get());
+  }
+  state.SetBytesProcessed(state.iterations() * kStreamElements * kStreamBytesPerElement);
+}
+
+BENCHMARK_CAPTURE(BM_ElementwiseStrata, add, hlo::Opcode::kAdd)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_ElementwiseStrata, multiply, hlo::Opcode::kMultiply)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Triad)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TriadFreshOutput)->ArgName("threads")->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// ---------------------------------------------------------------------------
+// 3. While loop over state (i, buf[rows, cols]); the body writes row i with
+// the value i. Arguments are {cols, buffer MiB, loop iterations}; rows =
+// buffer / (4 * cols). Each shape runs twice: 256 iterations, and one
+// iteration per row (every row written once), where the loop outweighs the
+// copy below and the difference is far less noisy.
+//
+// The entry parameter is read-only, so each run first copies it into the
+// result buffer (the loop state). The reported time is per loop iteration:
+// (time of an N-iteration run - time of a 0-iteration run) / N, the two runs
+// alternating in every benchmark iteration.
+
+std::unique_ptr<Executable> CompileRowLoop(int64_t rows, int64_t cols, int64_t iterations) {
+  Shape s64 = Shape::Scalar(DType::kS64);
+  Shape buf(DType::kF32, {rows, cols});
+  Shape state = Shape::Tuple({s64, buf});
+  hlo::Module module("row_loop");
+  hlo::Builder cb("cond");
+  {
+    auto* s = cb.Parameter(0, state, "s");
+    auto* more = cb.Compare(cb.GetTupleElement(s, 0), cb.ConstantScalar<int64_t>(iterations),
+                            hlo::Comparison::kLt);
+    module.AddComputation(cb.Build(more));
+  }
+  hlo::Computation* cond = module.computations().back().get();
+  hlo::Builder bb("body");
+  {
+    auto* s = bb.Parameter(0, state, "s");
+    auto* i = bb.GetTupleElement(s, 0);
+    auto* x = bb.GetTupleElement(s, 1);
+    auto* row = bb.Broadcast(bb.Convert(i, DType::kF32), {1, cols}, {});
+    auto* updated = bb.DynamicUpdateSlice(x, row, {i, bb.ConstantScalar<int64_t>(0)});
+    module.AddComputation(bb.Build(bb.Tuple({bb.Add(i, bb.ConstantScalar<int64_t>(1)), updated})));
+  }
+  hlo::Computation* body = module.computations().back().get();
+  hlo::Builder b("main");
+  auto* x0 = b.Parameter(0, buf, "x0");
+  auto* loop = b.While(cond, body, b.Tuple({b.ConstantScalar<int64_t>(0), x0}));
+  module.AddEntryComputation(b.Build(b.GetTupleElement(loop, 1)));
+  return Executable::Compile(module);
+}
+
+struct RowLoopArgs {
+  int64_t cols, rows, iterations;
+};
+
+RowLoopArgs RowLoopArgsOf(const benchmark::State& state) {
+  int64_t cols = state.range(0);
+  return {cols, (state.range(1) << 20) / (cols * static_cast<int64_t>(sizeof(float))), state.range(2)};
+}
+
+// Rows [0, iterations) must hold their index, the rest the initial -1.
+bool RowLoopResultIsRight(const Buffer& out, const RowLoopArgs& a) {
+  const float* v = out.data_as<const float>();
+  for (int64_t r : {int64_t{0}, a.iterations / 2, a.iterations - 1, a.iterations}) {
+    if (r >= a.rows) continue;
+    float expected = r < a.iterations ? static_cast<float>(r) : -1.0f;
+    if (v[r * a.cols] != expected || v[r * a.cols + a.cols - 1] != expected) return false;
+  }
+  return true;
+}
+
+void BM_WhileRowUpdateStrata(benchmark::State& state) {
+  RowLoopArgs a = RowLoopArgsOf(state);
+  auto zero_iterations = CompileRowLoop(a.rows, a.cols, 0);
+  auto loop = CompileRowLoop(a.rows, a.cols, a.iterations);
+  std::vector<Buffer> args = {FilledF32({a.rows, a.cols}, -1.0f)};
+  if (!RowLoopResultIsRight(loop->Run(args)[0], a)) {
+    state.SkipWithError("row loop produced wrong values");
+    return;
+  }
+  double zero_iteration_seconds = 0;
+  double fastest_t0 = 1e30, fastest_t1 = 1e30;
+  for (auto _ : state) {
+    auto start = Clock::now();
+    zero_iterations->Run(args);
+    double t0 = SecondsSince(start);
+    start = Clock::now();
+    loop->Run(args);
+    double t1 = SecondsSince(start);
+    zero_iteration_seconds += t0;
+    fastest_t0 = std::min(fastest_t0, t0);
+    fastest_t1 = std::min(fastest_t1, t1);
+    // A negative difference is noise; report it as ~0 rather than fail.
+    state.SetIterationTime(std::max(t1 - t0, 1e-12) / static_cast<double>(a.iterations));
+  }
+  double n = static_cast<double>(a.iterations);
+  state.counters["rows"] = static_cast<double>(a.rows);
+  state.counters["zero_iter_run_ms"] =
+      benchmark::Counter(zero_iteration_seconds * 1e3, benchmark::Counter::kAvgIterations);
+  // Load from other processes only ever adds time, so the fastest runs are
+  // the least disturbed: a second, steadier estimate of the same quantity.
+  state.counters["fastest_diff_us"] = (fastest_t1 - fastest_t0) * 1e6 / n;
+  state.counters["in_place_updates"] = static_cast<double>(loop->stats().in_place_updates);
+}
+
+// Peer: the same row writes as a plain C++ loop over a preallocated buffer.
+void BM_WhileRowUpdateLoop(benchmark::State& state) {
+  RowLoopArgs a = RowLoopArgsOf(state);
+  std::shared_ptr<uint8_t> owner;
+  float* buf = AlignedF32(owner, a.rows * a.cols, -1.0f);
+  for (auto _ : state) {
+    auto start = Clock::now();
+    for (int64_t i = 0; i < a.iterations; ++i) std::fill_n(buf + i * a.cols, a.cols, static_cast<float>(i));
+    benchmark::ClobberMemory();
+    state.SetIterationTime(SecondsSince(start) / static_cast<double>(a.iterations));
+  }
+  state.counters["rows"] = static_cast<double>(a.rows);
+}
+
+// The reported time is per loop iteration, far below the wall time of a
+// benchmark iteration, so iteration counts are fixed rather than left to the
+// library's time target.
+void RowLoopShapes(benchmark::internal::Benchmark* b, bool every_row) {
+  b->ArgNames({"cols", "MiB", "iters"});
+  for (int64_t mib : {64, 16}) {
+    for (int64_t cols : {256, 1024, 4096, 16384}) {
+      int64_t rows = (mib << 20) / (cols * static_cast<int64_t>(sizeof(float)));
+      if (every_row && rows == 256) continue;  // the same as the 256-iteration run
+      b->Args({cols, mib, every_row ? rows : 256});
+    }
+  }
+  b->UseManualTime()->Unit(benchmark::kMicrosecond);
+}
+void RowLoop256(benchmark::internal::Benchmark* b) { RowLoopShapes(b, false); }
+void RowLoopEveryRow(benchmark::internal::Benchmark* b) { RowLoopShapes(b, true); }
+
+BENCHMARK(BM_WhileRowUpdateStrata)->Apply(RowLoop256)->Iterations(20);
+BENCHMARK(BM_WhileRowUpdateStrata)->Apply(RowLoopEveryRow)->Iterations(5);
+BENCHMARK(BM_WhileRowUpdateLoop)->Apply(RowLoop256)->Iterations(100);
+BENCHMARK(BM_WhileRowUpdateLoop)->Apply(RowLoopEveryRow)->Iterations(10);
+
+}  // namespace
+}  // namespace strata::runtime
+
+BENCHMARK_MAIN();
