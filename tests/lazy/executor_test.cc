@@ -24,6 +24,8 @@ class Executor : public ::testing::Test {
   static Tensor Vec(std::vector<float> v, std::vector<int64_t> dims) { return Tensor::FromVector(v, dims); }
 };
 
+ir::Mesh TwoDevices() { return ir::Mesh({0, 1}, {2}, {"x"}); }
+
 TEST_F(Executor, SameComputationTwiceCompilesOnce) {
   Tensor a = Vec({1, 2, 3}, {3}), b = Vec({4, 5, 6}, {3});
   Tensor c = a * b + a;
@@ -105,8 +107,6 @@ TEST_F(Executor, InPlaceUpdatesRebindOnlyThatHandle) {
   EXPECT_THROW(b.copy_(Vec({1, 2, 3}, {3})), Error);
 }
 
-ir::Mesh TwoDevices() { return ir::Mesh({0, 1}, {2}, {"x"}); }
-
 TEST_F(Executor, ShardingChangesTheHashAndClearingRestoresIt) {
   Tensor x = Vec({1, 2, 3, 4}, {2, 2});
   Tensor y = x + x;
@@ -123,6 +123,21 @@ TEST_F(Executor, ShardingChangesTheHashAndClearingRestoresIt) {
   clear_sharding(y);
   EXPECT_EQ(y.value().hash(), plain);
   EXPECT_THROW(mark_sharding(y, TwoDevices(), {{"x"}}), Error);  // spec length != rank
+}
+
+TEST_F(Executor, ShardingIsPartOfTheKeyAndExplained) {
+  Tensor x = Vec({1, 2, 3, 4}, {2, 2});
+  Tensor plain = x * x;
+  EXPECT_EQ(plain.to_vector<float>(), (std::vector<float>{1, 4, 9, 16}));
+  Tensor sharded = x * x;
+  mark_sharding(sharded, TwoDevices(), {{"x"}, {}});
+  EXPECT_EQ(sharded.to_vector<float>(), (std::vector<float>{1, 4, 9, 16}));  // same numbers
+  EXPECT_EQ(compiles(), 2);
+  EXPECT_NE(Context::Get().last_miss_explanation().find("sharding {devices=[2,1]0,1}"), std::string::npos)
+      << Context::Get().last_miss_explanation();
+  // The synced tensor keeps its spec on the materialized data.
+  ASSERT_TRUE(sharded.value().node->sharding().has_value());
+  EXPECT_EQ(sharded.value().node->sharding()->hlo_text(), "{devices=[2,1]0,1}");
 }
 
 TEST_F(Executor, MarkedDeviceDataKeepsItsParameterAndTheNumbers) {
