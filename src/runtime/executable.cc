@@ -58,7 +58,9 @@ std::unique_ptr<Executable> Executable::Compile(const hlo::Module& module,
 std::vector<Buffer> Executable::Run(const std::vector<Buffer>& arguments, const Device* device) const {
   if (!device) device = arguments.empty() ? client_->device(0) : arguments[0].device();
   if (arguments.size() != parameter_shapes_.size()) {
-    Fail("[execute] {} takes {} argument(s), got {}", module_->name(), parameter_shapes_.size(),
+    std::string expected;
+    for (const Shape& s : parameter_shapes_) expected += (expected.empty() ? "" : ", ") + s.ToString();
+    Fail("[execute] {} takes {} argument(s) ({}), got {}", module_->name(), parameter_shapes_.size(), expected,
          arguments.size());
   }
   std::vector<const uint8_t*> params;

@@ -1,5 +1,8 @@
 // convert and bitcast-convert. Float-to-integer conversion saturates and
-// maps NaN to 0 (C++ leaves it undefined); f16 and bf16 go through f32.
+// maps NaN to 0 (C++ leaves it undefined); f16 and bf16 go through f32
+// (rounded to odd on the way, so the result is rounded once).
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -22,14 +25,39 @@ W Widen(T v, DType dtype) {
   }
 }
 
+// f16 and bf16 are rounded from f32. Reaching f32 by rounding to odd keeps a
+// sticky bit, so the second rounding is still correct; rounding to nearest
+// twice is not (f64 1 + 2^-11 + 2^-40 -> f32 1 + 2^-11 -> f16 1, not 1 + 2^-10).
+template <typename From>
+float ToFloatRoundingToOdd(From v) {
+  if constexpr (std::is_floating_point_v<From>) {
+    float f = static_cast<float>(v);
+    if (std::isnan(v) || static_cast<From>(f) == v) return f;
+    if (std::abs(static_cast<From>(f)) > std::abs(v)) f = std::nextafter(f, 0.0f);  // truncate
+    return std::bit_cast<float>(std::bit_cast<uint32_t>(f) | 1u);
+  } else {  // integers: keep 24 significant bits, OR-ing the dropped ones into the last
+    bool negative = false;
+    if constexpr (std::is_signed_v<From>) negative = v < 0;
+    uint64_t magnitude = negative ? uint64_t{0} - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
+    int shift = std::max(0, static_cast<int>(std::bit_width(magnitude)) - 24);
+    uint64_t kept = (magnitude >> shift) | ((magnitude & ((uint64_t{1} << shift) - 1)) != 0);
+    float f = std::ldexp(static_cast<float>(kept), shift);
+    return negative ? -f : f;
+  }
+}
+
 template <typename To, typename From>
 To ConvertOne(From v, DType from, DType to) {
   if constexpr (std::is_same_v<To, bool>) {
     if constexpr (std::is_same_v<From, uint16_t>) return Widen<float>(v, from) != 0.0f;
     return v != From(0);
   } else if constexpr (std::is_same_v<To, uint16_t>) {
-    float f = Widen<float>(v, from);
-    if constexpr (std::is_same_v<From, double>) f = static_cast<float>(v);
+    float f;
+    if constexpr (std::is_same_v<From, uint16_t>) {
+      f = Widen<float>(v, from);  // exact
+    } else {
+      f = ToFloatRoundingToOdd(v);
+    }
     return to == DType::kF16 ? hlo::FloatToHalf(f) : hlo::FloatToBFloat16(f);
   } else if constexpr (std::is_floating_point_v<To>) {
     return Widen<To>(v, from);

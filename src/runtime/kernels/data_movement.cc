@@ -16,6 +16,9 @@ int64_t ReadIndex(const uint8_t* p, DType dtype) {
     using T = typename decltype(tag)::type;
     T v;
     std::memcpy(&v, p, sizeof(T));
+    // Unsigned indices compare as unsigned (as in XLA): a u64 past 2^63 is
+    // huge, not negative.
+    if constexpr (std::is_unsigned_v<T>) v = std::min<T>(v, static_cast<T>(INT64_MAX));
     return static_cast<int64_t>(v);
   });
 }
@@ -155,7 +158,7 @@ KernelInfo MakeDataMovementKernel(const hlo::Instruction& inst, ThreadPool& pool
   const int64_t es = DTypeSize(out.dtype());
   const std::vector<int64_t> out_dims = out.dims();
   const std::vector<int64_t> out_strides = RowMajorStrides(out_dims);
-  const Shape& in = inst.operand(0)->shape();
+  const Shape& in = inst.operand_count() > 0 ? inst.operand(0)->shape() : out;  // iota has no operand
   const std::vector<int64_t> in_strides = in.is_array() ? RowMajorStrides(in.dims()) : std::vector<int64_t>{};
   switch (inst.opcode()) {
     case Opcode::kIota: {

@@ -115,6 +115,7 @@ KernelInfo MakeDotKernel(const hlo::Instruction& inst, ThreadPool& pool_ref) {
   auto run = DispatchAnyType(dtype, [&](auto tag) -> Kernel {
     using T = typename decltype(tag)::type;
     return [=](const KernelArgs& a) {
+      if (out_bytes == 0) return;  // M, N or batch is 0; sgemm rejects zero leading dimensions
       const T* A = reinterpret_cast<const T*>(Prepare(lv, a.operands[0], a.scratch, es));
       const T* B = reinterpret_cast<const T*>(Prepare(rv, a.operands[1], a.scratch + lv.bytes, es));
       T* C = reinterpret_cast<T*>(a.outputs[0]);

@@ -58,10 +58,12 @@ T Unary(Opcode op, T x) {
   }
 }
 
+// XLA (elemental IR emitter and evaluator alike): a negative exponent gives
+// 1 for base 1 and 0 otherwise, even for base -1.
 template <typename T>
 T IntegerPower(T base, T exponent) {
   if constexpr (std::is_signed_v<T>) {
-    if (exponent < 0) return base == 1 ? 1 : base == -1 ? (exponent % 2 ? -1 : 1) : 0;
+    if (exponent < 0) return base == 1 ? 1 : 0;
   }
   using U = std::make_unsigned_t<T>;
   U result = 1, b = static_cast<U>(base);
@@ -132,9 +134,13 @@ struct BinaryOp {
         case Opcode::kShiftRightLogical:
           return static_cast<U>(b) >= static_cast<U>(kBits) ? T(0)
                                                             : static_cast<T>(static_cast<U>(a) >> b);
-        case Opcode::kShiftRightArithmetic:
-          if (static_cast<U>(b) >= static_cast<U>(kBits)) return a < 0 ? T(-1) : T(0);
-          return a >> b;
+        case Opcode::kShiftRightArithmetic: {
+          // The top bit is the sign for unsigned types too, as in XLA.
+          using S = std::make_signed_t<T>;
+          auto sa = static_cast<S>(a);
+          if (static_cast<U>(b) >= static_cast<U>(kBits)) return static_cast<T>(sa < 0 ? S(-1) : S(0));
+          return static_cast<T>(sa >> b);
+        }
         default: return a;
       }
     }
@@ -153,7 +159,8 @@ template <typename T>
 void RunBinary(Opcode op, const T* a, const T* b, T* out, int64_t n, ThreadPool& pool) {
   if constexpr (!kIsBool<T>) {
     switch (op) {
-      case Opcode::kAdd: return MapBinary(a, b, out, n, [](T x, T y) { return T(x + y); }, pool);
+      case Opcode::kAdd:  // BinaryOp wraps integers (signed overflow is UB in C++)
+        return MapBinary(a, b, out, n, [](T x, T y) { return BinaryOp<T>{Opcode::kAdd}(x, y); }, pool);
       case Opcode::kSubtract:
         if constexpr (kIsFloat<T>) return MapBinary(a, b, out, n, [](T x, T y) { return x - y; }, pool);
         break;

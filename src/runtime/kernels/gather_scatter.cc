@@ -16,6 +16,9 @@ int64_t LoadIndex(const uint8_t* p, DType dtype) {
     using T = typename decltype(tag)::type;
     T v;
     std::memcpy(&v, p, sizeof(T));
+    // Unsigned indices compare as unsigned (as in XLA): a u64 past 2^63 is
+    // huge, not negative.
+    if constexpr (std::is_unsigned_v<T>) v = std::min<T>(v, static_cast<T>(INT64_MAX));
     return static_cast<int64_t>(v);
   });
 }

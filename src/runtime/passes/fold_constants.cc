@@ -56,11 +56,15 @@ hlo::Literal Evaluate(const hlo::Instruction& inst) {
 bool FoldConstants(hlo::Module& module) {
   bool changed = false;
   for (const auto& c : module.computations()) {
-    std::vector<hlo::Instruction*> candidates;
-    for (const auto& inst : c->instructions()) {
-      if (Foldable(*inst)) candidates.push_back(inst.get());
-    }
-    for (hlo::Instruction* inst : candidates) {
+    // Instructions are in operand-before-user order and each fold is visible
+    // to the users visited after it, so a whole constant chain folds in one
+    // pass (RunPasses gives up after a few rounds).
+    std::vector<hlo::Instruction*> order;
+    for (const auto& inst : c->instructions()) order.push_back(inst.get());
+    bool folded = false;
+    for (hlo::Instruction* inst : order) {
+      if (!Foldable(*inst)) continue;
+      folded = true;
       auto constant = std::make_unique<hlo::Instruction>(hlo::Opcode::kConstant, inst->shape(),
                                                          std::vector<hlo::Instruction*>{});
       constant->literal = Evaluate(*inst);
@@ -69,7 +73,7 @@ bool FoldConstants(hlo::Module& module) {
       c->ReplaceAllUsesWith(inst, added);
       changed = true;
     }
-    if (!candidates.empty()) {
+    if (folded) {
       c->RemoveDeadInstructions();
       c->SortTopologically();
     }
