@@ -57,7 +57,8 @@ bool ProductIsRight(const GemmOperands& g) {
   for (int64_t i : {int64_t{0}, int64_t{517}, kSize - 1}) {
     for (int64_t j : {int64_t{0}, int64_t{300}, kSize - 1}) {
       double expected = 0;
-      for (int64_t p = 0; p < kSize; ++p) expected += double{g.a[i * kSize + p]} * g.b[p * kSize + j];
+      for (int64_t p = 0; p < kSize; ++p)
+        expected += double{g.a[i * kSize + p]} * g.b[p * kSize + j];
       if (std::abs(g.c[i * kSize + j] - expected) > 1e-4 * std::abs(expected) + 1e-3) return false;
     }
   }
@@ -67,15 +68,16 @@ bool ProductIsRight(const GemmOperands& g) {
 void Finish(benchmark::State& state, const GemmOperands& g) {
   if (!ProductIsRight(g)) state.SkipWithError("wrong product");
   double flops = 2.0 * kSize * kSize * kSize;
-  state.counters["GFLOPS"] =
-      benchmark::Counter(flops * static_cast<double>(state.iterations()) * 1e-9, benchmark::Counter::kIsRate);
+  state.counters["GFLOPS"] = benchmark::Counter(
+      flops * static_cast<double>(state.iterations()) * 1e-9, benchmark::Counter::kIsRate);
 }
 
 // oneDNN threads through OpenMP and uses every core (2 here) by default.
 void BM_SgemmDnnl(benchmark::State& state) {
   GemmOperands g;
   for (auto _ : state) {
-    if (dnnl_sgemm('N', 'N', kSize, kSize, kSize, 1.0f, g.a, kSize, g.b, kSize, 0.0f, g.c, kSize) != dnnl_success) {
+    if (dnnl_sgemm('N', 'N', kSize, kSize, kSize, 1.0f, g.a, kSize, g.b, kSize, 0.0f, g.c, kSize) !=
+        dnnl_success) {
       state.SkipWithError("dnnl_sgemm failed");
       return;
     }
@@ -108,19 +110,26 @@ void BM_SgemmEigen(benchmark::State& state) {
   }
   Finish(state, g);
 }
-BENCHMARK(BM_SgemmEigen)->ArgName("threads")->Arg(1)->Arg(kThreads)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SgemmEigen)
+    ->ArgName("threads")
+    ->Arg(1)
+    ->Arg(kThreads)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 #endif
 
 // OpenBLAS through dlopen, so that no build needs it. Loading starts its
 // thread pool, whose idle workers spin for a while, so it is loaded only
 // when its benchmark runs (registered last: nothing runs after it).
 using CblasSgemm = void (*)(int layout, int trans_a, int trans_b, int m, int n, int k, float alpha,
-                            const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc);
+                            const float* a, int lda, const float* b, int ldb, float beta, float* c,
+                            int ldc);
 constexpr int kCblasRowMajor = 101, kCblasNoTrans = 111;
 
 struct OpenBlas {
   CblasSgemm sgemm = nullptr;
-  const char* config = nullptr;  // e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Zen MAX_THREADS=64"
+  const char* config =
+      nullptr;  // e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Zen MAX_THREADS=64"
 };
 
 const OpenBlas& LoadOpenBlas() {
@@ -132,7 +141,8 @@ const OpenBlas& LoadOpenBlas() {
     }
     if (!lib) return b;
     b.sgemm = reinterpret_cast<CblasSgemm>(dlsym(lib, "cblas_sgemm"));
-    if (auto set_threads = reinterpret_cast<void (*)(int)>(dlsym(lib, "openblas_set_num_threads"))) {
+    if (auto set_threads =
+            reinterpret_cast<void (*)(int)>(dlsym(lib, "openblas_set_num_threads"))) {
       set_threads(kThreads);
     }
     if (auto get_config = reinterpret_cast<const char* (*)()>(dlsym(lib, "openblas_get_config"))) {
@@ -154,8 +164,8 @@ void BM_SgemmOpenBlas(benchmark::State& state) {
   if (blas.config) state.SetLabel(blas.config);
   GemmOperands g;
   for (auto _ : state) {
-    blas.sgemm(kCblasRowMajor, kCblasNoTrans, kCblasNoTrans, kSize, kSize, kSize, 1.0f, g.a, kSize, g.b,
-               kSize, 0.0f, g.c, kSize);
+    blas.sgemm(kCblasRowMajor, kCblasNoTrans, kCblasNoTrans, kSize, kSize, kSize, 1.0f, g.a, kSize,
+               g.b, kSize, 0.0f, g.c, kSize);
     benchmark::ClobberMemory();
   }
   Finish(state, g);

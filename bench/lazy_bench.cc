@@ -20,8 +20,10 @@ Tensor Chain(const Tensor& x, const Tensor& y) {
 
 void BM_IrNodeConstructionAndHash(benchmark::State& state) {
   auto* cpu = runtime::Client::Default().device(0);
-  ir::Value x{ir::Node::MakeDeviceData(runtime::Buffer::FromVector<float>(std::vector<float>(64, 1.0f), {8, 8}, cpu))};
-  ir::Value y{ir::Node::MakeDeviceData(runtime::Buffer::FromVector<float>(std::vector<float>(64, 2.0f), {8, 8}, cpu))};
+  ir::Value x{ir::Node::MakeDeviceData(
+      runtime::Buffer::FromVector<float>(std::vector<float>(64, 1.0f), {8, 8}, cpu))};
+  ir::Value y{ir::Node::MakeDeviceData(
+      runtime::Buffer::FromVector<float>(std::vector<float>(64, 2.0f), {8, 8}, cpu))};
   for (auto _ : state) {
     ir::Value t = x;
     for (int i = 0; i < kOps / 2; ++i) {
@@ -52,8 +54,8 @@ void BM_CachedGraphSteadyState(benchmark::State& state) {
   Chain(x, y).sync();  // compile once
   bool all_hit = true;
   for (auto _ : state) {
-    Tensor t = Chain(x, y);                          // trace
-    ir::Graph graph = ir::BuildGraph({t.value()});  // walk + graph hash
+    Tensor t = Chain(x, y);                           // trace
+    ir::Graph graph = ir::BuildGraph({t.value()});    // walk + graph hash
     all_hit &= lazy::Context::Get().IsCached(graph);  // lookup
   }
   if (!all_hit) state.SkipWithError("the graph was not a cache hit");

@@ -60,8 +60,8 @@ std::unique_ptr<Executable> CompileDot(int64_t m, int64_t k, int64_t n) {
 
 void SetGemmCounters(benchmark::State& state, int64_t m, int64_t k, int64_t n) {
   double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  state.counters["GFLOPS"] =
-      benchmark::Counter(flops * static_cast<double>(state.iterations()) * 1e-9, benchmark::Counter::kIsRate);
+  state.counters["GFLOPS"] = benchmark::Counter(
+      flops * static_cast<double>(state.iterations()) * 1e-9, benchmark::Counter::kIsRate);
 }
 
 void BM_GemmStrata(benchmark::State& state) {
@@ -157,7 +157,8 @@ void BM_ElementwiseStrata(benchmark::State& state, hlo::Opcode opcode) {
   auto* y = b.Parameter(1, shape, "y");
   module.AddEntryComputation(b.Build(b.Binary(opcode, x, y)));
   auto exe = Executable::Compile(module);
-  std::vector<Buffer> args = {FilledF32({kStreamElements}, 1.5f), FilledF32({kStreamElements}, 2.0f)};
+  std::vector<Buffer> args = {FilledF32({kStreamElements}, 1.5f),
+                              FilledF32({kStreamElements}, 2.0f)};
   for (auto _ : state) {
     auto out = exe->Run(args);
     benchmark::DoNotOptimize(out[0].data());
@@ -215,12 +216,19 @@ void BM_TriadFreshOutput(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * kStreamElements * kStreamBytesPerElement);
 }
 
-BENCHMARK_CAPTURE(BM_ElementwiseStrata, add, hlo::Opcode::kAdd)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_ElementwiseStrata, add, hlo::Opcode::kAdd)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_ElementwiseStrata, multiply, hlo::Opcode::kMultiply)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_Triad)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_TriadFreshOutput)->ArgName("threads")->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Triad)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(
+    benchmark::kMillisecond);
+BENCHMARK(BM_TriadFreshOutput)
+    ->ArgName("threads")
+    ->Arg(2)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 // ---------------------------------------------------------------------------
 // 3. While loop over state (i, buf[rows, cols]); the body writes row i with
@@ -270,7 +278,8 @@ struct RowLoopArgs {
 
 RowLoopArgs RowLoopArgsOf(const benchmark::State& state) {
   int64_t cols = state.range(0);
-  return {cols, (state.range(1) << 20) / (cols * static_cast<int64_t>(sizeof(float))), state.range(2)};
+  return {cols, (state.range(1) << 20) / (cols * static_cast<int64_t>(sizeof(float))),
+          state.range(2)};
 }
 
 // Rows [0, iterations) must hold their index, the rest the initial -1.
@@ -325,7 +334,8 @@ void BM_WhileRowUpdateLoop(benchmark::State& state) {
   float* buf = AlignedF32(owner, a.rows * a.cols, -1.0f);
   for (auto _ : state) {
     auto start = Clock::now();
-    for (int64_t i = 0; i < a.iterations; ++i) std::fill_n(buf + i * a.cols, a.cols, static_cast<float>(i));
+    for (int64_t i = 0; i < a.iterations; ++i)
+      std::fill_n(buf + i * a.cols, a.cols, static_cast<float>(i));
     benchmark::ClobberMemory();
     state.SetIterationTime(SecondsSince(start) / static_cast<double>(a.iterations));
   }

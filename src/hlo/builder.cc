@@ -80,8 +80,8 @@ Instruction* Builder::Transpose(Instruction* x, std::vector<int64_t> permutation
 
 Instruction* Builder::Copy(Instruction* x) { return Finish(Make(Opcode::kCopy, Shape(), {x})); }
 
-Instruction* Builder::Slice(Instruction* x, std::vector<int64_t> starts, std::vector<int64_t> limits,
-                            std::vector<int64_t> strides) {
+Instruction* Builder::Slice(Instruction* x, std::vector<int64_t> starts,
+                            std::vector<int64_t> limits, std::vector<int64_t> strides) {
   Instruction* s = Make(Opcode::kSlice, Shape(), {x});
   if (starts.size() != limits.size() || (!strides.empty() && strides.size() != starts.size())) {
     Fail("[slice] starts, limits and strides must have one entry per dimension");
@@ -144,12 +144,14 @@ Instruction* Builder::IsFinite(Instruction* x) {
 }
 
 Instruction* Builder::Unary(Opcode op, Instruction* x) {
-  if (!IsElementwiseUnary(op)) Fail("[builder] {} is not an elementwise unary opcode", OpcodeName(op));
+  if (!IsElementwiseUnary(op))
+    Fail("[builder] {} is not an elementwise unary opcode", OpcodeName(op));
   return Finish(Make(op, Shape(), {x}));
 }
 
 Instruction* Builder::Binary(Opcode op, Instruction* a, Instruction* b) {
-  if (!IsElementwiseBinary(op)) Fail("[builder] {} is not an elementwise binary opcode", OpcodeName(op));
+  if (!IsElementwiseBinary(op))
+    Fail("[builder] {} is not an elementwise binary opcode", OpcodeName(op));
   return Finish(Make(op, Shape(), {a, b}));
 }
 
@@ -205,8 +207,8 @@ Instruction* Builder::Call(Computation* computation, std::vector<Instruction*> a
 }
 
 Instruction* Builder::RngBitGenerator(Instruction* state, Shape bits_shape) {
-  Instruction* r =
-      Make(Opcode::kRngBitGenerator, Shape::Tuple({state->shape(), std::move(bits_shape)}), {state});
+  Instruction* r = Make(Opcode::kRngBitGenerator,
+                        Shape::Tuple({state->shape(), std::move(bits_shape)}), {state});
   r->rng_algorithm = "rng_philox";
   return Finish(r);
 }

@@ -40,17 +40,28 @@ static void Store(uint8_t* p, T v) {
 double Literal::GetAsDouble(int64_t i) const {
   const uint8_t* p = bytes_.data() + i * DTypeSize(shape_.dtype());
   switch (shape_.dtype()) {
-    case DType::kPred: return p[0] ? 1.0 : 0.0;
-    case DType::kS8: return Load<int8_t>(p);
-    case DType::kS32: return Load<int32_t>(p);
-    case DType::kS64: return static_cast<double>(Load<int64_t>(p));
-    case DType::kU8: return Load<uint8_t>(p);
-    case DType::kU32: return Load<uint32_t>(p);
-    case DType::kU64: return static_cast<double>(Load<uint64_t>(p));
-    case DType::kF16: return HalfToFloat(Load<uint16_t>(p));
-    case DType::kBF16: return BFloat16ToFloat(Load<uint16_t>(p));
-    case DType::kF32: return Load<float>(p);
-    case DType::kF64: return Load<double>(p);
+    case DType::kPred:
+      return p[0] ? 1.0 : 0.0;
+    case DType::kS8:
+      return Load<int8_t>(p);
+    case DType::kS32:
+      return Load<int32_t>(p);
+    case DType::kS64:
+      return static_cast<double>(Load<int64_t>(p));
+    case DType::kU8:
+      return Load<uint8_t>(p);
+    case DType::kU32:
+      return Load<uint32_t>(p);
+    case DType::kU64:
+      return static_cast<double>(Load<uint64_t>(p));
+    case DType::kF16:
+      return HalfToFloat(Load<uint16_t>(p));
+    case DType::kBF16:
+      return BFloat16ToFloat(Load<uint16_t>(p));
+    case DType::kF32:
+      return Load<float>(p);
+    case DType::kF64:
+      return Load<double>(p);
   }
   return 0;
 }
@@ -67,17 +78,39 @@ static T SaturatingCast(double v) {
 void Literal::SetFromDouble(int64_t i, double v) {
   uint8_t* p = bytes_.data() + i * DTypeSize(shape_.dtype());
   switch (shape_.dtype()) {
-    case DType::kPred: p[0] = v != 0; break;
-    case DType::kS8: Store<int8_t>(p, SaturatingCast<int8_t>(v)); break;
-    case DType::kS32: Store<int32_t>(p, SaturatingCast<int32_t>(v)); break;
-    case DType::kS64: Store<int64_t>(p, SaturatingCast<int64_t>(v)); break;
-    case DType::kU8: Store<uint8_t>(p, SaturatingCast<uint8_t>(v)); break;
-    case DType::kU32: Store<uint32_t>(p, SaturatingCast<uint32_t>(v)); break;
-    case DType::kU64: Store<uint64_t>(p, SaturatingCast<uint64_t>(v)); break;
-    case DType::kF16: Store<uint16_t>(p, FloatToHalf(static_cast<float>(v))); break;
-    case DType::kBF16: Store<uint16_t>(p, FloatToBFloat16(static_cast<float>(v))); break;
-    case DType::kF32: Store<float>(p, static_cast<float>(v)); break;
-    case DType::kF64: Store<double>(p, v); break;
+    case DType::kPred:
+      p[0] = v != 0;
+      break;
+    case DType::kS8:
+      Store<int8_t>(p, SaturatingCast<int8_t>(v));
+      break;
+    case DType::kS32:
+      Store<int32_t>(p, SaturatingCast<int32_t>(v));
+      break;
+    case DType::kS64:
+      Store<int64_t>(p, SaturatingCast<int64_t>(v));
+      break;
+    case DType::kU8:
+      Store<uint8_t>(p, SaturatingCast<uint8_t>(v));
+      break;
+    case DType::kU32:
+      Store<uint32_t>(p, SaturatingCast<uint32_t>(v));
+      break;
+    case DType::kU64:
+      Store<uint64_t>(p, SaturatingCast<uint64_t>(v));
+      break;
+    case DType::kF16:
+      Store<uint16_t>(p, FloatToHalf(static_cast<float>(v)));
+      break;
+    case DType::kBF16:
+      Store<uint16_t>(p, FloatToBFloat16(static_cast<float>(v)));
+      break;
+    case DType::kF32:
+      Store<float>(p, static_cast<float>(v));
+      break;
+    case DType::kF64:
+      Store<double>(p, v);
+      break;
   }
 }
 
@@ -90,17 +123,28 @@ static std::string ElementToString(const Literal& lit, int64_t i) {
     return fmt::format("{}", v);
   };
   switch (lit.shape().dtype()) {
-    case DType::kPred: return p[0] ? "true" : "false";
-    case DType::kS8: return fmt::format("{}", Load<int8_t>(p));
-    case DType::kS32: return fmt::format("{}", Load<int32_t>(p));
-    case DType::kS64: return fmt::format("{}", Load<int64_t>(p));
-    case DType::kU8: return fmt::format("{}", Load<uint8_t>(p));
-    case DType::kU32: return fmt::format("{}", Load<uint32_t>(p));
-    case DType::kU64: return fmt::format("{}", Load<uint64_t>(p));
-    case DType::kF16: return floating(HalfToFloat(Load<uint16_t>(p)));
-    case DType::kBF16: return floating(BFloat16ToFloat(Load<uint16_t>(p)));
-    case DType::kF32: return floating(Load<float>(p));
-    case DType::kF64: return floating(Load<double>(p));
+    case DType::kPred:
+      return p[0] ? "true" : "false";
+    case DType::kS8:
+      return fmt::format("{}", Load<int8_t>(p));
+    case DType::kS32:
+      return fmt::format("{}", Load<int32_t>(p));
+    case DType::kS64:
+      return fmt::format("{}", Load<int64_t>(p));
+    case DType::kU8:
+      return fmt::format("{}", Load<uint8_t>(p));
+    case DType::kU32:
+      return fmt::format("{}", Load<uint32_t>(p));
+    case DType::kU64:
+      return fmt::format("{}", Load<uint64_t>(p));
+    case DType::kF16:
+      return floating(HalfToFloat(Load<uint16_t>(p)));
+    case DType::kBF16:
+      return floating(BFloat16ToFloat(Load<uint16_t>(p)));
+    case DType::kF32:
+      return floating(Load<float>(p));
+    case DType::kF64:
+      return floating(Load<double>(p));
   }
   return "?";
 }
@@ -159,7 +203,8 @@ uint16_t FloatToHalf(float f) {
   uint32_t x = std::bit_cast<uint32_t>(f);
   uint32_t sign = (x >> 16) & 0x8000;
   uint32_t abs = x & 0x7fffffff;
-  if (abs >= 0x7f800000) return static_cast<uint16_t>(sign | 0x7c00 | (abs > 0x7f800000 ? 0x200 : 0));
+  if (abs >= 0x7f800000)
+    return static_cast<uint16_t>(sign | 0x7c00 | (abs > 0x7f800000 ? 0x200 : 0));
   if (abs >= 0x477ff000) return static_cast<uint16_t>(sign | 0x7c00);  // overflow to inf
   if (abs < 0x38800000) {  // subnormal or zero in half: round to nearest even
     float v = std::bit_cast<float>(abs) * 16777216.0f;  // scale by 2^24

@@ -99,12 +99,13 @@ void Computation::SortTopologically() {
 }
 
 void Computation::SetInstructionOrder(const std::vector<Instruction*>& order) {
-  STRATA_CHECK(order.size() == instructions_.size(), "order has {} of {} instructions", order.size(),
-               instructions_.size());
+  STRATA_CHECK(order.size() == instructions_.size(), "order has {} of {} instructions",
+               order.size(), instructions_.size());
   std::unordered_map<const Instruction*, size_t> position;
   for (size_t i = 0; i < instructions_.size(); ++i) position[instructions_[i].get()] = i;
   std::vector<std::unique_ptr<Instruction>> reordered;
-  for (Instruction* inst : order) reordered.push_back(std::move(instructions_.at(position.at(inst))));
+  for (Instruction* inst : order)
+    reordered.push_back(std::move(instructions_.at(position.at(inst))));
   for (const auto& inst : reordered) STRATA_CHECK(inst != nullptr, "order repeats an instruction");
   instructions_ = std::move(reordered);
 }
@@ -160,9 +161,8 @@ void Module::RemoveUnreachableComputations() {
       for (Computation* called : inst->called) stack.push_back(called);
     }
   }
-  std::erase_if(computations_, [&](const std::unique_ptr<Computation>& c) {
-    return !reachable.count(c.get());
-  });
+  std::erase_if(computations_,
+                [&](const std::unique_ptr<Computation>& c) { return !reachable.count(c.get()); });
 }
 
 }  // namespace strata::hlo

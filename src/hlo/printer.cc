@@ -8,7 +8,9 @@
 namespace strata::hlo {
 namespace {
 
-std::string Braced(const std::vector<int64_t>& dims) { return fmt::format("{{{}}}", fmt::join(dims, ",")); }
+std::string Braced(const std::vector<int64_t>& dims) {
+  return fmt::format("{{{}}}", fmt::join(dims, ","));
+}
 
 std::string AttributesText(const Instruction& inst) {
   std::vector<std::string> attrs;
@@ -16,11 +18,15 @@ std::string AttributesText(const Instruction& inst) {
     attrs.push_back(fmt::format("{}={}", key, value));
   };
   switch (inst.opcode()) {
-    case Opcode::kIota: add("iota_dimension", fmt::format("{}", inst.dimensions.at(0))); break;
+    case Opcode::kIota:
+      add("iota_dimension", fmt::format("{}", inst.dimensions.at(0)));
+      break;
     case Opcode::kBroadcast:
     case Opcode::kTranspose:
     case Opcode::kReverse:
-    case Opcode::kConcatenate: add("dimensions", Braced(inst.dimensions)); break;
+    case Opcode::kConcatenate:
+      add("dimensions", Braced(inst.dimensions));
+      break;
     case Opcode::kReduce:
       add("dimensions", Braced(inst.dimensions));
       add("to_apply", inst.called.at(0)->name());
@@ -34,7 +40,9 @@ std::string AttributesText(const Instruction& inst) {
       add("slice", fmt::format("{{{}}}", fmt::join(ranges, ", ")));
       break;
     }
-    case Opcode::kDynamicSlice: add("dynamic_slice_sizes", Braced(inst.dynamic_slice_sizes)); break;
+    case Opcode::kDynamicSlice:
+      add("dynamic_slice_sizes", Braced(inst.dynamic_slice_sizes));
+      break;
     case Opcode::kPad: {
       std::vector<std::string> dims;
       for (const PadRange& p : inst.padding) {
@@ -44,7 +52,9 @@ std::string AttributesText(const Instruction& inst) {
       add("padding", dims.empty() ? "{}" : fmt::format("{}", fmt::join(dims, "x")));
       break;
     }
-    case Opcode::kCompare: add("direction", std::string(ComparisonName(inst.direction))); break;
+    case Opcode::kCompare:
+      add("direction", std::string(ComparisonName(inst.direction)));
+      break;
     case Opcode::kDot:
       if (!inst.dot.lhs_batch.empty()) add("lhs_batch_dims", Braced(inst.dot.lhs_batch));
       add("lhs_contracting_dims", Braced(inst.dot.lhs_contracting));
@@ -65,16 +75,21 @@ std::string AttributesText(const Instruction& inst) {
       add("index_vector_dim", fmt::format("{}", inst.scatter.index_vector_dim));
       add("to_apply", inst.called.at(0)->name());
       break;
-    case Opcode::kGetTupleElement: add("index", fmt::format("{}", inst.tuple_index)); break;
+    case Opcode::kGetTupleElement:
+      add("index", fmt::format("{}", inst.tuple_index));
+      break;
     case Opcode::kWhile:
       add("condition", inst.called.at(0)->name());
       add("body", inst.called.at(1)->name());
       break;
-    case Opcode::kCall: add("to_apply", inst.called.at(0)->name()); break;
+    case Opcode::kCall:
+      add("to_apply", inst.called.at(0)->name());
+      break;
     case Opcode::kRngBitGenerator:
       add("algorithm", inst.rng_algorithm.empty() ? "rng_default" : inst.rng_algorithm);
       break;
-    default: break;
+    default:
+      break;
   }
   if (!inst.sharding.empty()) add("sharding", inst.sharding);
   std::string out;

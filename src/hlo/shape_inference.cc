@@ -23,8 +23,7 @@ struct View {
 
 // Formats "[opcode] message; operands: f32[2,3], s32[]".
 template <typename... Args>
-[[noreturn]] void Reject(const View& inst, fmt::format_string<Args...> format,
-                         Args&&... args) {
+[[noreturn]] void Reject(const View& inst, fmt::format_string<Args...> format, Args&&... args) {
   std::string operands;
   for (int64_t i = 0; i < inst.operand_count(); ++i) {
     if (i) operands += ", ";
@@ -75,9 +74,15 @@ Shape InferElementwise(const View& inst) {
     switch (op) {
       case Opcode::kNegate:
       case Opcode::kAbs:
-      case Opcode::kSign: ok = IsNumeric(t); break;
-      case Opcode::kNot: ok = t == DType::kPred || IsInteger(t); break;
-      default: ok = IsFloating(t); break;
+      case Opcode::kSign:
+        ok = IsNumeric(t);
+        break;
+      case Opcode::kNot:
+        ok = t == DType::kPred || IsInteger(t);
+        break;
+      default:
+        ok = IsFloating(t);
+        break;
     }
     if (!ok) Reject(inst, "unsupported element type {}", DTypeName(t));
     return x;
@@ -85,18 +90,27 @@ Shape InferElementwise(const View& inst) {
   ExpectOperands(inst, 2);
   const Shape& a = ArrayOperand(inst, 0);
   const Shape& b = ArrayOperand(inst, 1);
-  if (a != b) Reject(inst, "operands must have equal shapes, got {} and {}", a.ToString(), b.ToString());
+  if (a != b)
+    Reject(inst, "operands must have equal shapes, got {} and {}", a.ToString(), b.ToString());
   DType t = a.dtype();
   bool ok;
   switch (op) {
     case Opcode::kAnd:
     case Opcode::kOr:
-    case Opcode::kXor: ok = t == DType::kPred || IsInteger(t); break;
+    case Opcode::kXor:
+      ok = t == DType::kPred || IsInteger(t);
+      break;
     case Opcode::kShiftLeft:
     case Opcode::kShiftRightLogical:
-    case Opcode::kShiftRightArithmetic: ok = IsInteger(t); break;
-    case Opcode::kAtan2: ok = IsFloating(t); break;
-    default: ok = IsNumeric(t); break;
+    case Opcode::kShiftRightArithmetic:
+      ok = IsInteger(t);
+      break;
+    case Opcode::kAtan2:
+      ok = IsFloating(t);
+      break;
+    default:
+      ok = IsNumeric(t);
+      break;
   }
   if (!ok) Reject(inst, "unsupported element type {}", DTypeName(t));
   return a;
@@ -113,7 +127,8 @@ Shape InferReduce(const View& inst) {
   std::vector<Shape> results;
   std::vector<int64_t> out_dims;
   for (int64_t d = 0; d < first.rank(); ++d) {
-    if (std::find(inst.attrs.dimensions.begin(), inst.attrs.dimensions.end(), d) == inst.attrs.dimensions.end()) {
+    if (std::find(inst.attrs.dimensions.begin(), inst.attrs.dimensions.end(), d) ==
+        inst.attrs.dimensions.end()) {
       out_dims.push_back(first.dim(d));
     }
   }
@@ -180,7 +195,8 @@ Shape InferDot(const View& inst) {
   }
   for (size_t i = 0; i < d.lhs_contracting.size(); ++i) {
     if (lhs.dim(d.lhs_contracting[i]) != rhs.dim(d.rhs_contracting[i])) {
-      Reject(inst, "contracting dimension sizes differ: lhs dimension {} is {}, rhs dimension {} is {}",
+      Reject(inst,
+             "contracting dimension sizes differ: lhs dimension {} is {}, rhs dimension {} is {}",
              d.lhs_contracting[i], lhs.dim(d.lhs_contracting[i]), d.rhs_contracting[i],
              rhs.dim(d.rhs_contracting[i]));
     }
@@ -199,7 +215,8 @@ Shape InferDot(const View& inst) {
 // Batch dimensions of gather/scatter indices: all but index_vector_dim.
 std::vector<int64_t> IndexBatchDims(const View& inst, const Shape& indices,
                                     int64_t index_vector_dim, int64_t* index_vector_size) {
-  if (!IsInteger(indices.dtype())) Reject(inst, "indices must be integers, got {}", indices.ToString());
+  if (!IsInteger(indices.dtype()))
+    Reject(inst, "indices must be integers, got {}", indices.ToString());
   if (index_vector_dim < 0 || index_vector_dim > indices.rank()) {
     Reject(inst, "index_vector_dim {} out of range for indices {}", index_vector_dim,
            indices.ToString());
@@ -256,7 +273,8 @@ Shape InferGather(const View& inst) {
   std::vector<int64_t> out(out_rank);
   size_t wi = 0, bi = 0;
   for (int64_t i = 0; i < out_rank; ++i) {
-    bool is_offset = std::find(g.offset_dims.begin(), g.offset_dims.end(), i) != g.offset_dims.end();
+    bool is_offset =
+        std::find(g.offset_dims.begin(), g.offset_dims.end(), i) != g.offset_dims.end();
     out[i] = is_offset ? window[wi++] : batch[bi++];
   }
   return Shape(operand.dtype(), out);
@@ -279,7 +297,8 @@ Shape InferScatter(const View& inst) {
   CheckDimensions(inst, s.inserted_window_dims, operand.rank(), "inserted window dimension");
   if (static_cast<int64_t>(s.update_window_dims.size() + s.inserted_window_dims.size()) !=
       operand.rank()) {
-    Reject(inst, "update_window_dims ({}) plus inserted_window_dims ({}) must equal operand rank {}",
+    Reject(inst,
+           "update_window_dims ({}) plus inserted_window_dims ({}) must equal operand rank {}",
            s.update_window_dims.size(), s.inserted_window_dims.size(), operand.rank());
   }
   if (static_cast<int64_t>(s.scatter_dims_to_operand_dims.size()) != index_size) {
@@ -338,8 +357,8 @@ void CheckStartIndices(const View& inst, int64_t first, int64_t rank) {
   }
 }
 
-Shape CheckCalledSignature(const View& inst, const Computation& f,
-                           const std::vector<Shape>& args, std::string_view role) {
+Shape CheckCalledSignature(const View& inst, const Computation& f, const std::vector<Shape>& args,
+                           std::string_view role) {
   auto params = f.parameters();
   if (params.size() != args.size()) {
     Reject(inst, "{} {} takes {} parameters, given {}", role, f.name(), params.size(), args.size());
@@ -363,8 +382,8 @@ Shape InferShape(const Instruction& instruction) {
   return InferShape(instruction.opcode(), operands, instruction.attributes(), instruction.shape());
 }
 
-Shape InferShape(Opcode opcode, std::span<const Shape* const> operand_shapes, const Attributes& attributes,
-                 const Shape& declared) {
+Shape InferShape(Opcode opcode, std::span<const Shape* const> operand_shapes,
+                 const Attributes& attributes, const Shape& declared) {
   View inst{opcode, operand_shapes, attributes, declared};
   switch (inst.op) {
     case Opcode::kParameter:
@@ -485,7 +504,8 @@ Shape InferShape(Opcode opcode, std::span<const Shape* const> operand_shapes, co
       }
       for (int64_t i = 0; i < x.rank(); ++i) {
         if (u.dim(i) > x.dim(i)) {
-          Reject(inst, "update dimension {} ({}) larger than operand's ({})", i, u.dim(i), x.dim(i));
+          Reject(inst, "update dimension {} ({}) larger than operand's ({})", i, u.dim(i),
+                 x.dim(i));
         }
       }
       CheckStartIndices(inst, 2, x.rank());
@@ -523,15 +543,18 @@ Shape InferShape(Opcode opcode, std::span<const Shape* const> operand_shapes, co
         Reject(inst, "padding value must be a {} scalar", DTypeName(x.dtype()));
       }
       if (static_cast<int64_t>(inst.attrs.padding.size()) != x.rank()) {
-        Reject(inst, "padding has {} entries, operand rank is {}", inst.attrs.padding.size(), x.rank());
+        Reject(inst, "padding has {} entries, operand rank is {}", inst.attrs.padding.size(),
+               x.rank());
       }
       std::vector<int64_t> out;
       for (int64_t i = 0; i < x.rank(); ++i) {
         const PadRange& p = inst.attrs.padding[i];
         int64_t interior_total = 0, size = 0;
         bool overflow = p.interior < 0 ||
-                        __builtin_mul_overflow(std::max<int64_t>(x.dim(i) - 1, 0), p.interior, &interior_total) ||
-                        __builtin_add_overflow(p.low, p.high, &size) || __builtin_add_overflow(size, x.dim(i), &size) ||
+                        __builtin_mul_overflow(std::max<int64_t>(x.dim(i) - 1, 0), p.interior,
+                                               &interior_total) ||
+                        __builtin_add_overflow(p.low, p.high, &size) ||
+                        __builtin_add_overflow(size, x.dim(i), &size) ||
                         __builtin_add_overflow(size, interior_total, &size);
         if (overflow || size < 0) {
           Reject(inst, "padding {}_{}_{} invalid for dimension {} of size {}", p.low, p.high,
@@ -552,7 +575,8 @@ Shape InferShape(Opcode opcode, std::span<const Shape* const> operand_shapes, co
       const Shape& p = ArrayOperand(inst, 0);
       const Shape& a = ArrayOperand(inst, 1);
       const Shape& b = ArrayOperand(inst, 2);
-      if (a != b) Reject(inst, "branches must have equal shapes, got {} and {}", a.ToString(), b.ToString());
+      if (a != b)
+        Reject(inst, "branches must have equal shapes, got {} and {}", a.ToString(), b.ToString());
       if (p.dtype() != DType::kPred || (!p.is_scalar() && p.dims() != a.dims())) {
         Reject(inst, "predicate must be pred{} or a pred scalar, got {}", DimsToString(a.dims()),
                p.ToString());
@@ -563,7 +587,8 @@ Shape InferShape(Opcode opcode, std::span<const Shape* const> operand_shapes, co
       ExpectOperands(inst, 2);
       const Shape& a = ArrayOperand(inst, 0);
       const Shape& b = ArrayOperand(inst, 1);
-      if (a != b) Reject(inst, "operands must have equal shapes, got {} and {}", a.ToString(), b.ToString());
+      if (a != b)
+        Reject(inst, "operands must have equal shapes, got {} and {}", a.ToString(), b.ToString());
       return Shape(DType::kPred, a.dims());
     }
     case Opcode::kClamp: {
@@ -585,10 +610,14 @@ Shape InferShape(Opcode opcode, std::span<const Shape* const> operand_shapes, co
       if (!IsFloating(x.dtype())) Reject(inst, "operand must be floating point");
       return Shape(DType::kPred, x.dims());
     }
-    case Opcode::kReduce: return InferReduce(inst);
-    case Opcode::kDot: return InferDot(inst);
-    case Opcode::kGather: return InferGather(inst);
-    case Opcode::kScatter: return InferScatter(inst);
+    case Opcode::kReduce:
+      return InferReduce(inst);
+    case Opcode::kDot:
+      return InferDot(inst);
+    case Opcode::kGather:
+      return InferGather(inst);
+    case Opcode::kScatter:
+      return InferScatter(inst);
     case Opcode::kTuple: {
       std::vector<Shape> elements;
       for (const Shape* s : inst.operands) elements.push_back(*s);
@@ -614,8 +643,8 @@ Shape InferShape(Opcode opcode, std::span<const Shape* const> operand_shapes, co
       }
       Shape body = CheckCalledSignature(inst, *inst.attrs.called[1], {state}, "body");
       if (body != state) {
-        Reject(inst, "body {} must return the loop state {}, returns {}", inst.attrs.called[1]->name(),
-               state.ToString(), body.ToString());
+        Reject(inst, "body {} must return the loop state {}, returns {}",
+               inst.attrs.called[1]->name(), state.ToString(), body.ToString());
       }
       return state;
     }
@@ -639,7 +668,8 @@ Shape InferShape(Opcode opcode, std::span<const Shape* const> operand_shapes, co
       }
       return declared;
     }
-    default: return InferElementwise(inst);
+    default:
+      return InferElementwise(inst);
   }
 }
 

@@ -22,9 +22,10 @@ void VerifyComputation(const Computation& computation) {
     }
     for (const Instruction* op : inst->operands()) {
       if (!defined.count(op)) {
-        Fail("[verifier] computation {}: instruction {} uses {} before it is defined or from "
-             "another computation",
-             cname, inst->name(), op ? op->name() : "null");
+        Fail(
+            "[verifier] computation {}: instruction {} uses {} before it is defined or from "
+            "another computation",
+            cname, inst->name(), op ? op->name() : "null");
       }
     }
     if (inst->opcode() == Opcode::kParameter &&
@@ -39,10 +40,11 @@ void VerifyComputation(const Computation& computation) {
       Fail("[verifier] computation {}, instruction {}: {}", cname, inst->name(), e.what());
     }
     if (expected != inst->shape()) {
-      Fail("[verifier] computation {}, instruction {}: {} declares shape {} but its operands give "
-           "{}",
-           cname, inst->name(), OpcodeName(inst->opcode()), inst->shape().ToString(),
-           expected.ToString());
+      Fail(
+          "[verifier] computation {}, instruction {}: {} declares shape {} but its operands give "
+          "{}",
+          cname, inst->name(), OpcodeName(inst->opcode()), inst->shape().ToString(),
+          expected.ToString());
     }
     defined.insert(inst.get());
   }

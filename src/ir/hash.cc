@@ -12,6 +12,8 @@ Hash128 HashBytes(const void* data, size_t size) {
   return {h.low64, h.high64};
 }
 
-Hash128 HashBuilder::Finish() const { return heap_.empty() ? HashBytes(inline_, size_) : HashBytes(heap_.data(), heap_.size()); }
+Hash128 HashBuilder::Finish() const {
+  return heap_.empty() ? HashBytes(inline_, size_) : HashBytes(heap_.data(), heap_.size());
+}
 
 }  // namespace strata::ir

@@ -32,7 +32,8 @@ Graph BuildGraph(std::vector<Value> roots) {
     if (it != leaf_param.end()) return it->second;
     int64_t id;
     if (leaf->kind() == NodeKind::kDeviceData) {
-      auto [bit, inserted] = buffer_param.emplace(leaf->buffer().data(), static_cast<int64_t>(g.parameters.size()));
+      auto [bit, inserted] =
+          buffer_param.emplace(leaf->buffer().data(), static_cast<int64_t>(g.parameters.size()));
       if (inserted) g.parameters.push_back(leaf);
       id = bit->second;
     } else {
@@ -101,7 +102,8 @@ std::unique_ptr<hlo::Module> LowerGraph(const Graph& graph, const std::string& n
   std::vector<hlo::Instruction*> parameters;
   for (size_t i = 0; i < graph.parameters.size(); ++i) {
     const Node* leaf = graph.parameters[i];
-    hlo::Instruction* p = b.Parameter(static_cast<int64_t>(i), leaf->shape(), fmt::format("p{}", i));
+    hlo::Instruction* p =
+        b.Parameter(static_cast<int64_t>(i), leaf->shape(), fmt::format("p{}", i));
     if (leaf->sharding()) p->sharding = leaf->sharding()->hlo_text();
     parameters.push_back(p);
   }
@@ -146,11 +148,12 @@ std::string GraphToText(const Graph& graph) {
     std::string extra;
     if (node->is_leaf()) extra = fmt::format(", parameter={}", graph.ParameterIdOf(node));
     if (node->sharding()) extra += ", sharding=" + node->sharding()->hlo_text();
-    out += fmt::format("  %{} = {} {}({}){}, hash={}\n", id[node], shapes, node->OpName(), operands, extra,
-                       node->dag_hash().ToString());
+    out += fmt::format("  %{} = {} {}({}){}, hash={}\n", id[node], shapes, node->OpName(), operands,
+                       extra, node->dag_hash().ToString());
   }
   for (size_t i = 0; i < graph.roots.size(); ++i) {
-    out += fmt::format("  ROOT {} = %{}.{}\n", i, id.at(graph.roots[i].node.get()), graph.roots[i].index);
+    out += fmt::format("  ROOT {} = %{}.{}\n", i, id.at(graph.roots[i].node.get()),
+                       graph.roots[i].index);
   }
   return out + "}\n";
 }
@@ -164,7 +167,8 @@ std::string GraphToDot(const Graph& graph) {
     std::string label = fmt::format("{}\\n{}", node->OpName(), node->shape().ToString());
     if (node->sharding()) label += "\\n" + node->sharding()->hlo_text();
     out += fmt::format("  n{} [label=\"{}\"];\n", n, label);
-    for (const Value& v : node->operands()) out += fmt::format("  n{} -> n{};\n", id.at(v.node.get()), n);
+    for (const Value& v : node->operands())
+      out += fmt::format("  n{} -> n{};\n", id.at(v.node.get()), n);
   }
   for (size_t i = 0; i < graph.roots.size(); ++i) {
     out += fmt::format("  root{} [label=\"ROOT {}\", shape=ellipse];\n  n{} -> root{};\n", i, i,

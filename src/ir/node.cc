@@ -13,7 +13,8 @@ namespace strata::ir {
 namespace {
 
 const std::shared_ptr<const hlo::Attributes>& EmptyAttributes() {
-  static const auto* empty = new std::shared_ptr<const hlo::Attributes>(std::make_shared<hlo::Attributes>());
+  static const auto* empty =
+      new std::shared_ptr<const hlo::Attributes>(std::make_shared<hlo::Attributes>());
   return *empty;
 }
 
@@ -29,10 +30,11 @@ void AddAttributes(HashBuilder& h, const hlo::Attributes& a) {
   h.Add<uint64_t>(a.padding.size());
   for (const auto& p : a.padding) h.Add(p.low).Add(p.high).Add(p.interior);
   h.Add(static_cast<uint8_t>(a.direction));
-  for (const auto* v : {&a.dot.lhs_batch, &a.dot.rhs_batch, &a.dot.lhs_contracting, &a.dot.rhs_contracting,
-                        &a.gather.offset_dims, &a.gather.collapsed_slice_dims, &a.gather.start_index_map,
-                        &a.gather.slice_sizes, &a.scatter.update_window_dims, &a.scatter.inserted_window_dims,
-                        &a.scatter.scatter_dims_to_operand_dims}) {
+  for (const auto* v :
+       {&a.dot.lhs_batch, &a.dot.rhs_batch, &a.dot.lhs_contracting, &a.dot.rhs_contracting,
+        &a.gather.offset_dims, &a.gather.collapsed_slice_dims, &a.gather.start_index_map,
+        &a.gather.slice_sizes, &a.scatter.update_window_dims, &a.scatter.inserted_window_dims,
+        &a.scatter.scatter_dims_to_operand_dims}) {
     h.AddSpan(std::span<const int64_t>(*v));
   }
   h.Add(a.gather.index_vector_dim).Add(a.scatter.index_vector_dim);
@@ -54,13 +56,15 @@ Hash128 Value::hash() const { return HashBuilder().AddHash(node->dag_hash()).Add
 // Whether `a` holds nothing but defaults (most ops): such nodes share one
 // attribute object and skip hashing it.
 static bool IsDefault(const hlo::Attributes& a) {
-  return a.dimensions.empty() && a.slice.empty() && a.dynamic_slice_sizes.empty() && a.padding.empty() &&
-         a.direction == hlo::Comparison::kEq && a.dot == hlo::DotDims{} && a.gather == hlo::GatherDims{} &&
-         a.scatter == hlo::ScatterDims{} && a.literal.size_bytes() == 0 && a.rng_algorithm.empty() &&
-         a.sharding.empty() && a.called.empty() && a.parameter_number == -1 && a.tuple_index == -1;
+  return a.dimensions.empty() && a.slice.empty() && a.dynamic_slice_sizes.empty() &&
+         a.padding.empty() && a.direction == hlo::Comparison::kEq && a.dot == hlo::DotDims{} &&
+         a.gather == hlo::GatherDims{} && a.scatter == hlo::ScatterDims{} &&
+         a.literal.size_bytes() == 0 && a.rng_algorithm.empty() && a.sharding.empty() &&
+         a.called.empty() && a.parameter_number == -1 && a.tuple_index == -1;
 }
 
-NodePtr Node::MakeOp(hlo::Opcode opcode, std::vector<Value> operands, hlo::Attributes attributes, Shape declared) {
+NodePtr Node::MakeOp(hlo::Opcode opcode, std::vector<Value> operands, hlo::Attributes attributes,
+                     Shape declared) {
   auto node = std::shared_ptr<Node>(new Node());
   const Shape* inline_shapes[4];
   std::vector<const Shape*> many_shapes;
@@ -72,7 +76,8 @@ NodePtr Node::MakeOp(hlo::Opcode opcode, std::vector<Value> operands, hlo::Attri
     for (const Value& v : operands) many_shapes.push_back(&v.shape());
     operand_shapes = many_shapes;
   }
-  for (const Value& v : operands) STRATA_CHECK(v.node != nullptr, "null operand of {}", hlo::OpcodeName(opcode));
+  for (const Value& v : operands)
+    STRATA_CHECK(v.node != nullptr, "null operand of {}", hlo::OpcodeName(opcode));
   if (opcode == hlo::Opcode::kConstant) declared = attributes.literal.shape();
   Shape shape = hlo::InferShape(opcode, operand_shapes, attributes, declared);
   if (shape.is_tuple()) {
@@ -82,8 +87,9 @@ NodePtr Node::MakeOp(hlo::Opcode opcode, std::vector<Value> operands, hlo::Attri
   }
   node->opcode_ = opcode;
   node->operands_ = std::move(operands);
-  node->attributes_ = IsDefault(attributes) ? EmptyAttributes()
-                                             : std::make_shared<const hlo::Attributes>(std::move(attributes));
+  node->attributes_ = IsDefault(attributes)
+                          ? EmptyAttributes()
+                          : std::make_shared<const hlo::Attributes>(std::move(attributes));
   node->ComputeHashes();
   return node;
 }
@@ -97,7 +103,8 @@ NodePtr Node::MakeConstant(hlo::Literal literal) {
 NodePtr Node::MakeDeviceData(runtime::Buffer buffer, std::optional<Sharding> sharding) {
   if (!buffer.defined()) Fail("[device_data] the buffer is empty");
   if (sharding && static_cast<int64_t>(sharding->spec().size()) != buffer.shape().rank()) {
-    Fail("[device_data] sharding {} does not fit {}", sharding->ToString(), buffer.shape().ToString());
+    Fail("[device_data] sharding {} does not fit {}", sharding->ToString(),
+         buffer.shape().ToString());
   }
   auto node = std::shared_ptr<Node>(new Node());
   node->kind_ = NodeKind::kDeviceData;
@@ -110,7 +117,8 @@ NodePtr Node::MakeDeviceData(runtime::Buffer buffer, std::optional<Sharding> sha
 }
 
 NodePtr Node::MakeScalar(hlo::Literal value) {
-  if (!value.shape().is_scalar()) Fail("[scalar] expected a scalar, got {}", value.shape().ToString());
+  if (!value.shape().is_scalar())
+    Fail("[scalar] expected a scalar, got {}", value.shape().ToString());
   auto node = std::shared_ptr<Node>(new Node());
   node->kind_ = NodeKind::kScalar;
   node->shapes_ = {value.shape()};
@@ -149,7 +157,8 @@ NodePtr Node::Clone(std::vector<Value> operands) const {
 NodePtr Node::CloneWithSharding(std::optional<Sharding> sharding) const {
   auto node = std::shared_ptr<Node>(new Node(*this));
   if (sharding && static_cast<int64_t>(sharding->spec().size()) != shapes_[0].rank()) {
-    Fail("[sharding] spec for rank {} given to a {} value", sharding->spec().size(), shapes_[0].ToString());
+    Fail("[sharding] spec for rank {} given to a {} value", sharding->spec().size(),
+         shapes_[0].ToString());
   }
   node->sharding_ = std::move(sharding);
   node->ComputeHashes();
@@ -158,15 +167,19 @@ NodePtr Node::CloneWithSharding(std::optional<Sharding> sharding) const {
 
 std::string Node::OpName() const {
   switch (kind_) {
-    case NodeKind::kDeviceData: return "device_data";
-    case NodeKind::kScalar: return "scalar";
-    default: return std::string(hlo::OpcodeName(opcode_));
+    case NodeKind::kDeviceData:
+      return "device_data";
+    case NodeKind::kScalar:
+      return "scalar";
+    default:
+      return std::string(hlo::OpcodeName(opcode_));
   }
 }
 
 hlo::Computation* ScalarCombiner(hlo::Opcode op, DType dtype) {
   static std::mutex mutex;
-  static auto* cache = new std::map<std::pair<hlo::Opcode, DType>, std::unique_ptr<hlo::Computation>>();
+  static auto* cache =
+      new std::map<std::pair<hlo::Opcode, DType>, std::unique_ptr<hlo::Computation>>();
   std::lock_guard<std::mutex> lock(mutex);
   auto& slot = (*cache)[{op, dtype}];
   if (!slot) {
@@ -178,11 +191,13 @@ hlo::Computation* ScalarCombiner(hlo::Opcode op, DType dtype) {
 
 hlo::Computation* ArgCombiner(bool is_max, DType value, DType index) {
   static std::mutex mutex;
-  static auto* cache = new std::map<std::tuple<bool, DType, DType>, std::unique_ptr<hlo::Computation>>();
+  static auto* cache =
+      new std::map<std::tuple<bool, DType, DType>, std::unique_ptr<hlo::Computation>>();
   std::lock_guard<std::mutex> lock(mutex);
   auto& slot = (*cache)[{is_max, value, index}];
   if (!slot) {
-    hlo::Builder b(fmt::format("{}_{}_{}", is_max ? "argmax" : "argmin", DTypeName(value), DTypeName(index)));
+    hlo::Builder b(
+        fmt::format("{}_{}_{}", is_max ? "argmax" : "argmin", DTypeName(value), DTypeName(index)));
     auto* va = b.Parameter(0, Shape::Scalar(value), "value_a");
     auto* ia = b.Parameter(1, Shape::Scalar(index), "index_a");
     auto* vb = b.Parameter(2, Shape::Scalar(value), "value_b");

@@ -12,14 +12,18 @@
 
 namespace strata::ir {
 
-Mesh::Mesh(std::vector<int64_t> device_ids, std::vector<int64_t> shape, std::vector<std::string> axis_names)
-    : device_ids_(std::move(device_ids)), shape_(std::move(shape)), axis_names_(std::move(axis_names)) {
+Mesh::Mesh(std::vector<int64_t> device_ids, std::vector<int64_t> shape,
+           std::vector<std::string> axis_names)
+    : device_ids_(std::move(device_ids)),
+      shape_(std::move(shape)),
+      axis_names_(std::move(axis_names)) {
   if (axis_names_.size() != shape_.size()) {
     Fail("[mesh] {} axis names for a mesh of rank {} (shape {})", axis_names_.size(), shape_.size(),
          DimsToString(shape_));
   }
   std::set<std::string> names(axis_names_.begin(), axis_names_.end());
-  if (names.size() != axis_names_.size()) Fail("[mesh] axis names must be unique, got {}", fmt::join(axis_names_, ", "));
+  if (names.size() != axis_names_.size())
+    Fail("[mesh] axis names must be unique, got {}", fmt::join(axis_names_, ", "));
   for (int64_t d : shape_) {
     if (d < 1) Fail("[mesh] mesh dimensions must be positive, got {}", DimsToString(shape_));
   }
@@ -28,7 +32,8 @@ Mesh::Mesh(std::vector<int64_t> device_ids, std::vector<int64_t> shape, std::vec
          DimsToString(shape_), Product(shape_));
   }
   std::set<int64_t> ids(device_ids_.begin(), device_ids_.end());
-  if (ids.size() != device_ids_.size()) Fail("[mesh] device ids must be unique, got {}", DimsToString(device_ids_));
+  if (ids.size() != device_ids_.size())
+    Fail("[mesh] device ids must be unique, got {}", DimsToString(device_ids_));
   for (int64_t id : device_ids_) {
     if (id < 0) Fail("[mesh] device ids must be non-negative, got {}", id);
   }
@@ -44,15 +49,18 @@ int64_t Mesh::AxisIndex(const std::string& name) const {
 
 std::string Mesh::ToString() const {
   std::vector<std::string> axes;
-  for (size_t i = 0; i < shape_.size(); ++i) axes.push_back(fmt::format("{}={}", axis_names_[i], shape_[i]));
+  for (size_t i = 0; i < shape_.size(); ++i)
+    axes.push_back(fmt::format("{}={}", axis_names_[i], shape_[i]));
   return fmt::format("mesh[{}]", fmt::join(axes, ","));
 }
 
-Sharding::Sharding(Mesh mesh, PartitionSpec spec, int64_t rank) : mesh_(std::move(mesh)), spec_(std::move(spec)) {
+Sharding::Sharding(Mesh mesh, PartitionSpec spec, int64_t rank)
+    : mesh_(std::move(mesh)), spec_(std::move(spec)) {
   if (static_cast<int64_t>(spec_.size()) != rank) {
-    Fail("[sharding] partition spec has {} entries but the tensor has rank {}; give one entry per "
-         "dimension (empty for replicated)",
-         spec_.size(), rank);
+    Fail(
+        "[sharding] partition spec has {} entries but the tensor has rank {}; give one entry per "
+        "dimension (empty for replicated)",
+        spec_.size(), rank);
   }
   // Tile counts per tensor dim and the order in which mesh axes are used.
   std::vector<int64_t> tiles, axis_order;
@@ -94,12 +102,14 @@ Sharding::Sharding(Mesh mesh, PartitionSpec spec, int64_t rank) : mesh_(std::mov
     }
     std::vector<int64_t> tile_dims = tiles;
     if (replicated > 1) tile_dims.push_back(replicated);
-    hlo_text_ = fmt::format("{{devices=[{}]{}{}}}", fmt::join(tile_dims, ","), fmt::join(devices, ","),
-                            replicated > 1 ? " last_tile_dim_replicate" : "");
+    hlo_text_ =
+        fmt::format("{{devices=[{}]{}{}}}", fmt::join(tile_dims, ","), fmt::join(devices, ","),
+                    replicated > 1 ? " last_tile_dim_replicate" : "");
   }
   HashBuilder h;
   h.AddString(hlo_text_);
-  h.AddSpan(std::span<const int64_t>(mesh_.device_ids())).AddSpan(std::span<const int64_t>(mesh_.shape()));
+  h.AddSpan(std::span<const int64_t>(mesh_.device_ids()))
+      .AddSpan(std::span<const int64_t>(mesh_.shape()));
   for (const auto& axes : spec_) {
     h.Add<uint64_t>(axes.size());
     for (const std::string& a : axes) h.AddString(a);

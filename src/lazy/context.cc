@@ -17,7 +17,8 @@ namespace {
 constexpr char kVersion[] = "strata-0.1.0";
 
 int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
@@ -32,7 +33,8 @@ std::vector<NodeSignature> Signature(const ir::Graph& graph) {
   for (const ir::Node* n : graph.post_order) {
     std::string shapes;
     for (const Shape& s : n->shapes()) shapes += (shapes.empty() ? "" : ", ") + s.ToString();
-    sig.push_back({n->OpName(), shapes, n->sharding() ? n->sharding()->hlo_text() : "none", n->node_hash()});
+    sig.push_back(
+        {n->OpName(), shapes, n->sharding() ? n->sharding()->hlo_text() : "none", n->node_hash()});
   }
   return sig;
 }
@@ -93,7 +95,8 @@ std::shared_ptr<const Context::Entry> Context::Lookup(const ir::Hash128& key) {
   return *it->second;
 }
 
-std::shared_ptr<const Context::Entry> Context::CompileAndInsert(const ir::Hash128& key, const ir::Graph& graph) {
+std::shared_ptr<const Context::Entry> Context::CompileAndInsert(const ir::Hash128& key,
+                                                                const ir::Graph& graph) {
   auto entry = std::make_shared<Entry>();
   entry->key = key;
   entry->signature = Signature(graph);
@@ -128,7 +131,8 @@ std::string Context::ExplainMiss(const Entry& fresh) const {
   for (const auto& e : lru_) {
     if (e->signature.size() != fresh.signature.size()) continue;
     size_t prefix = 0;
-    while (prefix < e->signature.size() && e->signature[prefix].node_hash == fresh.signature[prefix].node_hash &&
+    while (prefix < e->signature.size() &&
+           e->signature[prefix].node_hash == fresh.signature[prefix].node_hash &&
            e->signature[prefix].op == fresh.signature[prefix].op) {
       ++prefix;
     }
@@ -140,13 +144,15 @@ std::string Context::ExplainMiss(const Entry& fresh) const {
   if (!best) return "";
   if (best_prefix == fresh.signature.size()) {
     if (best->parameter_sequence != fresh.parameter_sequence) {
-      return fmt::format("cache miss: same ops as cached graph {}, but the parameter mapping differs "
-                         "(each use of an input reads parameter [{}] here, [{}] there)",
-                         best->key.ToString(), fmt::join(fresh.parameter_sequence, ","),
-                         fmt::join(best->parameter_sequence, ","));
+      return fmt::format(
+          "cache miss: same ops as cached graph {}, but the parameter mapping differs "
+          "(each use of an input reads parameter [{}] here, [{}] there)",
+          best->key.ToString(), fmt::join(fresh.parameter_sequence, ","),
+          fmt::join(best->parameter_sequence, ","));
     }
-    return fmt::format("cache miss: the graph matches cached graph {} node for node, but the roots differ",
-                       best->key.ToString());
+    return fmt::format(
+        "cache miss: the graph matches cached graph {} node for node, but the roots differ",
+        best->key.ToString());
   }
   const NodeSignature& now = fresh.signature[best_prefix];
   const NodeSignature& then = best->signature[best_prefix];
@@ -154,16 +160,18 @@ std::string Context::ExplainMiss(const Entry& fresh) const {
   if (now.op != then.op) {
     what = fmt::format("op {} where the cached graph has {}", now.op, then.op);
   } else if (now.shapes != then.shapes) {
-    what = fmt::format("{} has shape {} where the cached graph has {}", now.op, now.shapes, then.shapes);
+    what = fmt::format("{} has shape {} where the cached graph has {}", now.op, now.shapes,
+                       then.shapes);
   } else if (now.sharding != then.sharding) {
-    what = fmt::format("{} has sharding {} where the cached graph has {}", now.op, now.sharding, then.sharding);
+    what = fmt::format("{} has sharding {} where the cached graph has {}", now.op, now.sharding,
+                       then.sharding);
   } else if (now.op == "constant") {
     what = fmt::format("a constant {} has a different value", now.shapes);
   } else {
     what = fmt::format("{} {} has different attributes", now.op, now.shapes);
   }
-  return fmt::format("cache miss: differs from cached graph {} at node {} of {}: {}", best->key.ToString(),
-                     best_prefix, fresh.signature.size(), what);
+  return fmt::format("cache miss: differs from cached graph {} at node {} of {}: {}",
+                     best->key.ToString(), best_prefix, fresh.signature.size(), what);
 }
 
 void Context::Dump(const ir::Graph& graph, const hlo::Module& module) const {
@@ -189,7 +197,8 @@ void Context::Sync(const std::vector<TensorImpl*>& only) {
       const ir::Value& v = impl->value;
       if (v.node->kind() == ir::NodeKind::kScalar) {  // a host value: upload, nothing to compile
         const hlo::Literal& lit = v.node->scalar();
-        auto buffer = runtime::Buffer::FromHost(lit.shape(), {lit.data(), static_cast<size_t>(lit.size_bytes())},
+        auto buffer = runtime::Buffer::FromHost(lit.shape(),
+                                                {lit.data(), static_cast<size_t>(lit.size_bytes())},
                                                 runtime::Client::Default().device(0));
         impl->value = ir::Value{ir::Node::MakeDeviceData(std::move(buffer), impl->sharding)};
         continue;
@@ -243,7 +252,8 @@ void Context::Sync(const std::vector<TensorImpl*>& only) {
       arguments.push_back(p->buffer());
     } else {
       const hlo::Literal& lit = p->scalar();
-      arguments.push_back(runtime::Buffer::FromHost(lit.shape(), {lit.data(), static_cast<size_t>(lit.size_bytes())}, device));
+      arguments.push_back(runtime::Buffer::FromHost(
+          lit.shape(), {lit.data(), static_cast<size_t>(lit.size_bytes())}, device));
       metrics_.bytes_to_device += lit.size_bytes();
     }
   }
@@ -257,7 +267,8 @@ void Context::Sync(const std::vector<TensorImpl*>& only) {
     TensorImpl* impl = targets[i];
     size_t r = root_of_target[i];
     // Skip tensors destroyed or rebound while the graph ran.
-    if (in_flight_dead_.count(impl) || impl->value.node != roots[r].node || impl->value.index != roots[r].index) {
+    if (in_flight_dead_.count(impl) || impl->value.node != roots[r].node ||
+        impl->value.index != roots[r].index) {
       continue;
     }
     impl->value = ir::Value{ir::Node::MakeDeviceData(outputs[r], impl->sharding)};
@@ -272,15 +283,16 @@ std::string Context::MetricsReport() const {
       "Metric: CompileTime {:.3f} ms\nMetric: ExecuteTime {:.3f} ms\nMetric: BytesToDevice {}\n"
       "Metric: BytesFromDevice {}\nMetric: CachedGraphs {}\n",
       metrics_.graphs_traced.load(), metrics_.compiles.load(), metrics_.cache_hits.load(),
-      metrics_.cache_misses.load(), metrics_.executions.load(), ms(metrics_.trace_ns), ms(metrics_.lower_ns),
-      ms(metrics_.compile_ns), ms(metrics_.execute_ns), metrics_.bytes_to_device.load(),
-      metrics_.bytes_from_device.load(), cache_size());
+      metrics_.cache_misses.load(), metrics_.executions.load(), ms(metrics_.trace_ns),
+      ms(metrics_.lower_ns), ms(metrics_.compile_ns), ms(metrics_.execute_ns),
+      metrics_.bytes_to_device.load(), metrics_.bytes_from_device.load(), cache_size());
 }
 
 void Context::ResetMetrics() {
-  for (auto* c : {&metrics_.graphs_traced, &metrics_.compiles, &metrics_.cache_hits, &metrics_.cache_misses,
-                  &metrics_.executions, &metrics_.trace_ns, &metrics_.lower_ns, &metrics_.compile_ns,
-                  &metrics_.execute_ns, &metrics_.bytes_to_device, &metrics_.bytes_from_device}) {
+  for (auto* c :
+       {&metrics_.graphs_traced, &metrics_.compiles, &metrics_.cache_hits, &metrics_.cache_misses,
+        &metrics_.executions, &metrics_.trace_ns, &metrics_.lower_ns, &metrics_.compile_ns,
+        &metrics_.execute_ns, &metrics_.bytes_to_device, &metrics_.bytes_from_device}) {
     c->store(0);
   }
 }

@@ -8,9 +8,11 @@
 
 namespace strata::lazy {
 
-ir::Value Op(hlo::Opcode opcode, std::vector<ir::Value> operands, hlo::Attributes attributes, Shape declared,
-             int64_t index) {
-  return ir::Value{ir::Node::MakeOp(opcode, std::move(operands), std::move(attributes), std::move(declared)), index};
+ir::Value Op(hlo::Opcode opcode, std::vector<ir::Value> operands, hlo::Attributes attributes,
+             Shape declared, int64_t index) {
+  return ir::Value{
+      ir::Node::MakeOp(opcode, std::move(operands), std::move(attributes), std::move(declared)),
+      index};
 }
 
 namespace {
@@ -63,8 +65,8 @@ std::vector<int64_t> BroadcastDims(std::string_view op, const std::vector<int64_
     int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
     int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
     if (da != db && da != 1 && db != 1) {
-      Fail("[{}] shapes {} and {} cannot be broadcast together: dimension {} is {} vs {}", op, DimsToString(a),
-           DimsToString(b), i, da, db);
+      Fail("[{}] shapes {} and {} cannot be broadcast together: dimension {} is {} vs {}", op,
+           DimsToString(a), DimsToString(b), i, da, db);
     }
     out[i] = da == 1 ? db : da;
   }
@@ -103,7 +105,8 @@ DType PromoteTypes(DType a, DType b) {
   int ca = Category(a), cb = Category(b);
   if (ca != cb) return ca > cb ? a : b;
   if (ca == 2) {
-    if ((a == DType::kF16 && b == DType::kBF16) || (a == DType::kBF16 && b == DType::kF16)) return DType::kF32;
+    if ((a == DType::kF16 && b == DType::kBF16) || (a == DType::kBF16 && b == DType::kF16))
+      return DType::kF32;
     return DTypeSize(a) >= DTypeSize(b) ? a : b;
   }
   // Integers: mixing signed and unsigned needs the next wider signed type.
@@ -131,8 +134,9 @@ DType ScalarTypeWith(DType tensor_dtype, double value) {
 
 ir::Value ScalarValue(double value, DType dtype, const std::vector<int64_t>& dims, bool bake) {
   hlo::Literal lit = hlo::Literal::ScalarOf(dtype, value);
-  ir::Value v = (bake || value == 0 || value == 1) ? ir::Value{ir::Node::MakeConstant(std::move(lit))}
-                                                   : ir::Value{ir::Node::MakeScalar(std::move(lit))};
+  ir::Value v = (bake || value == 0 || value == 1)
+                    ? ir::Value{ir::Node::MakeConstant(std::move(lit))}
+                    : ir::Value{ir::Node::MakeScalar(std::move(lit))};
   return dims.empty() ? v : BroadcastValue(v, dims);
 }
 
@@ -180,13 +184,13 @@ Tensor UnaryOp(std::string_view name, hlo::Opcode opcode, const Tensor& x, bool 
 
 namespace strata {
 
+using hlo::Opcode;
 using lazy::BinaryOp;
 using lazy::CompareOp;
 using lazy::ScalarTypeWith;
 using lazy::ScalarValue;
 using lazy::UnaryOp;
 using lazy::Wrap;
-using hlo::Opcode;
 
 namespace {
 // A C++ scalar as a tensor next to `like`.
@@ -196,11 +200,16 @@ Tensor ScalarFor(const Tensor& like, double value) {
 }  // namespace
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return BinaryOp("add", Opcode::kAdd, a, b); }
-Tensor operator-(const Tensor& a, const Tensor& b) { return BinaryOp("sub", Opcode::kSubtract, a, b); }
-Tensor operator*(const Tensor& a, const Tensor& b) { return BinaryOp("mul", Opcode::kMultiply, a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) {
+  return BinaryOp("sub", Opcode::kSubtract, a, b);
+}
+Tensor operator*(const Tensor& a, const Tensor& b) {
+  return BinaryOp("mul", Opcode::kMultiply, a, b);
+}
 Tensor operator/(const Tensor& a, const Tensor& b) {
   // True division, as torch: integers divide as floats.
-  if (!IsFloating(a.dtype()) && !IsFloating(b.dtype())) return astype(a, DType::kF32) / astype(b, DType::kF32);
+  if (!IsFloating(a.dtype()) && !IsFloating(b.dtype()))
+    return astype(a, DType::kF32) / astype(b, DType::kF32);
   return BinaryOp("div", Opcode::kDivide, a, b);
 }
 Tensor operator+(const Tensor& a, double b) { return a + ScalarFor(a, b); }
@@ -220,7 +229,9 @@ Tensor operator-(const Tensor& a) {
 Tensor maximum(const Tensor& a, const Tensor& b) {
   return BinaryOp("maximum", Opcode::kMaximum, a, b);
 }
-Tensor minimum(const Tensor& a, const Tensor& b) { return BinaryOp("minimum", Opcode::kMinimum, a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  return BinaryOp("minimum", Opcode::kMinimum, a, b);
+}
 Tensor pow(const Tensor& a, const Tensor& b) { return BinaryOp("pow", Opcode::kPower, a, b); }
 Tensor pow(const Tensor& a, double exponent) {
   if (exponent == 2) return a * a;
@@ -247,9 +258,15 @@ Tensor rsqrt(const Tensor& x) { return UnaryOp("rsqrt", Opcode::kRsqrt, x, true)
 Tensor sin(const Tensor& x) { return UnaryOp("sin", Opcode::kSin, x, true); }
 Tensor cos(const Tensor& x) { return UnaryOp("cos", Opcode::kCos, x, true); }
 Tensor erf(const Tensor& x) { return UnaryOp("erf", Opcode::kErf, x, true); }
-Tensor floor(const Tensor& x) { return IsFloating(x.dtype()) ? UnaryOp("floor", Opcode::kFloor, x, true) : x; }
-Tensor ceil(const Tensor& x) { return IsFloating(x.dtype()) ? UnaryOp("ceil", Opcode::kCeil, x, true) : x; }
-Tensor logical_not(const Tensor& x) { return Wrap(lazy::Op(Opcode::kNot, {lazy::ConvertValue(x.value(), DType::kPred)})); }
+Tensor floor(const Tensor& x) {
+  return IsFloating(x.dtype()) ? UnaryOp("floor", Opcode::kFloor, x, true) : x;
+}
+Tensor ceil(const Tensor& x) {
+  return IsFloating(x.dtype()) ? UnaryOp("ceil", Opcode::kCeil, x, true) : x;
+}
+Tensor logical_not(const Tensor& x) {
+  return Wrap(lazy::Op(Opcode::kNot, {lazy::ConvertValue(x.value(), DType::kPred)}));
+}
 Tensor clamp(const Tensor& x, std::optional<double> low, std::optional<double> high) {
   Tensor r = x;
   if (low) r = maximum(r, ScalarFor(x, *low));
@@ -271,13 +288,15 @@ Tensor logical_or(const Tensor& a, const Tensor& b) {
 }
 
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
-  auto dims = lazy::BroadcastDims("where", lazy::BroadcastDims("where", condition.shape().dims(), a.shape().dims()),
-                                  b.shape().dims());
+  auto dims = lazy::BroadcastDims(
+      "where", lazy::BroadcastDims("where", condition.shape().dims(), a.shape().dims()),
+      b.shape().dims());
   DType t = lazy::PromoteTypes(a.dtype(), b.dtype());
-  return Wrap(lazy::Op(Opcode::kSelect,
-                       {lazy::BroadcastValue(lazy::ConvertValue(condition.value(), DType::kPred), dims),
-                        lazy::BroadcastValue(lazy::ConvertValue(a.value(), t), dims),
-                        lazy::BroadcastValue(lazy::ConvertValue(b.value(), t), dims)}));
+  return Wrap(
+      lazy::Op(Opcode::kSelect,
+               {lazy::BroadcastValue(lazy::ConvertValue(condition.value(), DType::kPred), dims),
+                lazy::BroadcastValue(lazy::ConvertValue(a.value(), t), dims),
+                lazy::BroadcastValue(lazy::ConvertValue(b.value(), t), dims)}));
 }
 
 Tensor astype(const Tensor& x, DType dtype) { return Wrap(lazy::ConvertValue(x.value(), dtype)); }

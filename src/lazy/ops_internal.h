@@ -48,7 +48,8 @@ DType ScalarTypeWith(DType tensor_dtype, double value);
 // Elementwise binary op with broadcasting and promotion (the result dtype
 // of comparisons is pred).
 Tensor BinaryOp(std::string_view name, hlo::Opcode opcode, const Tensor& a, const Tensor& b);
-Tensor CompareOp(std::string_view name, hlo::Comparison direction, const Tensor& a, const Tensor& b);
+Tensor CompareOp(std::string_view name, hlo::Comparison direction, const Tensor& a,
+                 const Tensor& b);
 Tensor UnaryOp(std::string_view name, hlo::Opcode opcode, const Tensor& x, bool float_only);
 
 }  // namespace strata::lazy

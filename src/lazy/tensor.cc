@@ -59,8 +59,8 @@ Tensor& Tensor::sync() {
 
 std::vector<uint8_t> Tensor::ToBytes(DType expected) const {
   if (dtype() != expected) {
-    Fail("[to_vector] the tensor is {}, but {} was requested; convert it with astype first", shape().ToString(),
-         DTypeName(expected));
+    Fail("[to_vector] the tensor is {}, but {} was requested; convert it with astype first",
+         shape().ToString(), DTypeName(expected));
   }
   const_cast<Tensor*>(this)->sync();
   const runtime::Buffer& b = value().node->buffer();
@@ -74,7 +74,8 @@ void Tensor::Rebind(ir::Value value) {
     return;
   }
   // A handle's own spec stays with it: the new value carries it too.
-  if (impl_->sharding && (!value.node->sharding() || !(*value.node->sharding() == *impl_->sharding))) {
+  if (impl_->sharding &&
+      (!value.node->sharding() || !(*value.node->sharding() == *impl_->sharding))) {
     value = ir::Value{value.node->CloneWithSharding(impl_->sharding), value.index};
   }
   impl_->value = std::move(value);
@@ -82,7 +83,8 @@ void Tensor::Rebind(ir::Value value) {
 
 Tensor& Tensor::copy_(const Tensor& source) {
   if (source.shape() != shape()) {
-    Fail("[copy_] source {} does not match destination {}", source.shape().ToString(), shape().ToString());
+    Fail("[copy_] source {} does not match destination {}", source.shape().ToString(),
+         shape().ToString());
   }
   Rebind(source.value());
   return *this;
@@ -113,7 +115,8 @@ void clear_sharding(Tensor& tensor) {
   if (!impl) Fail("[clear_sharding] undefined tensor");
   impl->sharding.reset();
   const ir::Value& v = tensor.value();
-  if (v.node->sharding()) tensor.Rebind(ir::Value{v.node->CloneWithSharding(std::nullopt), v.index});
+  if (v.node->sharding())
+    tensor.Rebind(ir::Value{v.node->CloneWithSharding(std::nullopt), v.index});
 }
 
 }  // namespace strata

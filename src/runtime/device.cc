@@ -1,9 +1,9 @@
 #include "strata/runtime/device.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
-#include <cstring>
 #include <thread>
 
 #include "strata/core/error.h"
@@ -92,7 +92,8 @@ Buffer Buffer::FromHost(const Shape& shape, std::span<const uint8_t> bytes, cons
 Client::Client(int num_devices, int num_threads) {
   if (num_devices < 1) Fail("[runtime] need at least one device, got {}", num_devices);
   for (int i = 0; i < num_devices; ++i) devices_.push_back(std::make_unique<Device>(i, "cpu"));
-  if (num_threads <= 0) num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (num_threads <= 0)
+    num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   pool_ = std::make_unique<ThreadPool>(num_threads);
 }
 

@@ -41,7 +41,8 @@ std::unique_ptr<Executable> Executable::Compile(const hlo::Module& module,
   if (options.run_passes) RunPasses(m);
   Schedule(m);
   hlo::Verify(m);
-  exe->program_ = Program::Compile(*m.entry(), StorageKind::kParameter, true, exe->client_->thread_pool());
+  exe->program_ =
+      Program::Compile(*m.entry(), StorageKind::kParameter, true, exe->client_->thread_pool());
   for (const hlo::Instruction* p : m.entry()->parameters()) {
     for (const Shape& leaf : p->shape().Leaves()) exe->parameter_shapes_.push_back(leaf);
   }
@@ -55,13 +56,15 @@ std::unique_ptr<Executable> Executable::Compile(const hlo::Module& module,
   return exe;
 }
 
-std::vector<Buffer> Executable::Run(const std::vector<Buffer>& arguments, const Device* device) const {
+std::vector<Buffer> Executable::Run(const std::vector<Buffer>& arguments,
+                                    const Device* device) const {
   if (!device) device = arguments.empty() ? client_->device(0) : arguments[0].device();
   if (arguments.size() != parameter_shapes_.size()) {
     std::string expected;
-    for (const Shape& s : parameter_shapes_) expected += (expected.empty() ? "" : ", ") + s.ToString();
-    Fail("[execute] {} takes {} argument(s) ({}), got {}", module_->name(), parameter_shapes_.size(), expected,
-         arguments.size());
+    for (const Shape& s : parameter_shapes_)
+      expected += (expected.empty() ? "" : ", ") + s.ToString();
+    Fail("[execute] {} takes {} argument(s) ({}), got {}", module_->name(),
+         parameter_shapes_.size(), expected, arguments.size());
   }
   std::vector<const uint8_t*> params;
   for (size_t i = 0; i < arguments.size(); ++i) {

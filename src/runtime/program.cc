@@ -35,14 +35,17 @@ ScalarFunction CompileScalar(const hlo::Computation& c, ThreadPool& pool) {
 
 KernelInfo MakeKernel(const Instruction& inst, ThreadPool& pool) {
   Opcode op = inst.opcode();
-  if (hlo::IsElementwiseUnary(op) || hlo::IsElementwiseBinary(op)) return MakeElementwiseKernel(inst, pool);
+  if (hlo::IsElementwiseUnary(op) || hlo::IsElementwiseBinary(op))
+    return MakeElementwiseKernel(inst, pool);
   switch (op) {
     case Opcode::kCompare:
     case Opcode::kSelect:
     case Opcode::kClamp:
-    case Opcode::kIsFinite: return MakeElementwiseKernel(inst, pool);
+    case Opcode::kIsFinite:
+      return MakeElementwiseKernel(inst, pool);
     case Opcode::kConvert:
-    case Opcode::kBitcastConvert: return MakeConvertKernel(inst, pool);
+    case Opcode::kBitcastConvert:
+      return MakeConvertKernel(inst, pool);
     case Opcode::kIota:
     case Opcode::kBroadcast:
     case Opcode::kTranspose:
@@ -52,13 +55,20 @@ KernelInfo MakeKernel(const Instruction& inst, ThreadPool& pool) {
     case Opcode::kDynamicUpdateSlice:
     case Opcode::kConcatenate:
     case Opcode::kPad:
-    case Opcode::kReverse: return MakeDataMovementKernel(inst, pool);
-    case Opcode::kReduce: return MakeReduceKernel(inst, pool, CompileScalar(*inst.called[0], pool));
-    case Opcode::kDot: return MakeDotKernel(inst, pool);
-    case Opcode::kGather: return MakeGatherKernel(inst, pool);
-    case Opcode::kScatter: return MakeScatterKernel(inst, pool, CompileScalar(*inst.called[0], pool));
-    case Opcode::kRngBitGenerator: return MakeRngKernel(inst, pool);
-    default: break;
+    case Opcode::kReverse:
+      return MakeDataMovementKernel(inst, pool);
+    case Opcode::kReduce:
+      return MakeReduceKernel(inst, pool, CompileScalar(*inst.called[0], pool));
+    case Opcode::kDot:
+      return MakeDotKernel(inst, pool);
+    case Opcode::kGather:
+      return MakeGatherKernel(inst, pool);
+    case Opcode::kScatter:
+      return MakeScatterKernel(inst, pool, CompileScalar(*inst.called[0], pool));
+    case Opcode::kRngBitGenerator:
+      return MakeRngKernel(inst, pool);
+    default:
+      break;
   }
   Fail("[runtime] {} ({}) cannot be executed directly; was the module compiled with passes?",
        hlo::OpcodeName(op), inst.name());
@@ -67,7 +77,8 @@ KernelInfo MakeKernel(const Instruction& inst, ThreadPool& pool) {
 // Number of array leaves in each tuple element before `index`.
 int64_t LeafOffset(const Shape& tuple, int64_t index) {
   int64_t offset = 0;
-  for (int64_t i = 0; i < index; ++i) offset += static_cast<int64_t>(tuple.tuple_shape(i).Leaves().size());
+  for (int64_t i = 0; i < index; ++i)
+    offset += static_cast<int64_t>(tuple.tuple_shape(i).Leaves().size());
   return offset;
 }
 
@@ -77,7 +88,8 @@ int64_t LeafOffset(const Shape& tuple, int64_t index) {
 // offsets, and one step per instruction that does work.
 class Planner {
  public:
-  Planner(const hlo::Computation& c, StorageKind parameter_kind, bool root_is_output, ThreadPool& pool)
+  Planner(const hlo::Computation& c, StorageKind parameter_kind, bool root_is_output,
+          ThreadPool& pool)
       : c_(c), parameter_kind_(parameter_kind), root_is_output_(root_is_output), pool_(pool) {}
 
   std::unique_ptr<Program> Plan() {
@@ -126,8 +138,9 @@ class Planner {
           auto shapes = inst->shape().Leaves();
           for (size_t k = 0; k < shapes.size(); ++k) {
             int64_t s = NewSlot(shapes[k].byte_size());
-            program_->slot_storage_[s] = NewStorage({parameter_kind_, shapes[k].byte_size(),
-                                                     parameter_base[inst] + static_cast<int64_t>(k)});
+            program_->slot_storage_[s] =
+                NewStorage({parameter_kind_, shapes[k].byte_size(),
+                            parameter_base[inst] + static_cast<int64_t>(k)});
             out.push_back(s);
           }
           continue;
@@ -141,7 +154,9 @@ class Planner {
           continue;
         }
         case Opcode::kTuple:
-        case Opcode::kReshape: out = operand_slots; continue;
+        case Opcode::kReshape:
+          out = operand_slots;
+          continue;
         case Opcode::kGetTupleElement: {
           const Shape& t = inst->operand(0)->shape();
           int64_t begin = LeafOffset(t, inst->tuple_index);
@@ -150,7 +165,8 @@ class Planner {
           out.assign(src.begin() + begin, src.begin() + begin + count);
           continue;
         }
-        default: break;
+        default:
+          break;
       }
       for (const Shape& leaf : inst->shape().Leaves()) out.push_back(NewSlot(leaf.byte_size()));
       Step step;
@@ -182,7 +198,8 @@ class Planner {
       std::vector<int64_t> claimed;
       auto try_reuse = [&](int64_t in_slot, int64_t out_slot) {
         int64_t st = slot_storage[in_slot];
-        if (last_use_[in_slot] != pos || !Writable(st) || storages[st].size != slot_size_[out_slot] ||
+        if (last_use_[in_slot] != pos || !Writable(st) ||
+            storages[st].size != slot_size_[out_slot] ||
             std::find(claimed.begin(), claimed.end(), st) != claimed.end()) {
           return false;
         }
@@ -192,7 +209,8 @@ class Planner {
         return true;
       };
       if (inst.opcode() == Opcode::kWhile) {
-        for (size_t j = 0; j < step.output_slots.size(); ++j) try_reuse(step.operand_slots[j], step.output_slots[j]);
+        for (size_t j = 0; j < step.output_slots.size(); ++j)
+          try_reuse(step.operand_slots[j], step.output_slots[j]);
       } else if (step.output_slots.size() == 1) {
         for (int64_t i = 0; i < inst.operand_count(); ++i) {
           if (!inst.operand(i)->shape().is_array() || !CanRunInPlace(inst, i)) continue;
@@ -243,7 +261,8 @@ class Planner {
     const Instruction& inst = *step.inst;
     step.condition = Program::Compile(*inst.called[0], StorageKind::kParameter, false, pool_);
     step.body = Program::Compile(*inst.called[1], StorageKind::kLoopState, false, pool_);
-    program_->in_place_updates_ += step.body->in_place_updates() + step.condition->in_place_updates();
+    program_->in_place_updates_ +=
+        step.body->in_place_updates() + step.condition->in_place_updates();
     int64_t body = AlignUp(step.body->arena_bytes());
     step.condition_offset = body;
     step.swap_offset = body + AlignUp(step.condition->arena_bytes());
@@ -276,7 +295,8 @@ class Planner {
       std::vector<std::pair<int64_t, int64_t>> busy;  // [offset, end) of overlapping lives
       for (int64_t other : placed) {
         const Storage& o = storages[other];
-        if (o.first <= st.last && st.first <= o.last) busy.push_back({o.offset, o.offset + AlignUp(o.size)});
+        if (o.first <= st.last && st.first <= o.last)
+          busy.push_back({o.offset, o.offset + AlignUp(o.size)});
       }
       std::sort(busy.begin(), busy.end());
       int64_t offset = 0;
@@ -288,7 +308,8 @@ class Planner {
       arena = std::max(arena, offset + AlignUp(st.size));
       placed.push_back(id);
     }
-    for (auto [step, storage] : scratch_storage_) program_->steps_[step].scratch_offset = storages[storage].offset;
+    for (auto [step, storage] : scratch_storage_)
+      program_->steps_[step].scratch_offset = storages[storage].offset;
     program_->arena_bytes_ = arena;
   }
 
@@ -315,11 +336,19 @@ void Program::Bind(Frame& frame, uint8_t* arena, const uint8_t* const* parameter
   for (size_t s = 0; s < slot_storage_.size(); ++s) {
     const Storage& st = storages_[slot_storage_[s]];
     switch (st.kind) {
-      case StorageKind::kArena: frame.slot[s] = arena + st.offset; break;
+      case StorageKind::kArena:
+        frame.slot[s] = arena + st.offset;
+        break;
       case StorageKind::kParameter:
-      case StorageKind::kLoopState: frame.slot[s] = const_cast<uint8_t*>(parameters[st.index]); break;
-      case StorageKind::kConstant: frame.slot[s] = const_cast<uint8_t*>(st.constant); break;
-      case StorageKind::kOutput: frame.slot[s] = outputs[st.index]; break;
+      case StorageKind::kLoopState:
+        frame.slot[s] = const_cast<uint8_t*>(parameters[st.index]);
+        break;
+      case StorageKind::kConstant:
+        frame.slot[s] = const_cast<uint8_t*>(st.constant);
+        break;
+      case StorageKind::kOutput:
+        frame.slot[s] = outputs[st.index];
+        break;
     }
   }
   if (frame.operand_begin.size() != steps_.size()) {
@@ -353,7 +382,8 @@ void Program::Execute(Frame& frame, uint8_t* arena) const {
       continue;
     }
     step.kernel(KernelArgs{frame.operands.data() + frame.operand_begin[k],
-                           frame.outputs.data() + frame.output_begin[k], arena + step.scratch_offset});
+                           frame.outputs.data() + frame.output_begin[k],
+                           arena + step.scratch_offset});
   }
 }
 
@@ -392,16 +422,19 @@ void Program::RunWhile(const Step& step, Frame& frame, uint8_t* arena, size_t in
     }
     for (size_t i = 0; i < n; ++i) {
       uint8_t* src = body_frame.slot[body_roots[i]];
-      if (src == state[i] || step.body->storage_of(body_roots[i]).kind == StorageKind::kLoopState) continue;
+      if (src == state[i] || step.body->storage_of(body_roots[i]).kind == StorageKind::kLoopState)
+        continue;
       std::memcpy(state[i], src, step.body->slot_size(body_roots[i]));
     }
-    for (auto [i, offset] : swapped) std::memcpy(state[i], swap + offset, step.body->slot_size(body_roots[i]));
+    for (auto [i, offset] : swapped)
+      std::memcpy(state[i], swap + offset, step.body->slot_size(body_roots[i]));
   }
 }
 
 void Program::CopyOutputs(const Frame& frame, uint8_t* const* outputs) const {
   for (size_t k = 0; k < root_slots_.size(); ++k) {
-    if (root_needs_copy_[k]) std::memcpy(outputs[k], frame.slot[root_slots_[k]], slot_size(root_slots_[k]));
+    if (root_needs_copy_[k])
+      std::memcpy(outputs[k], frame.slot[root_slots_[k]], slot_size(root_slots_[k]));
   }
 }
 

@@ -8,7 +8,7 @@ namespace strata::runtime {
 struct ThreadPool::Job {
   ThreadPool::RangeFunction fn;
   int64_t n, chunk;
-  int64_t remaining;  // chunks not finished; guarded by the pool mutex
+  int64_t remaining;         // chunks not finished; guarded by the pool mutex
   std::exception_ptr error;  // the first exception a chunk threw
 };
 
@@ -79,7 +79,8 @@ void ThreadPool::Run(int64_t n, int64_t grain, RangeFunction fn) {
   --job.remaining;
   // Help with queued work (ours or another caller's) instead of idling.
   while (job.remaining > 0) {
-    if (!RunOneTask(lock)) job_done_.wait(lock, [&] { return job.remaining == 0 || !tasks_.empty(); });
+    if (!RunOneTask(lock))
+      job_done_.wait(lock, [&] { return job.remaining == 0 || !tasks_.empty(); });
   }
   if (!error) error = job.error;
   if (error) std::rethrow_exception(error);

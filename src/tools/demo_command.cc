@@ -18,7 +18,8 @@ int RunDemo() {
   Shape f32 = Shape::Scalar(DType::kF32);
   Shape s64 = Shape::Scalar(DType::kS64);
   Shape row(DType::kF32, {4});
-  auto* add = m.AddComputation(hlo::MakeScalarBinaryComputation("add", hlo::Opcode::kAdd, DType::kF32));
+  auto* add =
+      m.AddComputation(hlo::MakeScalarBinaryComputation("add", hlo::Opcode::kAdd, DType::kF32));
 
   // Loop state (i, x): ten times x <- tanh(W x + 0.1 i).
   Shape state = Shape::Tuple({s64, row, Shape(DType::kF32, {4, 4})});
@@ -62,8 +63,9 @@ int RunDemo() {
                        runtime::Buffer::FromVector(wv, {4, 4}, device)});
   auto done = std::chrono::steady_clock::now();
   auto us = [](auto d) { return std::chrono::duration_cast<std::chrono::microseconds>(d).count(); };
-  fmt::print("compiled in {} us (planned peak {} bytes), ran in {} us on {}\n", us(compiled - start),
-             exe->stats().planned_peak_bytes, us(done - compiled), device->ToString());
+  fmt::print("compiled in {} us (planned peak {} bytes), ran in {} us on {}\n",
+             us(compiled - start), exe->stats().planned_peak_bytes, us(done - compiled),
+             device->ToString());
   fmt::print("x after 10 steps = [{:.6f}]\n", fmt::join(out[0].ToVector<float>(), ", "));
   fmt::print("sum(x)           = {:.6f}\n", out[1].ToVector<float>()[0]);
   return 0;

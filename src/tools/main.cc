@@ -1,6 +1,6 @@
 // The `strata` command line.
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
+#include <CLI/CLI.hpp>
 
 #include "commands.h"
 #include "strata/core/error.h"
@@ -12,7 +12,8 @@ int main(int argc, char** argv) {
   auto* demo = app.add_subcommand("demo", "build a small program, print its HLO text and run it");
 
   strata::tools::RunOptions run_options;
-  auto* run = app.add_subcommand("run", "run an HLO text program on tensors from a safetensors file");
+  auto* run =
+      app.add_subcommand("run", "run an HLO text program on tensors from a safetensors file");
   run->add_option("program", run_options.program, "HLO text file")->required();
   run->add_option("--inputs", run_options.inputs,
                   "safetensors file with one tensor per parameter, named like the parameter");

@@ -55,14 +55,15 @@ int RunProgram(const RunOptions& options) {
   }
   for (const hlo::Instruction* p : parameters) {
     if (!p->shape().is_array()) {
-      Fail("[run] parameter {} has tuple shape {}; strata run feeds array parameters only", p->name(),
-           p->shape().ToString());
+      Fail("[run] parameter {} has tuple shape {}; strata run feeds array parameters only",
+           p->name(), p->shape().ToString());
     }
     if (!inputs->contains(p->name())) {
       std::string available;
       for (const std::string& n : inputs->names()) available += (available.empty() ? "" : ", ") + n;
       Fail("[run] {} has no tensor named '{}' for parameter {} ({}); it holds: {}", options.inputs,
-           p->name(), p->parameter_number, p->shape().ToString(), available.empty() ? "nothing" : available);
+           p->name(), p->parameter_number, p->shape().ToString(),
+           available.empty() ? "nothing" : available);
     }
     const io::TensorView& t = inputs->Get(p->name());
     Shape given(t.dtype, t.shape);

@@ -60,9 +60,18 @@ TEST(Sharding, BadMeshesAndSpecsAreClearErrors) {
   expect_error([] { Mesh({0, 1}, {2}, {"a", "b"}); }, "2 axis names for a mesh of rank 1");
   expect_error([] { Mesh({0, 0}, {2}, {"a"}); }, "device ids must be unique");
   expect_error([] { Mesh({0, 1, 2, 3}, {2, 2}, {"a", "a"}); }, "axis names must be unique");
-  expect_error([] { Sharding(Mesh2x2(), {{"data"}}, 2); }, "partition spec has 1 entries but the tensor has rank 2");
-  expect_error([] { Sharding(Mesh2x2(), {{"rows"}, {}}, 2); }, "axis 'rows' is not in the mesh (axes: data, model)");
-  expect_error([] { Sharding(Mesh2x2(), {{"data"}, {"data"}}, 2); }, "mesh axis 'data' is used twice");
+  expect_error([] { Sharding(Mesh2x2(), {{"data"}}, 2); },
+               "partition spec has 1 entries but the tensor has rank 2");
+  expect_error(
+      [] {
+        Sharding(Mesh2x2(), {{"rows"}, {}}, 2);
+      },
+      "axis 'rows' is not in the mesh (axes: data, model)");
+  expect_error(
+      [] {
+        Sharding(Mesh2x2(), {{"data"}, {"data"}}, 2);
+      },
+      "mesh axis 'data' is used twice");
 }
 
 }  // namespace

@@ -21,7 +21,9 @@ class Executor : public ::testing::Test {
   }
   static int64_t compiles() { return Context::Get().metrics().compiles.load(); }
   static int64_t hits() { return Context::Get().metrics().cache_hits.load(); }
-  static Tensor Vec(std::vector<float> v, std::vector<int64_t> dims) { return Tensor::FromVector(v, dims); }
+  static Tensor Vec(std::vector<float> v, std::vector<int64_t> dims) {
+    return Tensor::FromVector(v, dims);
+  }
 };
 
 ir::Mesh TwoDevices() { return ir::Mesh({0, 1}, {2}, {"x"}); }
@@ -133,7 +135,8 @@ TEST_F(Executor, ShardingIsPartOfTheKeyAndExplained) {
   mark_sharding(sharded, TwoDevices(), {{"x"}, {}});
   EXPECT_EQ(sharded.to_vector<float>(), (std::vector<float>{1, 4, 9, 16}));  // same numbers
   EXPECT_EQ(compiles(), 2);
-  EXPECT_NE(Context::Get().last_miss_explanation().find("sharding {devices=[2,1]0,1}"), std::string::npos)
+  EXPECT_NE(Context::Get().last_miss_explanation().find("sharding {devices=[2,1]0,1}"),
+            std::string::npos)
       << Context::Get().last_miss_explanation();
   // The synced tensor keeps its spec on the materialized data.
   ASSERT_TRUE(sharded.value().node->sharding().has_value());
@@ -149,7 +152,8 @@ TEST_F(Executor, MarkedDeviceDataKeepsItsParameterAndTheNumbers) {
   lazy::LoweringContext lowering({w});
   EXPECT_EQ(lowering.parameter_count(), 1);  // x: one buffer behind two nodes (1 is a literal)
   EXPECT_EQ(lowering.tensor_parameter_id(x), 0);
-  EXPECT_NE(lowering.hlo_text().find("sharding={devices=[2,1]0,1}"), std::string::npos) << lowering.hlo_text();
+  EXPECT_NE(lowering.hlo_text().find("sharding={devices=[2,1]0,1}"), std::string::npos)
+      << lowering.hlo_text();
   EXPECT_EQ(w.to_vector<float>(), unsharded.to_vector<float>());
   EXPECT_TRUE(w.sharding() == std::nullopt);
   EXPECT_EQ(x.sharding()->hlo_text(), "{devices=[2,1]0,1}");
@@ -187,7 +191,8 @@ TEST_F(Executor, SyncFromSeveralThreads) {
     });
   }
   for (auto& th : threads) th.join();
-  for (int t = 0; t < 4; ++t) EXPECT_EQ(results[t], (std::vector<float>{float(t * t + t), 19 * 19 + 19}));
+  for (int t = 0; t < 4; ++t)
+    EXPECT_EQ(results[t], (std::vector<float>{float(t * t + t), 19 * 19 + 19}));
   EXPECT_LE(compiles(), 4);  // one program; a race may compile it more than once, never wrongly
 }
 

@@ -32,7 +32,9 @@ TEST(Executable, RunsOnTheArgumentsDeviceAndRejectsMixedDevices) {
   auto* y = b.Parameter(1, s, "y");
   m.AddEntryComputation(b.Build(b.Add(x, y)));
   auto exe = Executable::Compile(m, {.client = &client});
-  auto on = [&](int d, std::vector<float> v) { return Buffer::FromVector(v, {3}, client.device(d)); };
+  auto on = [&](int d, std::vector<float> v) {
+    return Buffer::FromVector(v, {3}, client.device(d));
+  };
   auto out = exe->Run({on(2, {1, 2, 3}), on(2, {10, 20, 30})});
   EXPECT_EQ(out[0].device(), client.device(2));
   EXPECT_EQ(out[0].ToVector<float>(), (std::vector<float>{11, 22, 33}));
@@ -60,9 +62,8 @@ TEST(ThreadPool, CoversEveryIndexOnceAndPropagatesErrors) {
   std::vector<std::thread> callers;
   std::atomic<int64_t> total{0};
   for (int t = 0; t < 4; ++t) {
-    callers.emplace_back([&] {
-      pool.ParallelFor(10000, 100, [&](int64_t lo, int64_t hi) { total += hi - lo; });
-    });
+    callers.emplace_back(
+        [&] { pool.ParallelFor(10000, 100, [&](int64_t lo, int64_t hi) { total += hi - lo; }); });
   }
   for (auto& c : callers) c.join();
   EXPECT_EQ(total.load(), 40000);

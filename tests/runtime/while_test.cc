@@ -53,7 +53,8 @@ TEST(While, NestedLoopsCountPairs) {
   Builder ic("inner_cond");
   {
     auto* s = ic.Parameter(0, state3, "s");
-    m.AddComputation(ic.Build(ic.Compare(ic.GetTupleElement(s, 0), ic.GetTupleElement(s, 1), Comparison::kLt)));
+    m.AddComputation(
+        ic.Build(ic.Compare(ic.GetTupleElement(s, 0), ic.GetTupleElement(s, 1), Comparison::kLt)));
   }
   hlo::Computation* inner_cond = m.computations().back().get();
   Builder ib("inner_body");
@@ -62,14 +63,16 @@ TEST(While, NestedLoopsCountPairs) {
     auto* j = ib.GetTupleElement(s, 0);
     auto* i = ib.GetTupleElement(s, 1);
     auto* acc = ib.GetTupleElement(s, 2);
-    m.AddComputation(ib.Build(ib.Tuple({ib.Add(j, ib.ConstantScalar<int64_t>(1)), i, ib.Add(acc, ib.Multiply(i, j))})));
+    m.AddComputation(ib.Build(
+        ib.Tuple({ib.Add(j, ib.ConstantScalar<int64_t>(1)), i, ib.Add(acc, ib.Multiply(i, j))})));
   }
   hlo::Computation* inner_body = m.computations().back().get();
   Shape state2 = Shape::Tuple({S64(), S64()});  // (i, acc)
   Builder oc("outer_cond");
   {
     auto* s = oc.Parameter(0, state2, "s");
-    m.AddComputation(oc.Build(oc.Compare(oc.GetTupleElement(s, 0), oc.ConstantScalar<int64_t>(5), Comparison::kLt)));
+    m.AddComputation(oc.Build(
+        oc.Compare(oc.GetTupleElement(s, 0), oc.ConstantScalar<int64_t>(5), Comparison::kLt)));
   }
   hlo::Computation* outer_cond = m.computations().back().get();
   Builder ob("outer_body");
@@ -77,12 +80,15 @@ TEST(While, NestedLoopsCountPairs) {
     auto* s = ob.Parameter(0, state2, "s");
     auto* i = ob.GetTupleElement(s, 0);
     auto* acc = ob.GetTupleElement(s, 1);
-    auto* inner = ob.While(inner_cond, inner_body, ob.Tuple({ob.ConstantScalar<int64_t>(0), i, acc}));
-    m.AddComputation(ob.Build(ob.Tuple({ob.Add(i, ob.ConstantScalar<int64_t>(1)), ob.GetTupleElement(inner, 2)})));
+    auto* inner =
+        ob.While(inner_cond, inner_body, ob.Tuple({ob.ConstantScalar<int64_t>(0), i, acc}));
+    m.AddComputation(ob.Build(
+        ob.Tuple({ob.Add(i, ob.ConstantScalar<int64_t>(1)), ob.GetTupleElement(inner, 2)})));
   }
   hlo::Computation* outer_body = m.computations().back().get();
   Builder b("main");
-  auto* loop = b.While(outer_cond, outer_body, b.Tuple({b.ConstantScalar<int64_t>(0), b.ConstantScalar<int64_t>(0)}));
+  auto* loop = b.While(outer_cond, outer_body,
+                       b.Tuple({b.ConstantScalar<int64_t>(0), b.ConstantScalar<int64_t>(0)}));
   m.AddEntryComputation(b.Build(b.GetTupleElement(loop, 1)));
   int64_t expected = 0;
   for (int64_t i = 0; i < 5; ++i)
@@ -101,7 +107,8 @@ TEST(While, RowUpdatesHappenInPlace) {
   Builder cb("cond");
   {
     auto* s = cb.Parameter(0, state, "s");
-    m.AddComputation(cb.Build(cb.Compare(cb.GetTupleElement(s, 0), cb.ConstantScalar<int64_t>(rows), Comparison::kLt)));
+    m.AddComputation(cb.Build(
+        cb.Compare(cb.GetTupleElement(s, 0), cb.ConstantScalar<int64_t>(rows), Comparison::kLt)));
   }
   auto* cond = m.computations().back().get();
   Builder bb("body");

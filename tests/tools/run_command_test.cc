@@ -17,8 +17,9 @@ namespace {
 class RunCommand : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("strata_run_test_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("strata_run_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -31,7 +32,8 @@ class RunCommand : public ::testing::Test {
 
   // Runs the tool; returns its exit code and fills `err` with stderr.
   int Run(const std::string& args, std::string* err) const {
-    std::string command = std::string(STRATA_BINARY) + " run " + args + " --quiet 2> " + Path("stderr.txt");
+    std::string command =
+        std::string(STRATA_BINARY) + " run " + args + " --quiet 2> " + Path("stderr.txt");
     int status = std::system(command.c_str());
     std::ifstream in(Path("stderr.txt"));
     std::stringstream ss;
@@ -40,7 +42,8 @@ class RunCommand : public ::testing::Test {
     return WEXITSTATUS(status);
   }
 
-  static io::TensorData F32(std::string name, std::vector<int64_t> shape, std::vector<float> values) {
+  static io::TensorData F32(std::string name, std::vector<int64_t> shape,
+                            std::vector<float> values) {
     io::TensorData t{std::move(name), DType::kF32, std::move(shape), {}};
     t.bytes.resize(values.size() * 4);
     std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
@@ -81,8 +84,8 @@ TEST_F(RunCommand, RunsAProgramOnNamedInputs) {
                   "  ROOT %t = (f32[2,2], f32[2,2]) tuple(%y, %relu)\n}\n");
   WriteText("affine.hlo", program);
   io::WriteSafetensors(Path("in.safetensors"),
-                       {F32("x", {2, 3}, {1, 2, 3, -4, -5, -6}), F32("w", {3, 2}, {1, 0, 0, 1, 1, 1}),
-                        F32("b", {2}, {0.5f, -0.5f})});
+                       {F32("x", {2, 3}, {1, 2, 3, -4, -5, -6}),
+                        F32("w", {3, 2}, {1, 0, 0, 1, 1, 1}), F32("b", {2}, {0.5f, -0.5f})});
   std::string err;
   ASSERT_EQ(Run(Path("affine.hlo") + " --inputs " + Path("in.safetensors") + " --output " +
                     Path("out.safetensors"),
@@ -96,10 +99,16 @@ TEST_F(RunCommand, RunsAProgramOnNamedInputs) {
 }
 
 TEST_F(RunCommand, SingleResultIsNamedOutput) {
-  WriteText("neg.hlo", "HloModule m\nENTRY e {\n  p0 = f32[3] parameter(0)\n  ROOT n = f32[3] negate(p0)\n}\n");
+  WriteText(
+      "neg.hlo",
+      "HloModule m\nENTRY e {\n  p0 = f32[3] parameter(0)\n  ROOT n = f32[3] negate(p0)\n}\n");
   io::WriteSafetensors(Path("in.safetensors"), {F32("p0", {3}, {1, -2, 0.25f})});
   std::string err;
-  ASSERT_EQ(Run(Path("neg.hlo") + " --inputs " + Path("in.safetensors") + " --output " + Path("o.safetensors"), &err), 0) << err;
+  ASSERT_EQ(Run(Path("neg.hlo") + " --inputs " + Path("in.safetensors") + " --output " +
+                    Path("o.safetensors"),
+                &err),
+            0)
+      << err;
   auto out = io::SafetensorsFile::Open(Path("o.safetensors"));
   EXPECT_EQ(ReadF32(out, "output"), (std::vector<float>{-1, 2, -0.25f}));
 }
@@ -112,15 +121,26 @@ struct BadCase {
 };
 
 TEST_F(RunCommand, BadInputsGiveClearErrors) {
-  const std::string neg = "HloModule m\nENTRY e {\n  p0 = f32[3] parameter(0)\n  ROOT n = f32[3] negate(p0)\n}\n";
+  const std::string neg =
+      "HloModule m\nENTRY e {\n  p0 = f32[3] parameter(0)\n  ROOT n = f32[3] negate(p0)\n}\n";
   std::vector<BadCase> cases = {
       {"missing tensor", neg, {F32("x", {3}, {1, 2, 3})}, "", "no tensor named 'p0'"},
       {"wrong shape", neg, {F32("p0", {2}, {1, 2})}, "", "expects f32[3]"},
-      {"malformed program", "HloModule m\nENTRY e {\n  p0 = f32[3] parameter(0)\n  ROOT n = f32[3] negate(p0\n}\n",
-       {F32("p0", {3}, {1, 2, 3})}, "", "line "},
-      {"corrupt inputs", neg, {}, std::string("\x10\x00\x00\x00\x00\x00\x00\x00{\"p0\":", 14), "[safetensors]"},
-      {"unknown opcode", "HloModule m\nENTRY e {\n  p0 = f32[3] parameter(0)\n  ROOT n = f32[3] frobnicate(p0)\n}\n",
-       {F32("p0", {3}, {1, 2, 3})}, "", "frobnicate"},
+      {"malformed program",
+       "HloModule m\nENTRY e {\n  p0 = f32[3] parameter(0)\n  ROOT n = f32[3] negate(p0\n}\n",
+       {F32("p0", {3}, {1, 2, 3})},
+       "",
+       "line "},
+      {"corrupt inputs",
+       neg,
+       {},
+       std::string("\x10\x00\x00\x00\x00\x00\x00\x00{\"p0\":", 14),
+       "[safetensors]"},
+      {"unknown opcode",
+       "HloModule m\nENTRY e {\n  p0 = f32[3] parameter(0)\n  ROOT n = f32[3] frobnicate(p0)\n}\n",
+       {F32("p0", {3}, {1, 2, 3})},
+       "",
+       "frobnicate"},
   };
   for (const BadCase& c : cases) {
     WriteText("p.hlo", c.program);
@@ -130,7 +150,9 @@ TEST_F(RunCommand, BadInputsGiveClearErrors) {
       std::ofstream(Path("in.safetensors"), std::ios::binary) << c.corrupt_inputs;
     }
     std::string err;
-    int code = Run(Path("p.hlo") + " --inputs " + Path("in.safetensors") + " --output " + Path("o.safetensors"), &err);
+    int code = Run(Path("p.hlo") + " --inputs " + Path("in.safetensors") + " --output " +
+                       Path("o.safetensors"),
+                   &err);
     EXPECT_EQ(code, 1) << c.name << ": " << err;
     EXPECT_NE(err.find("strata: error:"), std::string::npos) << c.name << ": " << err;
     EXPECT_NE(err.find(c.expected), std::string::npos) << c.name << ": " << err;

@@ -47,14 +47,41 @@ inline bool IsInteger(DType t) { return IsSignedInteger(t) || IsUnsignedInteger(
 // Maps a C++ type to its DType at compile time.
 template <typename T>
 struct DTypeOf;
-template <> struct DTypeOf<bool> { static constexpr DType value = DType::kPred; };
-template <> struct DTypeOf<int8_t> { static constexpr DType value = DType::kS8; };
-template <> struct DTypeOf<int32_t> { static constexpr DType value = DType::kS32; };
-template <> struct DTypeOf<int64_t> { static constexpr DType value = DType::kS64; };
-template <> struct DTypeOf<uint8_t> { static constexpr DType value = DType::kU8; };
-template <> struct DTypeOf<uint32_t> { static constexpr DType value = DType::kU32; };
-template <> struct DTypeOf<uint64_t> { static constexpr DType value = DType::kU64; };
-template <> struct DTypeOf<float> { static constexpr DType value = DType::kF32; };
-template <> struct DTypeOf<double> { static constexpr DType value = DType::kF64; };
+template <>
+struct DTypeOf<bool> {
+  static constexpr DType value = DType::kPred;
+};
+template <>
+struct DTypeOf<int8_t> {
+  static constexpr DType value = DType::kS8;
+};
+template <>
+struct DTypeOf<int32_t> {
+  static constexpr DType value = DType::kS32;
+};
+template <>
+struct DTypeOf<int64_t> {
+  static constexpr DType value = DType::kS64;
+};
+template <>
+struct DTypeOf<uint8_t> {
+  static constexpr DType value = DType::kU8;
+};
+template <>
+struct DTypeOf<uint32_t> {
+  static constexpr DType value = DType::kU32;
+};
+template <>
+struct DTypeOf<uint64_t> {
+  static constexpr DType value = DType::kU64;
+};
+template <>
+struct DTypeOf<float> {
+  static constexpr DType value = DType::kF32;
+};
+template <>
+struct DTypeOf<double> {
+  static constexpr DType value = DType::kF64;
+};
 
 }  // namespace strata

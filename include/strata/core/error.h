@@ -29,10 +29,10 @@ template <typename... Args>
 }  // namespace strata
 
 // Checked assertion for internal invariants; throws instead of aborting.
-#define STRATA_CHECK(cond, ...)                                                         \
-  do {                                                                                   \
-    if (!(cond)) {                                                                       \
+#define STRATA_CHECK(cond, ...)                                                            \
+  do {                                                                                     \
+    if (!(cond)) {                                                                         \
       throw ::strata::InternalError(std::string(__FILE__ ":") + std::to_string(__LINE__) + \
-                                    ": " #cond " " + ::fmt::format(__VA_ARGS__));        \
-    }                                                                                    \
+                                    ": " #cond " " + ::fmt::format(__VA_ARGS__));          \
+    }                                                                                      \
   } while (0)

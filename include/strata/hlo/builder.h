@@ -34,7 +34,8 @@ class Builder {
   Instruction* Convert(Instruction* x, DType dtype);
   Instruction* BitcastConvert(Instruction* x, DType dtype);
   // Output dims `dims`; operand dimension i maps to output dimension dimensions[i].
-  Instruction* Broadcast(Instruction* x, std::vector<int64_t> dims, std::vector<int64_t> dimensions);
+  Instruction* Broadcast(Instruction* x, std::vector<int64_t> dims,
+                         std::vector<int64_t> dimensions);
   Instruction* Reshape(Instruction* x, std::vector<int64_t> dims);
   Instruction* Transpose(Instruction* x, std::vector<int64_t> permutation);
   Instruction* Copy(Instruction* x);

@@ -17,7 +17,7 @@ Shape InferShape(const Instruction& instruction);
 // The same rules without an Instruction: for the lazy IR, whose primitive ops
 // carry hlo::Attributes. `declared` is the shape for opcodes whose shape is an
 // attribute (ignored otherwise).
-Shape InferShape(Opcode opcode, std::span<const Shape* const> operand_shapes, const Attributes& attributes,
-                 const Shape& declared);
+Shape InferShape(Opcode opcode, std::span<const Shape* const> operand_shapes,
+                 const Attributes& attributes, const Shape& declared);
 
 }  // namespace strata::hlo

@@ -19,7 +19,9 @@ struct Hash128 {
 };
 
 struct Hash128Hasher {
-  size_t operator()(const Hash128& h) const { return static_cast<size_t>(h.low ^ (h.high * 0x9e3779b97f4a7c15ull)); }
+  size_t operator()(const Hash128& h) const {
+    return static_cast<size_t>(h.low ^ (h.high * 0x9e3779b97f4a7c15ull));
+  }
 };
 
 // Collects bytes and hashes them once: cheaper than a streaming state for
@@ -30,8 +32,7 @@ class HashBuilder {
   HashBuilder(const HashBuilder&) = delete;
   HashBuilder& operator=(const HashBuilder&) = delete;
   template <typename T>
-    requires std::is_trivially_copyable_v<T>
-  HashBuilder& Add(const T& value) {
+  requires std::is_trivially_copyable_v<T> HashBuilder& Add(const T& value) {
     Append(&value, sizeof(T));
     return *this;
   }

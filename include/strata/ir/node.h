@@ -47,10 +47,11 @@ class Node {
   // used by opcodes whose shape is an attribute: broadcast, reshape, iota,
   // convert, rng-bit-generator). Multi-output ops (tuple-shaped in HLO)
   // have one output per tuple element. Throws strata::Error on bad operands.
-  static NodePtr MakeOp(hlo::Opcode opcode, std::vector<Value> operands, hlo::Attributes attributes = {},
-                        Shape declared = {});
+  static NodePtr MakeOp(hlo::Opcode opcode, std::vector<Value> operands,
+                        hlo::Attributes attributes = {}, Shape declared = {});
   static NodePtr MakeConstant(hlo::Literal literal);
-  static NodePtr MakeDeviceData(runtime::Buffer buffer, std::optional<Sharding> sharding = std::nullopt);
+  static NodePtr MakeDeviceData(runtime::Buffer buffer,
+                                std::optional<Sharding> sharding = std::nullopt);
   static NodePtr MakeScalar(hlo::Literal value);
 
   NodeKind kind() const { return kind_; }

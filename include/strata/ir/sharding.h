@@ -16,7 +16,8 @@ namespace strata::ir {
 class Mesh {
  public:
   // device_ids are laid out row-major over `shape`; axis names are unique.
-  Mesh(std::vector<int64_t> device_ids, std::vector<int64_t> shape, std::vector<std::string> axis_names);
+  Mesh(std::vector<int64_t> device_ids, std::vector<int64_t> shape,
+       std::vector<std::string> axis_names);
   const std::vector<int64_t>& device_ids() const { return device_ids_; }
   const std::vector<int64_t>& shape() const { return shape_; }
   const std::vector<std::string>& axis_names() const { return axis_names_; }
@@ -48,7 +49,9 @@ class Sharding {
   const std::string& hlo_text() const { return hlo_text_; }
   const Hash128& hash() const { return hash_; }
   std::string ToString() const;  // e.g. "('data', None) on mesh[data=2,model=2]"
-  bool operator==(const Sharding& o) const { return hash_ == o.hash_ && mesh_ == o.mesh_ && spec_ == o.spec_; }
+  bool operator==(const Sharding& o) const {
+    return hash_ == o.hash_ && mesh_ == o.mesh_ && spec_ == o.spec_;
+  }
 
  private:
   Mesh mesh_;

@@ -100,7 +100,9 @@ class Context {
   mutable std::mutex cache_mutex_;
   size_t capacity_ = 1024;
   std::list<std::shared_ptr<const Entry>> lru_;  // most recent first
-  std::unordered_map<ir::Hash128, std::list<std::shared_ptr<const Entry>>::iterator, ir::Hash128Hasher> index_;
+  std::unordered_map<ir::Hash128, std::list<std::shared_ptr<const Entry>>::iterator,
+                     ir::Hash128Hasher>
+      index_;
   std::string last_miss_explanation_;
   std::string dump_dir_;
   Metrics metrics_;

@@ -37,8 +37,10 @@ Tensor uniform(const Tensor& key, std::vector<int64_t> dims, double low = 0, dou
                DType dtype = DType::kF32);
 Tensor normal(const Tensor& key, std::vector<int64_t> dims, double mean = 0, double stddev = 1,
               DType dtype = DType::kF32);
-Tensor uniform(uint64_t seed, std::vector<int64_t> dims, double low = 0, double high = 1, DType dtype = DType::kF32);
-Tensor normal(uint64_t seed, std::vector<int64_t> dims, double mean = 0, double stddev = 1, DType dtype = DType::kF32);
+Tensor uniform(uint64_t seed, std::vector<int64_t> dims, double low = 0, double high = 1,
+               DType dtype = DType::kF32);
+Tensor normal(uint64_t seed, std::vector<int64_t> dims, double mean = 0, double stddev = 1,
+              DType dtype = DType::kF32);
 
 // ---- elementwise --------------------------------------------------------------
 Tensor operator+(const Tensor& a, const Tensor& b);

@@ -36,7 +36,8 @@ class Executable {
 
   // Arguments are the entry parameters' array leaves, in parameter order.
   // Returns the root's array leaves (one buffer for an array root).
-  std::vector<Buffer> Run(const std::vector<Buffer>& arguments, const Device* device = nullptr) const;
+  std::vector<Buffer> Run(const std::vector<Buffer>& arguments,
+                          const Device* device = nullptr) const;
 
   // The module after passes, as it is executed.
   const hlo::Module& module() const { return *module_; }

@@ -6,9 +6,9 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <type_traits>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace strata::runtime {

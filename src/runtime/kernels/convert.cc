@@ -38,7 +38,8 @@ float ToFloatRoundingToOdd(From v) {
   } else {  // integers: keep 24 significant bits, OR-ing the dropped ones into the last
     bool negative = false;
     if constexpr (std::is_signed_v<From>) negative = v < 0;
-    uint64_t magnitude = negative ? uint64_t{0} - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
+    uint64_t magnitude =
+        negative ? uint64_t{0} - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
     int shift = std::max(0, static_cast<int>(std::bit_width(magnitude)) - 24);
     uint64_t kept = (magnitude >> shift) | ((magnitude & ((uint64_t{1} << shift) - 1)) != 0);
     float f = std::ldexp(static_cast<float>(kept), shift);
@@ -66,8 +67,10 @@ To ConvertOne(From v, DType from, DType to) {
     if constexpr (std::is_floating_point_v<From> || std::is_same_v<From, uint16_t>) {
       double d = Widen<double>(v, from);
       if (std::isnan(d)) return 0;
-      if (d <= static_cast<double>(std::numeric_limits<To>::min())) return std::numeric_limits<To>::min();
-      if (d >= static_cast<double>(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
+      if (d <= static_cast<double>(std::numeric_limits<To>::min()))
+        return std::numeric_limits<To>::min();
+      if (d >= static_cast<double>(std::numeric_limits<To>::max()))
+        return std::numeric_limits<To>::max();
       return static_cast<To>(d);
     } else {
       return static_cast<To>(v);  // integer to integer wraps (two's complement)

@@ -32,10 +32,14 @@ void FillTyped(uint8_t* dst, int64_t n, const uint8_t* value) {
 
 void Fill(int64_t element_size, uint8_t* dst, int64_t n, const uint8_t* value) {
   switch (element_size) {
-    case 1: return FillTyped<uint8_t>(dst, n, value);
-    case 2: return FillTyped<uint16_t>(dst, n, value);
-    case 4: return FillTyped<uint32_t>(dst, n, value);
-    default: return FillTyped<uint64_t>(dst, n, value);
+    case 1:
+      return FillTyped<uint8_t>(dst, n, value);
+    case 2:
+      return FillTyped<uint16_t>(dst, n, value);
+    case 4:
+      return FillTyped<uint32_t>(dst, n, value);
+    default:
+      return FillTyped<uint64_t>(dst, n, value);
   }
 }
 
@@ -51,7 +55,8 @@ void InnerCopy(int64_t n, const uint8_t* src, int64_t ss, uint8_t* dst, int64_t 
 }
 
 // Clamped start indices read from operands [first, first + rank).
-std::vector<int64_t> ClampedStarts(const KernelArgs& a, int64_t first, const std::vector<DType>& types,
+std::vector<int64_t> ClampedStarts(const KernelArgs& a, int64_t first,
+                                   const std::vector<DType>& types,
                                    const std::vector<int64_t>& dims,
                                    const std::vector<int64_t>& sizes) {
   std::vector<int64_t> starts(dims.size());
@@ -108,10 +113,18 @@ void CopyStrided(int64_t es, std::span<const int64_t> dims_in, const uint8_t* sr
         std::memcpy(d, s, inner * es);
       } else {
         switch (es) {
-          case 1: InnerCopy<uint8_t>(inner, s, inner_ss, d, inner_ds); break;
-          case 2: InnerCopy<uint16_t>(inner, s, inner_ss, d, inner_ds); break;
-          case 4: InnerCopy<uint32_t>(inner, s, inner_ss, d, inner_ds); break;
-          default: InnerCopy<uint64_t>(inner, s, inner_ss, d, inner_ds); break;
+          case 1:
+            InnerCopy<uint8_t>(inner, s, inner_ss, d, inner_ds);
+            break;
+          case 2:
+            InnerCopy<uint16_t>(inner, s, inner_ss, d, inner_ds);
+            break;
+          case 4:
+            InnerCopy<uint32_t>(inner, s, inner_ss, d, inner_ds);
+            break;
+          default:
+            InnerCopy<uint64_t>(inner, s, inner_ss, d, inner_ds);
+            break;
         }
       }
       for (int64_t i = rank - 2; i >= 0; --i) {
@@ -143,12 +156,17 @@ bool CanRunInPlace(const hlo::Instruction& inst, int64_t index) {
   switch (op) {
     case Opcode::kConvert:
     case Opcode::kBitcastConvert:
-    case Opcode::kCopy: return same_element_size;
-    case Opcode::kSelect: return index >= 1;
-    case Opcode::kClamp: return index == 1;
+    case Opcode::kCopy:
+      return same_element_size;
+    case Opcode::kSelect:
+      return index >= 1;
+    case Opcode::kClamp:
+      return index == 1;
     case Opcode::kDynamicUpdateSlice:
-    case Opcode::kScatter: return index == 0;
-    default: return false;
+    case Opcode::kScatter:
+      return index == 0;
+    default:
+      return false;
   }
 }
 
@@ -158,8 +176,10 @@ KernelInfo MakeDataMovementKernel(const hlo::Instruction& inst, ThreadPool& pool
   const int64_t es = DTypeSize(out.dtype());
   const std::vector<int64_t> out_dims = out.dims();
   const std::vector<int64_t> out_strides = RowMajorStrides(out_dims);
-  const Shape& in = inst.operand_count() > 0 ? inst.operand(0)->shape() : out;  // iota has no operand
-  const std::vector<int64_t> in_strides = in.is_array() ? RowMajorStrides(in.dims()) : std::vector<int64_t>{};
+  const Shape& in =
+      inst.operand_count() > 0 ? inst.operand(0)->shape() : out;  // iota has no operand
+  const std::vector<int64_t> in_strides =
+      in.is_array() ? RowMajorStrides(in.dims()) : std::vector<int64_t>{};
   switch (inst.opcode()) {
     case Opcode::kIota: {
       int64_t dim = inst.dimensions[0];
@@ -178,7 +198,8 @@ KernelInfo MakeDataMovementKernel(const hlo::Instruction& inst, ThreadPool& pool
     }
     case Opcode::kBroadcast: {
       std::vector<int64_t> src_strides(out_dims.size(), 0);
-      for (size_t k = 0; k < inst.dimensions.size(); ++k) src_strides[inst.dimensions[k]] = in_strides[k];
+      for (size_t k = 0; k < inst.dimensions.size(); ++k)
+        src_strides[inst.dimensions[k]] = in_strides[k];
       return {[=](const KernelArgs& a) {
         CopyStrided(es, out_dims, a.operands[0], src_strides, a.outputs[0], out_strides, pool);
       }};
@@ -205,25 +226,27 @@ KernelInfo MakeDataMovementKernel(const hlo::Instruction& inst, ThreadPool& pool
         src_strides.push_back(in_strides[i] * inst.slice[i].stride);
       }
       return {[=](const KernelArgs& a) {
-        CopyStrided(es, out_dims, a.operands[0] + offset * es, src_strides, a.outputs[0], out_strides,
-                    pool);
+        CopyStrided(es, out_dims, a.operands[0] + offset * es, src_strides, a.outputs[0],
+                    out_strides, pool);
       }};
     }
     case Opcode::kDynamicSlice: {
       std::vector<DType> types;
-      for (int64_t i = 1; i < inst.operand_count(); ++i) types.push_back(inst.operand(i)->shape().dtype());
+      for (int64_t i = 1; i < inst.operand_count(); ++i)
+        types.push_back(inst.operand(i)->shape().dtype());
       std::vector<int64_t> in_dims = in.dims();
       return {[=](const KernelArgs& a) {
         auto starts = ClampedStarts(a, 1, types, in_dims, out_dims);
         int64_t offset = 0;
         for (size_t i = 0; i < starts.size(); ++i) offset += starts[i] * in_strides[i];
-        CopyStrided(es, out_dims, a.operands[0] + offset * es, in_strides, a.outputs[0], out_strides,
-                    pool);
+        CopyStrided(es, out_dims, a.operands[0] + offset * es, in_strides, a.outputs[0],
+                    out_strides, pool);
       }};
     }
     case Opcode::kDynamicUpdateSlice: {
       std::vector<DType> types;
-      for (int64_t i = 2; i < inst.operand_count(); ++i) types.push_back(inst.operand(i)->shape().dtype());
+      for (int64_t i = 2; i < inst.operand_count(); ++i)
+        types.push_back(inst.operand(i)->shape().dtype());
       std::vector<int64_t> update_dims = inst.operand(1)->shape().dims();
       std::vector<int64_t> update_strides = RowMajorStrides(update_dims);
       int64_t bytes = out.byte_size();
@@ -250,8 +273,8 @@ KernelInfo MakeDataMovementKernel(const hlo::Instruction& inst, ThreadPool& pool
       }
       return {[=](const KernelArgs& a) {
         for (size_t k = 0; k < dims_list.size(); ++k) {
-          CopyStrided(es, dims_list[k], a.operands[k], strides_list[k], a.outputs[0] + offsets[k] * es,
-                      out_strides, pool);
+          CopyStrided(es, dims_list[k], a.operands[k], strides_list[k],
+                      a.outputs[0] + offsets[k] * es, out_strides, pool);
         }
       }};
     }
@@ -291,11 +314,12 @@ KernelInfo MakeDataMovementKernel(const hlo::Instruction& inst, ThreadPool& pool
         src_strides[d] = -in_strides[d];
       }
       return {[=](const KernelArgs& a) {
-        CopyStrided(es, out_dims, a.operands[0] + offset * es, src_strides, a.outputs[0], out_strides,
-                    pool);
+        CopyStrided(es, out_dims, a.operands[0] + offset * es, src_strides, a.outputs[0],
+                    out_strides, pool);
       }};
     }
-    default: break;
+    default:
+      break;
   }
   Fail("[runtime] no data-movement kernel for {}", hlo::OpcodeName(inst.opcode()));
 }

@@ -62,21 +62,22 @@ const uint8_t* Prepare(const OperandView& v, const uint8_t* src, uint8_t* scratc
 template <typename T>
 void LoopGemm(int64_t m, int64_t n, int64_t k, const T* a, bool ta, const T* b, bool tb, T* c,
               ThreadPool& pool) {
-  pool.ParallelFor(m, std::max<int64_t>(1, 4096 / std::max<int64_t>(n * k, 1)), [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) {
-      T* row = c + i * n;
-      std::fill_n(row, n, T(0));
-      for (int64_t p = 0; p < k; ++p) {
-        T av = ta ? a[p * m + i] : a[i * k + p];
-        if (tb) {
-          for (int64_t j = 0; j < n; ++j) row[j] += av * b[j * k + p];
-        } else {
-          const T* brow = b + p * n;
-          for (int64_t j = 0; j < n; ++j) row[j] += av * brow[j];
-        }
-      }
-    }
-  });
+  pool.ParallelFor(m, std::max<int64_t>(1, 4096 / std::max<int64_t>(n * k, 1)),
+                   [&](int64_t lo, int64_t hi) {
+                     for (int64_t i = lo; i < hi; ++i) {
+                       T* row = c + i * n;
+                       std::fill_n(row, n, T(0));
+                       for (int64_t p = 0; p < k; ++p) {
+                         T av = ta ? a[p * m + i] : a[i * k + p];
+                         if (tb) {
+                           for (int64_t j = 0; j < n; ++j) row[j] += av * b[j * k + p];
+                         } else {
+                           const T* brow = b + p * n;
+                           for (int64_t j = 0; j < n; ++j) row[j] += av * brow[j];
+                         }
+                       }
+                     }
+                   });
 }
 
 }  // namespace
@@ -87,7 +88,8 @@ KernelInfo MakeDotKernel(const hlo::Instruction& inst, ThreadPool& pool_ref) {
   const Shape& rhs = inst.operand(1)->shape();
   const hlo::DotDims& d = inst.dot;
   DType dtype = lhs.dtype();
-  if (dtype == DType::kF16 || dtype == DType::kBF16 || dtype == DType::kPred) UnsupportedType(inst, dtype);
+  if (dtype == DType::kF16 || dtype == DType::kBF16 || dtype == DType::kPred)
+    UnsupportedType(inst, dtype);
   auto free_dims = [](const Shape& s, const std::vector<int64_t>& batch,
                       const std::vector<int64_t>& contracting) {
     std::vector<int64_t> free;
@@ -131,7 +133,8 @@ KernelInfo MakeDotKernel(const hlo::Instruction& inst, ThreadPool& pool_ref) {
           dnnl_status_t status =
               dnnl_sgemm(lv.transposed ? 'T' : 'N', rv.transposed ? 'T' : 'N', m, n, k, 1.0f, Ab,
                          lv.transposed ? m : k, Bb, rv.transposed ? k : n, 0.0f, Cb, n);
-          if (status != dnnl_success) Fail("[runtime] dnnl_sgemm failed with status {}", static_cast<int>(status));
+          if (status != dnnl_success)
+            Fail("[runtime] dnnl_sgemm failed with status {}", static_cast<int>(status));
         } else if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, uint16_t>) {
           Fail("[runtime] unsupported dot type");
         } else {

@@ -23,37 +23,59 @@ T Unary(Opcode op, T x) {
     return op == Opcode::kNot ? !x : x;
   } else if constexpr (kIsFloat<T>) {
     switch (op) {
-      case Opcode::kNegate: return -x;
-      case Opcode::kAbs: return std::abs(x);
-      case Opcode::kSign: return std::isnan(x) ? x : x > 0 ? T(1) : x < 0 ? T(-1) : x;
-      case Opcode::kExp: return std::exp(x);
-      case Opcode::kExpm1: return std::expm1(x);
-      case Opcode::kLog: return std::log(x);
-      case Opcode::kLog1p: return std::log1p(x);
-      case Opcode::kTanh: return std::tanh(x);
-      case Opcode::kLogistic: return T(1) / (T(1) + std::exp(-x));
-      case Opcode::kSqrt: return std::sqrt(x);
-      case Opcode::kRsqrt: return T(1) / std::sqrt(x);
-      case Opcode::kSin: return std::sin(x);
-      case Opcode::kCos: return std::cos(x);
-      case Opcode::kErf: return std::erf(x);
-      case Opcode::kFloor: return std::floor(x);
-      case Opcode::kCeil: return std::ceil(x);
-      case Opcode::kRoundNearestEven: return std::nearbyint(x);
-      default: return x;
+      case Opcode::kNegate:
+        return -x;
+      case Opcode::kAbs:
+        return std::abs(x);
+      case Opcode::kSign:
+        return std::isnan(x) ? x : x > 0 ? T(1) : x < 0 ? T(-1) : x;
+      case Opcode::kExp:
+        return std::exp(x);
+      case Opcode::kExpm1:
+        return std::expm1(x);
+      case Opcode::kLog:
+        return std::log(x);
+      case Opcode::kLog1p:
+        return std::log1p(x);
+      case Opcode::kTanh:
+        return std::tanh(x);
+      case Opcode::kLogistic:
+        return T(1) / (T(1) + std::exp(-x));
+      case Opcode::kSqrt:
+        return std::sqrt(x);
+      case Opcode::kRsqrt:
+        return T(1) / std::sqrt(x);
+      case Opcode::kSin:
+        return std::sin(x);
+      case Opcode::kCos:
+        return std::cos(x);
+      case Opcode::kErf:
+        return std::erf(x);
+      case Opcode::kFloor:
+        return std::floor(x);
+      case Opcode::kCeil:
+        return std::ceil(x);
+      case Opcode::kRoundNearestEven:
+        return std::nearbyint(x);
+      default:
+        return x;
     }
   } else {
     using U = std::make_unsigned_t<T>;
     switch (op) {
-      case Opcode::kNegate: return static_cast<T>(U(0) - static_cast<U>(x));  // wraps
+      case Opcode::kNegate:
+        return static_cast<T>(U(0) - static_cast<U>(x));  // wraps
       case Opcode::kAbs:
-        if constexpr (std::is_signed_v<T>) return x < 0 ? static_cast<T>(U(0) - static_cast<U>(x)) : x;
+        if constexpr (std::is_signed_v<T>)
+          return x < 0 ? static_cast<T>(U(0) - static_cast<U>(x)) : x;
         return x;
       case Opcode::kSign:
         if constexpr (std::is_signed_v<T>) return static_cast<T>((x > 0) - (x < 0));
         return static_cast<T>(x != 0);
-      case Opcode::kNot: return static_cast<T>(~x);
-      default: return x;
+      case Opcode::kNot:
+        return static_cast<T>(~x);
+      default:
+        return x;
     }
   }
 }
@@ -82,34 +104,53 @@ struct BinaryOp {
   T operator()(T a, T b) const {
     if constexpr (kIsBool<T>) {
       switch (op) {
-        case Opcode::kAnd: return a && b;
-        case Opcode::kOr: return a || b;
-        case Opcode::kXor: return a != b;
-        case Opcode::kMaximum: return a || b;
-        case Opcode::kMinimum: return a && b;
-        default: return a;
+        case Opcode::kAnd:
+          return a && b;
+        case Opcode::kOr:
+          return a || b;
+        case Opcode::kXor:
+          return a != b;
+        case Opcode::kMaximum:
+          return a || b;
+        case Opcode::kMinimum:
+          return a && b;
+        default:
+          return a;
       }
     } else if constexpr (kIsFloat<T>) {
       switch (op) {
-        case Opcode::kAdd: return a + b;
-        case Opcode::kSubtract: return a - b;
-        case Opcode::kMultiply: return a * b;
-        case Opcode::kDivide: return a / b;
+        case Opcode::kAdd:
+          return a + b;
+        case Opcode::kSubtract:
+          return a - b;
+        case Opcode::kMultiply:
+          return a * b;
+        case Opcode::kDivide:
+          return a / b;
         // NaN in either operand propagates, as in XLA.
-        case Opcode::kMaximum: return (a > b || std::isnan(a)) ? a : b;
-        case Opcode::kMinimum: return (a < b || std::isnan(a)) ? a : b;
-        case Opcode::kPower: return std::pow(a, b);
-        case Opcode::kRemainder: return std::fmod(a, b);
-        case Opcode::kAtan2: return std::atan2(a, b);
-        default: return a;
+        case Opcode::kMaximum:
+          return (a > b || std::isnan(a)) ? a : b;
+        case Opcode::kMinimum:
+          return (a < b || std::isnan(a)) ? a : b;
+        case Opcode::kPower:
+          return std::pow(a, b);
+        case Opcode::kRemainder:
+          return std::fmod(a, b);
+        case Opcode::kAtan2:
+          return std::atan2(a, b);
+        default:
+          return a;
       }
     } else {
       using U = std::make_unsigned_t<T>;
       constexpr int kBits = sizeof(T) * 8;
       switch (op) {
-        case Opcode::kAdd: return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-        case Opcode::kSubtract: return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
-        case Opcode::kMultiply: return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+        case Opcode::kAdd:
+          return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+        case Opcode::kSubtract:
+          return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
+        case Opcode::kMultiply:
+          return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
         case Opcode::kDivide:
           if (b == 0) return static_cast<T>(-1);  // XLA: all bits set
           if constexpr (std::is_signed_v<T>) {
@@ -122,26 +163,36 @@ struct BinaryOp {
             if (b == -1) return 0;
           }
           return a % b;
-        case Opcode::kMaximum: return a > b ? a : b;
-        case Opcode::kMinimum: return a < b ? a : b;
-        case Opcode::kPower: return IntegerPower(a, b);
-        case Opcode::kAnd: return a & b;
-        case Opcode::kOr: return a | b;
-        case Opcode::kXor: return a ^ b;
+        case Opcode::kMaximum:
+          return a > b ? a : b;
+        case Opcode::kMinimum:
+          return a < b ? a : b;
+        case Opcode::kPower:
+          return IntegerPower(a, b);
+        case Opcode::kAnd:
+          return a & b;
+        case Opcode::kOr:
+          return a | b;
+        case Opcode::kXor:
+          return a ^ b;
         case Opcode::kShiftLeft:
-          return static_cast<U>(b) >= static_cast<U>(kBits) ? T(0)
-                                                            : static_cast<T>(static_cast<U>(a) << b);
+          return static_cast<U>(b) >= static_cast<U>(kBits)
+                     ? T(0)
+                     : static_cast<T>(static_cast<U>(a) << b);
         case Opcode::kShiftRightLogical:
-          return static_cast<U>(b) >= static_cast<U>(kBits) ? T(0)
-                                                            : static_cast<T>(static_cast<U>(a) >> b);
+          return static_cast<U>(b) >= static_cast<U>(kBits)
+                     ? T(0)
+                     : static_cast<T>(static_cast<U>(a) >> b);
         case Opcode::kShiftRightArithmetic: {
           // The top bit is the sign for unsigned types too, as in XLA.
           using S = std::make_signed_t<T>;
           auto sa = static_cast<S>(a);
-          if (static_cast<U>(b) >= static_cast<U>(kBits)) return static_cast<T>(sa < 0 ? S(-1) : S(0));
+          if (static_cast<U>(b) >= static_cast<U>(kBits))
+            return static_cast<T>(sa < 0 ? S(-1) : S(0));
           return static_cast<T>(sa >> b);
         }
-        default: return a;
+        default:
+          return a;
       }
     }
   }
@@ -160,17 +211,25 @@ void RunBinary(Opcode op, const T* a, const T* b, T* out, int64_t n, ThreadPool&
   if constexpr (!kIsBool<T>) {
     switch (op) {
       case Opcode::kAdd:  // BinaryOp wraps integers (signed overflow is UB in C++)
-        return MapBinary(a, b, out, n, [](T x, T y) { return BinaryOp<T>{Opcode::kAdd}(x, y); }, pool);
+        return MapBinary(
+            a, b, out, n, [](T x, T y) { return BinaryOp<T>{Opcode::kAdd}(x, y); }, pool);
       case Opcode::kSubtract:
-        if constexpr (kIsFloat<T>) return MapBinary(a, b, out, n, [](T x, T y) { return x - y; }, pool);
+        if constexpr (kIsFloat<T>)
+          return MapBinary(
+              a, b, out, n, [](T x, T y) { return x - y; }, pool);
         break;
       case Opcode::kMultiply:
-        if constexpr (kIsFloat<T>) return MapBinary(a, b, out, n, [](T x, T y) { return x * y; }, pool);
+        if constexpr (kIsFloat<T>)
+          return MapBinary(
+              a, b, out, n, [](T x, T y) { return x * y; }, pool);
         break;
       case Opcode::kDivide:
-        if constexpr (kIsFloat<T>) return MapBinary(a, b, out, n, [](T x, T y) { return x / y; }, pool);
+        if constexpr (kIsFloat<T>)
+          return MapBinary(
+              a, b, out, n, [](T x, T y) { return x / y; }, pool);
         break;
-      default: break;
+      default:
+        break;
     }
   }
   BinaryOp<T> f{op};
@@ -197,12 +256,18 @@ void RunUnary(Opcode op, const T* x, T* out, int64_t n, ThreadPool& pool) {
 template <typename T>
 bool CompareValues(hlo::Comparison c, T a, T b) {
   switch (c) {
-    case hlo::Comparison::kEq: return a == b;
-    case hlo::Comparison::kNe: return a != b;
-    case hlo::Comparison::kLt: return a < b;
-    case hlo::Comparison::kLe: return a <= b;
-    case hlo::Comparison::kGt: return a > b;
-    case hlo::Comparison::kGe: return a >= b;
+    case hlo::Comparison::kEq:
+      return a == b;
+    case hlo::Comparison::kNe:
+      return a != b;
+    case hlo::Comparison::kLt:
+      return a < b;
+    case hlo::Comparison::kLe:
+      return a <= b;
+    case hlo::Comparison::kGt:
+      return a > b;
+    case hlo::Comparison::kGe:
+      return a >= b;
   }
   return false;
 }
@@ -221,8 +286,8 @@ KernelInfo MakeElementwiseKernel(const hlo::Instruction& inst, ThreadPool& pool_
     return {DispatchAnyType(operand_type, [&](auto tag) -> Kernel {
       using T = typename decltype(tag)::type;
       return [=](const KernelArgs& a) {
-        RunUnary<T>(op, reinterpret_cast<const T*>(a.operands[0]), reinterpret_cast<T*>(a.outputs[0]),
-                    n, *pool);
+        RunUnary<T>(op, reinterpret_cast<const T*>(a.operands[0]),
+                    reinterpret_cast<T*>(a.outputs[0]), n, *pool);
       };
     })};
   }
@@ -231,8 +296,8 @@ KernelInfo MakeElementwiseKernel(const hlo::Instruction& inst, ThreadPool& pool_
       using T = typename decltype(tag)::type;
       return [=](const KernelArgs& a) {
         RunBinary<T>(op, reinterpret_cast<const T*>(a.operands[0]),
-                     reinterpret_cast<const T*>(a.operands[1]), reinterpret_cast<T*>(a.outputs[0]), n,
-                     *pool);
+                     reinterpret_cast<const T*>(a.operands[1]), reinterpret_cast<T*>(a.outputs[0]),
+                     n, *pool);
       };
     })};
   }
@@ -258,8 +323,10 @@ KernelInfo MakeElementwiseKernel(const hlo::Instruction& inst, ThreadPool& pool_
           auto* x = reinterpret_cast<const T*>(a.operands[0]);
           auto* out = reinterpret_cast<bool*>(a.outputs[0]);
           for (int64_t i = 0; i < n; ++i) {
-            if constexpr (kIsFloat<T>) out[i] = std::isfinite(x[i]);
-            else out[i] = true;
+            if constexpr (kIsFloat<T>)
+              out[i] = std::isfinite(x[i]);
+            else
+              out[i] = true;
           }
         };
       })};
@@ -304,7 +371,8 @@ KernelInfo MakeElementwiseKernel(const hlo::Instruction& inst, ThreadPool& pool_
         };
       })};
     }
-    default: break;
+    default:
+      break;
   }
   Fail("[runtime] no elementwise kernel for {}", hlo::OpcodeName(op));
 }

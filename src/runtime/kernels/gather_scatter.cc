@@ -64,11 +64,16 @@ struct Combiner {
                                                                                : (a && b);
     } else {
       switch (op) {
-        case Opcode::kAdd: return static_cast<T>(a + b);
-        case Opcode::kMultiply: return static_cast<T>(a * b);
-        case Opcode::kMaximum: return a > b || a != a ? a : b;
-        case Opcode::kMinimum: return a < b || a != a ? a : b;
-        default: return b;
+        case Opcode::kAdd:
+          return static_cast<T>(a + b);
+        case Opcode::kMultiply:
+          return static_cast<T>(a * b);
+        case Opcode::kMaximum:
+          return a > b || a != a ? a : b;
+        case Opcode::kMinimum:
+          return a < b || a != a ? a : b;
+        default:
+          return b;
       }
     }
   }
@@ -77,7 +82,8 @@ struct Combiner {
 std::optional<Opcode> SimpleCombiner(const hlo::Computation& c) {
   const hlo::Instruction* root = c.root();
   if (c.parameter_count() != 2 || !root) return std::nullopt;
-  if (root->opcode() == Opcode::kParameter && root->parameter_number == 1) return Opcode::kParameter;
+  if (root->opcode() == Opcode::kParameter && root->parameter_number == 1)
+    return Opcode::kParameter;
   if (root->operand_count() != 2 || root->operand(0)->opcode() != Opcode::kParameter ||
       root->operand(1)->opcode() != Opcode::kParameter || root->operand(0) == root->operand(1)) {
     return std::nullopt;
@@ -86,8 +92,10 @@ std::optional<Opcode> SimpleCombiner(const hlo::Computation& c) {
     case Opcode::kAdd:
     case Opcode::kMultiply:
     case Opcode::kMaximum:
-    case Opcode::kMinimum: return root->opcode();
-    default: return std::nullopt;
+    case Opcode::kMinimum:
+      return root->opcode();
+    default:
+      return std::nullopt;
   }
 }
 
@@ -133,7 +141,8 @@ KernelInfo MakeGatherKernel(const hlo::Instruction& inst, ThreadPool& pool_ref) 
         int64_t src = 0;
         for (size_t k = 0; k < start_map.size(); ++k) {
           int64_t d = start_map[k];
-          int64_t s = LoadIndex(a.operands[1] + (ioff + k * walker.vector_stride) * index_es, index_type);
+          int64_t s =
+              LoadIndex(a.operands[1] + (ioff + k * walker.vector_stride) * index_es, index_type);
           s = std::clamp<int64_t>(s, 0, op_dims[d] - slice_sizes[d]);  // XLA clamps gather starts
           src += s * op_strides[d];
         }
@@ -149,7 +158,8 @@ KernelInfo MakeGatherKernel(const hlo::Instruction& inst, ThreadPool& pool_ref) 
   }};
 }
 
-KernelInfo MakeScatterKernel(const hlo::Instruction& inst, ThreadPool& pool, ScalarFunction to_apply) {
+KernelInfo MakeScatterKernel(const hlo::Instruction& inst, ThreadPool& pool,
+                             ScalarFunction to_apply) {
   const Shape& operand = inst.operand(0)->shape();
   const Shape& indices = inst.operand(1)->shape();
   const Shape& updates = inst.operand(2)->shape();
@@ -200,7 +210,8 @@ KernelInfo MakeScatterKernel(const hlo::Instruction& inst, ThreadPool& pool, Sca
       int64_t ioff = walker.Offset(b);
       std::fill(start.begin(), start.end(), 0);
       for (size_t k = 0; k < dims_map.size(); ++k) {
-        start[dims_map[k]] = LoadIndex(a.operands[1] + (ioff + k * walker.vector_stride) * index_es, index_type);
+        start[dims_map[k]] =
+            LoadIndex(a.operands[1] + (ioff + k * walker.vector_stride) * index_es, index_type);
       }
       bool in_bounds = true;  // XLA skips windows that do not fit entirely
       int64_t op_off = 0;

@@ -59,8 +59,8 @@ void CopyStrided(int64_t element_size, std::span<const int64_t> dims, const uint
                  std::span<const int64_t> dst_strides, ThreadPool* pool);
 
 [[noreturn]] inline void UnsupportedType(const hlo::Instruction& inst, DType dtype) {
-  Fail("[runtime] {} ({}) on {} is not supported by the CPU runtime", hlo::OpcodeName(inst.opcode()),
-       inst.name(), DTypeName(dtype));
+  Fail("[runtime] {} ({}) on {} is not supported by the CPU runtime",
+       hlo::OpcodeName(inst.opcode()), inst.name(), DTypeName(dtype));
 }
 
 template <typename T>
@@ -73,17 +73,27 @@ struct TypeTag {
 template <typename F>
 decltype(auto) DispatchAnyType(DType dtype, F&& f) {
   switch (dtype) {
-    case DType::kPred: return f(TypeTag<bool>{});
-    case DType::kS8: return f(TypeTag<int8_t>{});
-    case DType::kS32: return f(TypeTag<int32_t>{});
-    case DType::kS64: return f(TypeTag<int64_t>{});
-    case DType::kU8: return f(TypeTag<uint8_t>{});
-    case DType::kU32: return f(TypeTag<uint32_t>{});
-    case DType::kU64: return f(TypeTag<uint64_t>{});
+    case DType::kPred:
+      return f(TypeTag<bool>{});
+    case DType::kS8:
+      return f(TypeTag<int8_t>{});
+    case DType::kS32:
+      return f(TypeTag<int32_t>{});
+    case DType::kS64:
+      return f(TypeTag<int64_t>{});
+    case DType::kU8:
+      return f(TypeTag<uint8_t>{});
+    case DType::kU32:
+      return f(TypeTag<uint32_t>{});
+    case DType::kU64:
+      return f(TypeTag<uint64_t>{});
     case DType::kF16:
-    case DType::kBF16: return f(TypeTag<uint16_t>{});
-    case DType::kF32: return f(TypeTag<float>{});
-    case DType::kF64: return f(TypeTag<double>{});
+    case DType::kBF16:
+      return f(TypeTag<uint16_t>{});
+    case DType::kF32:
+      return f(TypeTag<float>{});
+    case DType::kF64:
+      return f(TypeTag<double>{});
   }
   return f(TypeTag<float>{});
 }

@@ -20,8 +20,10 @@ struct Reducer {
       return (op == Opcode::kAnd || op == Opcode::kMinimum) ? (a && b) : (a || b);
     } else {
       switch (op) {
-        case Opcode::kAdd: return static_cast<T>(a + b);
-        case Opcode::kMultiply: return static_cast<T>(a * b);
+        case Opcode::kAdd:
+          return static_cast<T>(a + b);
+        case Opcode::kMultiply:
+          return static_cast<T>(a * b);
         case Opcode::kMaximum:
           if constexpr (std::is_floating_point_v<T>) return (a > b || std::isnan(a)) ? a : b;
           return a > b ? a : b;
@@ -34,7 +36,8 @@ struct Reducer {
         case Opcode::kOr:
           if constexpr (std::is_integral_v<T>) return a | b;
           return a;
-        default: return a;
+        default:
+          return a;
       }
     }
   }
@@ -68,7 +71,8 @@ struct Group {
 };
 
 // Input dims merged into alternating kept / reduced groups (unit dims dropped).
-std::vector<Group> Canonicalize(const std::vector<int64_t>& dims, const std::vector<int64_t>& reduced) {
+std::vector<Group> Canonicalize(const std::vector<int64_t>& dims,
+                                const std::vector<int64_t>& reduced) {
   std::vector<Group> groups;
   for (size_t i = 0; i < dims.size(); ++i) {
     if (dims[i] == 1) continue;
@@ -152,29 +156,33 @@ Kernel NativeReduce(const hlo::Instruction& inst, Opcode op, ThreadPool* pool) {
     }
     if (g == 2 && !groups[0].reduced) {  // [K, R]: one contiguous row per output
       int64_t rows = groups[0].size, r = groups[1].size;
-      pool->ParallelFor(rows, std::max<int64_t>(1, kElementwiseGrain / r), [&](int64_t lo, int64_t hi) {
-        for (int64_t i = lo; i < hi; ++i) out[i] = ReduceContiguous(x + i * r, r, init, f);
-      });
+      pool->ParallelFor(rows, std::max<int64_t>(1, kElementwiseGrain / r),
+                        [&](int64_t lo, int64_t hi) {
+                          for (int64_t i = lo; i < hi; ++i)
+                            out[i] = ReduceContiguous(x + i * r, r, init, f);
+                        });
       return;
     }
     if ((g == 2 && groups[0].reduced) || (g == 3 && !groups[0].reduced)) {  // [K1?, R, K2]
       int64_t outer = g == 3 ? groups[0].size : 1;
       int64_t r = groups[g - 2].size, k = groups[g - 1].size;
-      pool->ParallelFor(outer * k, std::max<int64_t>(64, kElementwiseGrain / r), [&](int64_t lo, int64_t hi) {
-        // Work item = one output element; walk rows so the inner loop is contiguous.
-        int64_t i = lo;
-        while (i < hi) {
-          int64_t o = i / k, k_lo = i % k, k_hi = std::min(k, k_lo + (hi - i));
-          T* dst = out + o * k;
-          const T* base = x + o * r * k;
-          for (int64_t j = k_lo; j < k_hi; ++j) dst[j] = init;
-          for (int64_t row = 0; row < r; ++row) {
-            const T* src = base + row * k;
-            for (int64_t j = k_lo; j < k_hi; ++j) dst[j] = f(dst[j], src[j]);
-          }
-          i += k_hi - k_lo;
-        }
-      });
+      pool->ParallelFor(outer * k, std::max<int64_t>(64, kElementwiseGrain / r),
+                        [&](int64_t lo, int64_t hi) {
+                          // Work item = one output element; walk rows so the inner loop is
+                          // contiguous.
+                          int64_t i = lo;
+                          while (i < hi) {
+                            int64_t o = i / k, k_lo = i % k, k_hi = std::min(k, k_lo + (hi - i));
+                            T* dst = out + o * k;
+                            const T* base = x + o * r * k;
+                            for (int64_t j = k_lo; j < k_hi; ++j) dst[j] = init;
+                            for (int64_t row = 0; row < r; ++row) {
+                              const T* src = base + row * k;
+                              for (int64_t j = k_lo; j < k_hi; ++j) dst[j] = f(dst[j], src[j]);
+                            }
+                            i += k_hi - k_lo;
+                          }
+                        });
       return;
     }
     std::fill_n(out, out_n, init);  // general: one pass over the input
@@ -200,14 +208,17 @@ std::optional<Opcode> SimpleReducer(const hlo::Computation& c) {
     case Opcode::kMaximum:
     case Opcode::kMinimum:
     case Opcode::kAnd:
-    case Opcode::kOr: return root->opcode();
-    default: return std::nullopt;
+    case Opcode::kOr:
+      return root->opcode();
+    default:
+      return std::nullopt;
   }
 }
 
 }  // namespace
 
-KernelInfo MakeReduceKernel(const hlo::Instruction& inst, ThreadPool& pool, ScalarFunction to_apply) {
+KernelInfo MakeReduceKernel(const hlo::Instruction& inst, ThreadPool& pool,
+                            ScalarFunction to_apply) {
   int64_t n = inst.operand_count() / 2;
   DType dtype = inst.operand(0)->shape().dtype();
   if (auto op = SimpleReducer(*inst.called[0]); op && n == 1) {

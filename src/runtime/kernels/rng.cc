@@ -42,7 +42,8 @@ KernelInfo MakeRngKernel(const hlo::Instruction& inst, ThreadPool& pool_ref) {
     pool->ParallelFor(blocks, 4096, [&](int64_t lo, int64_t hi) {
       for (int64_t b = lo; b < hi; ++b) {
         uint64_t counter = state[1] + static_cast<uint64_t>(b);
-        uint32_t c[4] = {static_cast<uint32_t>(counter), static_cast<uint32_t>(counter >> 32), 0, 0};
+        uint32_t c[4] = {static_cast<uint32_t>(counter), static_cast<uint32_t>(counter >> 32), 0,
+                         0};
         Philox4x32(key0, key1, c);
         int64_t n = std::min<int64_t>(4, words - b * 4);
         std::memcpy(out + b * 4, c, n * 4);

@@ -14,7 +14,8 @@ namespace {
 std::string ValueKey(const hlo::Instruction& inst) {
   if (inst.opcode() == hlo::Opcode::kConstant) {
     return "constant " + inst.shape().ToString() + " " +
-           std::string(reinterpret_cast<const char*>(inst.literal.data()), inst.literal.size_bytes());
+           std::string(reinterpret_cast<const char*>(inst.literal.data()),
+                       inst.literal.size_bytes());
   }
   std::string text = hlo::ToText(inst);
   return text.substr(text.find(" = ") + 3);

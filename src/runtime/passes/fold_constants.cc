@@ -23,8 +23,10 @@ bool Foldable(const hlo::Instruction& inst) {
     case hlo::Opcode::kGetTupleElement:
     case hlo::Opcode::kWhile:
     case hlo::Opcode::kCall:
-    case hlo::Opcode::kRngBitGenerator: return false;
-    default: break;
+    case hlo::Opcode::kRngBitGenerator:
+      return false;
+    default:
+      break;
   }
   if (!inst.called.empty() || !inst.shape().is_array() || inst.operand_count() == 0) return false;
   if (inst.shape().num_elements() > kMaxFoldedElements) return false;

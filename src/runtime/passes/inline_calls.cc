@@ -42,7 +42,8 @@ bool InlineCalls(hlo::Module& module) {
       if (inst->opcode() == hlo::Opcode::kCall) calls.push_back(inst.get());
     }
     for (hlo::Instruction* call : calls) {
-      hlo::Instruction* root = CloneInto(*computation, *call->called[0], call->operands(), serial++);
+      hlo::Instruction* root =
+          CloneInto(*computation, *call->called[0], call->operands(), serial++);
       computation->ReplaceAllUsesWith(call, root);
       changed = true;
     }

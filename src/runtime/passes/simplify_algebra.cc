@@ -15,7 +15,8 @@ using hlo::Opcode;
 // broadcast of one).
 bool IsConstantValue(const Instruction* inst, double value) {
   if (inst->opcode() == Opcode::kBroadcast) return IsConstantValue(inst->operand(0), value);
-  if (inst->opcode() != Opcode::kConstant || inst->literal.shape().num_elements() > 1024) return false;
+  if (inst->opcode() != Opcode::kConstant || inst->literal.shape().num_elements() > 1024)
+    return false;
   for (int64_t i = 0; i < inst->literal.shape().num_elements(); ++i) {
     if (inst->literal.GetAsDouble(i) != value) return false;
   }
@@ -46,7 +47,8 @@ Instruction* Simplify(hlo::Computation& c, Instruction* inst) {
       return nullptr;
     case Opcode::kDivide:
       return IsConstantValue(inst->operand(1), 1) ? same_shape(inst->operand(0)) : nullptr;
-    case Opcode::kCopy: return inst->operand(0);
+    case Opcode::kCopy:
+      return inst->operand(0);
     case Opcode::kConvert:
     case Opcode::kBitcastConvert:
     case Opcode::kReshape:
@@ -89,9 +91,11 @@ Instruction* Simplify(hlo::Computation& c, Instruction* inst) {
       }
       return inst->operand(0);
     case Opcode::kGetTupleElement:
-      if (inst->operand(0)->opcode() == Opcode::kTuple) return inst->operand(0)->operand(inst->tuple_index);
+      if (inst->operand(0)->opcode() == Opcode::kTuple)
+        return inst->operand(0)->operand(inst->tuple_index);
       return nullptr;
-    default: return nullptr;
+    default:
+      return nullptr;
   }
 }
 
