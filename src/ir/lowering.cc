@@ -21,10 +21,51 @@ int64_t Graph::ParameterIdOf(const Node* leaf) const {
   return -1;
 }
 
+namespace {
+
+// Open-addressing set of pointers: the graph walk visits every node once, and
+// a node-allocating std::unordered_set cost more than the rest of the walk.
+class PointerSet {
+ public:
+  PointerSet() : slots_(256, nullptr) {}
+  // Returns true if `p` was not in the set.
+  bool Insert(const void* p) {
+    if (2 * (count_ + 1) > slots_.size()) Grow();
+    size_t i = Slot(p, slots_.size());
+    while (slots_[i]) {
+      if (slots_[i] == p) return false;
+      i = (i + 1) & (slots_.size() - 1);
+    }
+    slots_[i] = p;
+    ++count_;
+    return true;
+  }
+
+ private:
+  static size_t Slot(const void* p, size_t size) {
+    auto x = reinterpret_cast<uintptr_t>(p);
+    return static_cast<size_t>((x >> 4) * 0x9e3779b97f4a7c15ull >> 20) & (size - 1);
+  }
+  void Grow() {
+    std::vector<const void*> old = std::move(slots_);
+    slots_.assign(old.size() * 2, nullptr);
+    for (const void* p : old) {
+      if (!p) continue;
+      size_t i = Slot(p, slots_.size());
+      while (slots_[i]) i = (i + 1) & (slots_.size() - 1);
+      slots_[i] = p;
+    }
+  }
+  std::vector<const void*> slots_;
+  size_t count_ = 0;
+};
+
+}  // namespace
+
 Graph BuildGraph(std::vector<Value> roots) {
   Graph g;
   g.roots = std::move(roots);
-  std::unordered_set<const Node*> visited;
+  PointerSet visited;
   std::unordered_map<const Node*, int64_t> leaf_param;
   std::unordered_map<const uint8_t*, int64_t> buffer_param;
   auto param_of = [&](const Node* leaf) {
@@ -47,14 +88,14 @@ Graph BuildGraph(std::vector<Value> roots) {
   std::vector<std::pair<const Node*, size_t>> stack;
   for (const Value& root : g.roots) {
     if (root.node->is_leaf()) g.parameter_sequence.push_back(param_of(root.node.get()));
-    if (!visited.insert(root.node.get()).second) continue;
+    if (!visited.Insert(root.node.get())) continue;
     stack.push_back({root.node.get(), 0});
     while (!stack.empty()) {
       auto& [node, next] = stack.back();
       if (next < node->operands().size()) {
         const Node* op = node->operands()[next++].node.get();
         if (op->is_leaf()) g.parameter_sequence.push_back(param_of(op));
-        if (visited.insert(op).second) stack.push_back({op, 0});
+        if (visited.Insert(op)) stack.push_back({op, 0});
       } else {
         g.post_order.push_back(node);
         stack.pop_back();

@@ -65,7 +65,7 @@ static bool IsDefault(const hlo::Attributes& a) {
 
 NodePtr Node::MakeOp(hlo::Opcode opcode, std::vector<Value> operands, hlo::Attributes attributes,
                      Shape declared) {
-  auto node = std::shared_ptr<Node>(new Node());
+  auto node = std::make_shared<Node>(Private{});
   const Shape* inline_shapes[4];
   std::vector<const Shape*> many_shapes;
   std::span<const Shape* const> operand_shapes;
@@ -106,7 +106,7 @@ NodePtr Node::MakeDeviceData(runtime::Buffer buffer, std::optional<Sharding> sha
     Fail("[device_data] sharding {} does not fit {}", sharding->ToString(),
          buffer.shape().ToString());
   }
-  auto node = std::shared_ptr<Node>(new Node());
+  auto node = std::make_shared<Node>(Private{});
   node->kind_ = NodeKind::kDeviceData;
   node->shapes_ = {buffer.shape()};
   node->buffer_ = std::move(buffer);
@@ -119,7 +119,7 @@ NodePtr Node::MakeDeviceData(runtime::Buffer buffer, std::optional<Sharding> sha
 NodePtr Node::MakeScalar(hlo::Literal value) {
   if (!value.shape().is_scalar())
     Fail("[scalar] expected a scalar, got {}", value.shape().ToString());
-  auto node = std::shared_ptr<Node>(new Node());
+  auto node = std::make_shared<Node>(Private{});
   node->kind_ = NodeKind::kScalar;
   node->shapes_ = {value.shape()};
   node->scalar_ = std::move(value);
@@ -155,7 +155,7 @@ NodePtr Node::Clone(std::vector<Value> operands) const {
 }
 
 NodePtr Node::CloneWithSharding(std::optional<Sharding> sharding) const {
-  auto node = std::shared_ptr<Node>(new Node(*this));
+  auto node = std::make_shared<Node>(*this);
   if (sharding && static_cast<int64_t>(sharding->spec().size()) != shapes_[0].rank()) {
     Fail("[sharding] spec for rank {} given to a {} value", sharding->spec().size(),
          shapes_[0].ToString());

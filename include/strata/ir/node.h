@@ -78,7 +78,14 @@ class Node {
   std::string OpName() const;
 
  private:
-  Node() = default;
+  // Only the factories make nodes; the tag lets them use one allocation
+  // (std::make_shared) for the node and its reference count.
+  struct Private {};
+
+ public:
+  explicit Node(Private) {}
+
+ private:
   void ComputeHashes();
 
   NodeKind kind_ = NodeKind::kOp;
