@@ -7,6 +7,8 @@ namespace strata::tools {
 
 // Builds a small program, prints its HLO text and runs it.
 int RunDemo();
+// Prints one line per device of the default client.
+int ListDevices();
 
 struct RunOptions {
   std::string program;  // HLO text file

@@ -12,6 +12,12 @@
 
 namespace strata::tools {
 
+int ListDevices() {
+  const runtime::Client& client = runtime::Client::Default();
+  for (int i = 0; i < client.device_count(); ++i) fmt::print("{}\n", client.device(i)->ToString());
+  return 0;
+}
+
 int RunDemo() {
   using hlo::Builder;
   hlo::Module m("demo");
@@ -36,7 +42,10 @@ int RunDemo() {
     auto* i = bb.GetTupleElement(s, 0);
     auto* x = bb.GetTupleElement(s, 1);
     auto* w = bb.GetTupleElement(s, 2);
-    auto* wx = bb.Dot(w, x, {.lhs_contracting = {1}, .rhs_contracting = {0}});
+    hlo::DotDims dims;
+    dims.lhs_contracting = {1};
+    dims.rhs_contracting = {0};
+    auto* wx = bb.Dot(w, x, dims);
     auto* shift = bb.Multiply(bb.Convert(i, DType::kF32), bb.ConstantScalar(0.1f));
     auto* next = bb.Unary(hlo::Opcode::kTanh, bb.Add(wx, bb.Broadcast(shift, {4}, {})));
     m.AddComputation(bb.Build(bb.Tuple({bb.Add(i, bb.ConstantScalar<int64_t>(1)), next, w})));

@@ -10,6 +10,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
 
   auto* demo = app.add_subcommand("demo", "build a small program, print its HLO text and run it");
+  auto* devices =
+      app.add_subcommand("devices", "list the devices (STRATA_CPU_DEVICES sets how many)");
 
   strata::tools::RunOptions run_options;
   auto* run =
@@ -23,6 +25,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     if (*demo) return strata::tools::RunDemo();
+    if (*devices) return strata::tools::ListDevices();
     if (*run) return strata::tools::RunProgram(run_options);
   } catch (const strata::Error& e) {
     fmt::print(stderr, "strata: error: {}\n", e.what());

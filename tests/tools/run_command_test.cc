@@ -167,3 +167,34 @@ TEST_F(RunCommand, MissingProgramFile) {
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+// Runs `strata devices` under an environment assignment; returns stdout and
+// the exit code.
+std::pair<std::string, int> Devices(const std::string& env) {
+  std::string out_path =
+      (fs::temp_directory_path() / ("strata_devices_" + std::to_string(::getpid()))).string();
+  std::string command = env + " " + STRATA_BINARY + " devices > " + out_path + " 2>&1";
+  int status = std::system(command.c_str());
+  std::ifstream in(out_path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  fs::remove(out_path);
+  return {ss.str(), WEXITSTATUS(status)};
+}
+
+TEST(Devices, VirtualCpuDevicesFromTheEnvironment) {
+  EXPECT_EQ(Devices("env -u STRATA_CPU_DEVICES"), std::make_pair(std::string("cpu:0\n"), 0));
+  EXPECT_EQ(Devices("STRATA_CPU_DEVICES=3"),
+            std::make_pair(std::string("cpu:0\ncpu:1\ncpu:2\n"), 0));
+  auto [bad, code] = Devices("STRATA_CPU_DEVICES=two");
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(bad.find("STRATA_CPU_DEVICES must be an integer in [1, 1024], got 'two'"),
+            std::string::npos)
+      << bad;
+}
+
+}  // namespace
+}  // namespace strata
