@@ -80,8 +80,14 @@ void Computation::SortTopologically() {
       auto& [index, next] = stack.back();
       Instruction* inst = instructions_[index].get();
       if (next < inst->operand_count()) {
-        size_t op = position.at(inst->operand(next++));
-        STRATA_CHECK(state[op] != 1, "cycle through {} in computation {}", inst->name(), name_);
+        auto found = position.find(inst->operand(next++));
+        if (found == position.end()) {
+          Fail("[hlo] instruction {} in computation {} uses an operand from another computation",
+               inst->name(), name_);
+        }
+        size_t op = found->second;
+        if (state[op] == 1)
+          Fail("[hlo] computation {} has a cycle through {}", name_, inst->name());
         if (state[op] == 0) {
           state[op] = 1;
           stack.push_back({op, 0});

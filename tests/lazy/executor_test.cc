@@ -198,3 +198,18 @@ TEST_F(Executor, SyncFromSeveralThreads) {
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+TEST(BoolTensors, RoundTripThroughStdVectorBool) {
+  Tensor flags = Tensor::FromVector<bool>({true, false, true}, {3});
+  EXPECT_EQ(flags.dtype(), DType::kPred);
+  EXPECT_EQ(logical_not(flags).to_vector<bool>(), (std::vector<bool>{false, true, false}));
+  Tensor x = Tensor::FromVector<float>({1, 5, 3}, {3});
+  EXPECT_EQ(gt(x, Tensor::FromVector<float>({2, 2, 2}, {3})).to_vector<bool>(),
+            (std::vector<bool>{false, true, true}));
+}
+
+}  // namespace
+}  // namespace strata

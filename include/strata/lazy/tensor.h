@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "strata/core/shape.h"
@@ -32,9 +33,14 @@ class Tensor {
   // Host data in, row-major.
   template <typename T>
   static Tensor FromVector(const std::vector<T>& values, std::vector<int64_t> dims) {
-    return FromBytes(Shape(DTypeOf<T>::value, std::move(dims)),
-                     std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(values.data()),
-                                              values.size() * sizeof(T)));
+    if constexpr (std::is_same_v<T, bool>) {  // std::vector<bool> packs bits: one byte per element
+      std::vector<uint8_t> bytes(values.begin(), values.end());
+      return FromBytes(Shape(DType::kPred, std::move(dims)), bytes);
+    } else {
+      return FromBytes(Shape(DTypeOf<T>::value, std::move(dims)),
+                       std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(values.data()),
+                                                values.size() * sizeof(T)));
+    }
   }
   static Tensor FromBytes(const Shape& shape, std::span<const uint8_t> bytes);
 
@@ -54,9 +60,13 @@ class Tensor {
   template <typename T>
   std::vector<T> to_vector() const {
     auto bytes = ToBytes(DTypeOf<T>::value);
-    std::vector<T> out(bytes.size() / sizeof(T));
-    if (!out.empty()) std::memcpy(out.data(), bytes.data(), bytes.size());
-    return out;
+    if constexpr (std::is_same_v<T, bool>) {
+      return std::vector<bool>(bytes.begin(), bytes.end());
+    } else {
+      std::vector<T> out(bytes.size() / sizeof(T));
+      if (!out.empty()) std::memcpy(out.data(), bytes.data(), bytes.size());
+      return out;
+    }
   }
   template <typename T>
   T item() const {

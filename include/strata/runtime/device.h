@@ -9,6 +9,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "strata/core/shape.h"
@@ -91,17 +92,27 @@ template <typename T>
 Buffer Buffer::FromVector(const std::vector<T>& values, std::vector<int64_t> dims,
                           const Device* device) {
   Shape shape(DTypeOf<T>::value, std::move(dims));
-  return FromHost(shape,
-                  std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(values.data()),
-                                           values.size() * sizeof(T)),
-                  device);
+  if constexpr (std::is_same_v<T, bool>) {  // std::vector<bool> packs bits: one byte per element
+    std::vector<uint8_t> bytes(values.begin(), values.end());
+    return FromHost(shape, bytes, device);
+  } else {
+    return FromHost(shape,
+                    std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(values.data()),
+                                             values.size() * sizeof(T)),
+                    device);
+  }
 }
 
 template <typename T>
 std::vector<T> Buffer::ToVector() const {
-  std::vector<T> out(shape_.num_elements());
-  if (!out.empty()) std::copy_n(data_as<const T>(), out.size(), out.data());
-  return out;
+  if constexpr (std::is_same_v<T, bool>) {
+    const uint8_t* p = data();
+    return std::vector<bool>(p, p + shape_.num_elements());
+  } else {
+    std::vector<T> out(shape_.num_elements());
+    if (!out.empty()) std::copy_n(data_as<const T>(), out.size(), out.data());
+    return out;
+  }
 }
 
 }  // namespace strata::runtime

@@ -65,9 +65,9 @@ struct Combiner {
     } else {
       switch (op) {
         case Opcode::kAdd:
-          return static_cast<T>(a + b);
+          return WrappingAdd(a, b);
         case Opcode::kMultiply:
-          return static_cast<T>(a * b);
+          return WrappingMultiply(a, b);
         case Opcode::kMaximum:
           return a > b || a != a ? a : b;
         case Opcode::kMinimum:

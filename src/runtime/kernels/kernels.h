@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <type_traits>
 
 #include "strata/core/error.h"
 #include "strata/hlo/module.h"
@@ -61,6 +62,27 @@ void CopyStrided(int64_t element_size, std::span<const int64_t> dims, const uint
 [[noreturn]] inline void UnsupportedType(const hlo::Instruction& inst, DType dtype) {
   Fail("[runtime] {} ({}) on {} is not supported by the CPU runtime",
        hlo::OpcodeName(inst.opcode()), inst.name(), DTypeName(dtype));
+}
+
+// Integer add and multiply wrap (two's complement), as in XLA; signed
+// overflow would be undefined behaviour in C++.
+template <typename T>
+T WrappingAdd(T a, T b) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+  } else {
+    return static_cast<T>(a + b);
+  }
+}
+template <typename T>
+T WrappingMultiply(T a, T b) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+  } else {
+    return static_cast<T>(a * b);
+  }
 }
 
 template <typename T>

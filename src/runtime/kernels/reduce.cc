@@ -21,9 +21,9 @@ struct Reducer {
     } else {
       switch (op) {
         case Opcode::kAdd:
-          return static_cast<T>(a + b);
+          return WrappingAdd(a, b);
         case Opcode::kMultiply:
-          return static_cast<T>(a * b);
+          return WrappingMultiply(a, b);
         case Opcode::kMaximum:
           if constexpr (std::is_floating_point_v<T>) return (a > b || std::isnan(a)) ? a : b;
           return a > b ? a : b;
