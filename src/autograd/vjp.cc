@@ -1,0 +1,391 @@
+// The VJP sweep: topological order from the output, one rule per primitive,
+// cotangents accumulated by add. Rules are written with the lazy ops, so the
+// gradient graph is ordinary lazy IR (it hashes, caches and fuses like any).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "../lazy/ops_internal.h"
+#include "strata/autograd/grad.h"
+#include "strata/ir/lowering.h"
+
+namespace strata {
+namespace {
+
+using hlo::Opcode;
+using Key = std::pair<const ir::Node*, int64_t>;
+
+Tensor T(const ir::Value& v) { return Tensor(v); }
+
+bool Differentiable(const Shape& s) { return s.is_array() && IsFloating(s.dtype()); }
+
+// x broadcast to `shape`, operand dim i landing on result dim mapping[i].
+Tensor BroadcastInDim(const Tensor& x, const Shape& shape, std::vector<int64_t> mapping) {
+  hlo::Attributes a;
+  a.dimensions = std::move(mapping);
+  return T(lazy::Op(Opcode::kBroadcast, {x.value()}, std::move(a), shape.WithDType(x.dtype())));
+}
+
+Tensor Zeros(const Shape& s) { return zeros(s.dims(), s.dtype()); }
+
+// Sums g (shaped like a broadcast's output) back to the broadcast operand.
+Tensor UnBroadcast(const Tensor& g, const Shape& operand, const std::vector<int64_t>& mapping) {
+  std::vector<int64_t> summed;
+  for (int64_t d = 0; d < g.rank(); ++d) {
+    if (std::find(mapping.begin(), mapping.end(), d) == mapping.end()) summed.push_back(d);
+  }
+  Tensor r = summed.empty() ? g : sum(g, summed);
+  std::vector<int64_t> sorted = mapping;
+  std::sort(sorted.begin(), sorted.end());
+  if (sorted != mapping) {  // result dims follow sorted mapping; put them in operand order
+    std::vector<int64_t> perm;
+    for (int64_t m : mapping)
+      perm.push_back(std::find(sorted.begin(), sorted.end(), m) - sorted.begin());
+    r = permute(r, perm);
+  }
+  return reshape(r, operand.dims());
+}
+
+// Gradient of a dot with respect to one side: dot the cotangent with the
+// other operand over the other side's free dims, then permute into place.
+Tensor DotOperandGrad(const Tensor& g, const Tensor& other, const Shape& self,
+                      const std::vector<int64_t>& self_batch,
+                      const std::vector<int64_t>& self_contracting,
+                      const std::vector<int64_t>& other_batch,
+                      const std::vector<int64_t>& other_contracting, bool self_is_lhs) {
+  int64_t nb = static_cast<int64_t>(self_batch.size());
+  std::vector<int64_t> self_free, other_free;
+  for (int64_t d = 0; d < self.rank(); ++d) {
+    if (std::find(self_batch.begin(), self_batch.end(), d) == self_batch.end() &&
+        std::find(self_contracting.begin(), self_contracting.end(), d) == self_contracting.end()) {
+      self_free.push_back(d);
+    }
+  }
+  for (int64_t d = 0; d < other.rank(); ++d) {
+    if (std::find(other_batch.begin(), other_batch.end(), d) == other_batch.end() &&
+        std::find(other_contracting.begin(), other_contracting.end(), d) ==
+            other_contracting.end()) {
+      other_free.push_back(d);
+    }
+  }
+  // Positions of the other side's free dims in the output: after batch and
+  // the lhs free dims.
+  int64_t lhs_free_count = self_is_lhs ? static_cast<int64_t>(self_free.size())
+                                       : static_cast<int64_t>(other_free.size());
+  hlo::DotDims dims;
+  for (int64_t i = 0; i < nb; ++i) {
+    dims.lhs_batch.push_back(i);
+    dims.rhs_batch.push_back(other_batch[i]);
+  }
+  for (size_t j = 0; j < other_free.size(); ++j) {
+    dims.lhs_contracting.push_back(self_is_lhs ? nb + lhs_free_count + static_cast<int64_t>(j)
+                                               : nb + static_cast<int64_t>(j));
+    dims.rhs_contracting.push_back(other_free[j]);
+  }
+  hlo::Attributes a;
+  a.dot = dims;
+  Tensor r = T(lazy::Op(Opcode::kDot, {g.value(), other.value()}, std::move(a)));
+  // r dims: batch, self free (in order), other's remaining dims = other
+  // contracting dims in ascending order, each paired with a self contracting dim.
+  std::vector<int64_t> other_rest;
+  for (int64_t d = 0; d < other.rank(); ++d) {
+    if (std::find(other_batch.begin(), other_batch.end(), d) == other_batch.end() &&
+        std::find(other_free.begin(), other_free.end(), d) == other_free.end()) {
+      other_rest.push_back(d);
+    }
+  }
+  std::vector<int64_t> source(self.rank());  // self dim -> r dim
+  for (int64_t i = 0; i < nb; ++i) source[self_batch[i]] = i;
+  for (size_t j = 0; j < self_free.size(); ++j) source[self_free[j]] = nb + static_cast<int64_t>(j);
+  for (size_t k = 0; k < other_rest.size(); ++k) {
+    auto it = std::find(other_contracting.begin(), other_contracting.end(), other_rest[k]);
+    int64_t pair = self_contracting[it - other_contracting.begin()];
+    source[pair] = nb + static_cast<int64_t>(self_free.size() + k);
+  }
+  return permute(r, source);
+}
+
+// Cotangents for each operand of `node` given the output cotangents (an
+// entry is undefined when that output got none).
+std::vector<Tensor> Rule(const ir::NodePtr& owner, const std::vector<Tensor>& out_grads) {
+  const ir::Node& node = *owner;
+  const auto& ops = node.operands();
+  std::vector<Tensor> in(ops.size());
+  if (node.num_outputs() != 1) {
+    for (const Tensor& g : out_grads) {
+      if (g.defined()) Fail("[grad] no VJP for multi-output {}", node.OpName());
+    }
+    return in;
+  }
+  const Tensor& g = out_grads[0];
+  Tensor out = T(ir::Value{owner, 0});
+  auto operand = [&](size_t i) { return T(ops[i]); };
+  switch (node.opcode()) {
+    case Opcode::kAdd:
+      in = {g, g};
+      break;
+    case Opcode::kSubtract:
+      in = {g, -g};
+      break;
+    case Opcode::kMultiply:
+      in = {g * operand(1), g * operand(0)};
+      break;
+    case Opcode::kDivide: {
+      Tensor b = operand(1);
+      in = {g / b, -(g * operand(0)) / (b * b)};
+      break;
+    }
+    case Opcode::kNegate:
+      in = {-g};
+      break;
+    case Opcode::kExp:
+      in = {g * exp(operand(0))};
+      break;
+    case Opcode::kExpm1:
+      in = {g * exp(operand(0))};
+      break;
+    case Opcode::kLog:
+      in = {g / operand(0)};
+      break;
+    case Opcode::kLog1p:
+      in = {g / (operand(0) + 1.0)};
+      break;
+    case Opcode::kTanh: {
+      Tensor t = tanh(operand(0));
+      in = {g * (1.0 - t * t)};
+      break;
+    }
+    case Opcode::kLogistic: {
+      Tensor s = sigmoid(operand(0));
+      in = {g * s * (1.0 - s)};
+      break;
+    }
+    case Opcode::kSqrt:
+      in = {g * 0.5 / sqrt(operand(0))};
+      break;
+    case Opcode::kRsqrt:
+      in = {g * -0.5 * rsqrt(operand(0)) / operand(0)};
+      break;
+    case Opcode::kSin:
+      in = {g * cos(operand(0))};
+      break;
+    case Opcode::kCos:
+      in = {-(g * sin(operand(0)))};
+      break;
+    case Opcode::kErf: {
+      Tensor x = operand(0);
+      in = {g * (2.0 / std::sqrt(M_PI)) * exp(-(x * x))};
+      break;
+    }
+    case Opcode::kAbs:
+      in = {g * sign(operand(0))};
+      break;
+    case Opcode::kSign:
+    case Opcode::kFloor:
+    case Opcode::kCeil:
+    case Opcode::kRoundNearestEven:
+      in = {Zeros(ops[0].shape())};
+      break;
+    case Opcode::kMaximum:
+    case Opcode::kMinimum: {
+      // Ties send the gradient to the first operand.
+      Tensor a = operand(0), b = operand(1);
+      Tensor first = node.opcode() == Opcode::kMaximum ? ge(a, b) : le(a, b);
+      Tensor zero = Zeros(g.shape());
+      in = {where(first, g, zero), where(first, zero, g)};
+      break;
+    }
+    case Opcode::kPower: {
+      Tensor a = operand(0), b = operand(1), p = pow(a, b);
+      in = {g * b * pow(a, b - 1.0), g * p * log(a)};
+      break;
+    }
+    case Opcode::kConvert:
+      if (Differentiable(ops[0].shape())) in = {astype(g, ops[0].shape().dtype())};
+      break;
+    case Opcode::kBroadcast:
+      in = {UnBroadcast(g, ops[0].shape(), node.attributes().dimensions)};
+      break;
+    case Opcode::kReshape:
+      in = {reshape(g, ops[0].shape().dims())};
+      break;
+    case Opcode::kCopy:
+      in = {g};
+      break;
+    case Opcode::kTranspose: {
+      const auto& perm = node.attributes().dimensions;
+      std::vector<int64_t> inverse(perm.size());
+      for (size_t i = 0; i < perm.size(); ++i) inverse[perm[i]] = static_cast<int64_t>(i);
+      in = {permute(g, inverse)};
+      break;
+    }
+    case Opcode::kReverse: {
+      hlo::Attributes a;
+      a.dimensions = node.attributes().dimensions;
+      in = {T(lazy::Op(Opcode::kReverse, {g.value()}, std::move(a)))};
+      break;
+    }
+    case Opcode::kSelect: {
+      Tensor zero = Zeros(g.shape());
+      in = {Tensor(), where(operand(0), g, zero), where(operand(0), zero, g)};
+      break;
+    }
+    case Opcode::kSlice: {
+      const Shape& s = ops[0].shape();
+      std::vector<hlo::PadRange> padding;
+      for (int64_t d = 0; d < s.rank(); ++d) {
+        const hlo::SliceRange& r = node.attributes().slice[d];
+        int64_t n = g.shape().dim(d);
+        int64_t end = n == 0 ? r.start : r.start + (n - 1) * r.stride + 1;
+        padding.push_back({r.start, s.dim(d) - end, n == 0 ? 0 : r.stride - 1});
+      }
+      hlo::Attributes a;
+      a.padding = std::move(padding);
+      in = {T(lazy::Op(Opcode::kPad, {g.value(), Zeros(Shape::Scalar(g.dtype())).value()},
+                       std::move(a)))};
+      break;
+    }
+    case Opcode::kConcatenate: {
+      int64_t dim = node.attributes().dimensions[0], offset = 0;
+      for (size_t i = 0; i < ops.size(); ++i) {
+        int64_t size = ops[i].shape().dim(dim);
+        in[i] = slice(g, dim, offset, offset + size);
+        offset += size;
+      }
+      break;
+    }
+    case Opcode::kReduce: {
+      if (ops.size() != 2) Fail("[grad] no VJP for variadic reduce");
+      const Shape& s = ops[0].shape();
+      const auto& reduced = node.attributes().dimensions;
+      std::vector<int64_t> kept;
+      for (int64_t d = 0; d < s.rank(); ++d) {
+        if (std::find(reduced.begin(), reduced.end(), d) == reduced.end()) kept.push_back(d);
+      }
+      Opcode combiner = node.attributes().called[0]->root()->opcode();
+      Tensor g_back = BroadcastInDim(g, s, kept);
+      if (combiner == Opcode::kAdd) {
+        in = {g_back, Tensor()};
+      } else if (combiner == Opcode::kMaximum || combiner == Opcode::kMinimum) {
+        // Ties share the gradient equally.
+        Tensor mask = astype(eq(operand(0), BroadcastInDim(out, s, kept)), g.dtype());
+        Tensor count = BroadcastInDim(sum(mask, reduced), s, kept);
+        in = {g_back * mask / count, Tensor()};
+      } else {
+        Fail("[grad] no VJP for reduce with {}", hlo::OpcodeName(combiner));
+      }
+      break;
+    }
+    case Opcode::kDot: {
+      const hlo::DotDims& d = node.attributes().dot;
+      Tensor a = operand(0), b = operand(1);
+      in = {DotOperandGrad(g, b, a.shape(), d.lhs_batch, d.lhs_contracting, d.rhs_batch,
+                           d.rhs_contracting, true),
+            DotOperandGrad(g, a, b.shape(), d.rhs_batch, d.rhs_contracting, d.lhs_batch,
+                           d.lhs_contracting, false)};
+      break;
+    }
+    case Opcode::kGather: {
+      const hlo::GatherDims& gd = node.attributes().gather;
+      hlo::Attributes a;
+      a.scatter.update_window_dims = gd.offset_dims;
+      a.scatter.inserted_window_dims = gd.collapsed_slice_dims;
+      a.scatter.scatter_dims_to_operand_dims = gd.start_index_map;
+      a.scatter.index_vector_dim = gd.index_vector_dim;
+      a.called = {ir::ScalarCombiner(Opcode::kAdd, g.dtype())};
+      in = {T(lazy::Op(Opcode::kScatter, {Zeros(ops[0].shape()).value(), ops[1], g.value()},
+                       std::move(a))),
+            Tensor()};
+      break;
+    }
+    case Opcode::kCompare:
+    case Opcode::kIota:
+    case Opcode::kConstant:
+    case Opcode::kNot:
+    case Opcode::kAnd:
+    case Opcode::kOr:
+    case Opcode::kXor:
+    case Opcode::kIsFinite:
+    case Opcode::kRngBitGenerator:
+      break;  // no gradient flows here
+    default:
+      Fail("[grad] no VJP rule for {} yet", node.OpName());
+  }
+  return in;
+}
+
+}  // namespace
+
+std::vector<Tensor> vjp(const Tensor& output, const Tensor& cotangent,
+                        const std::vector<Tensor>& inputs) {
+  if (cotangent.shape().dims() != output.shape().dims()) {
+    Fail("[grad] cotangent {} does not match output {}", cotangent.shape().ToString(),
+         output.shape().ToString());
+  }
+  ir::Graph graph = ir::BuildGraph({output.value()});
+  std::map<Key, size_t> input_index;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    input_index[{inputs[i].value().node.get(), inputs[i].value().index}] = i;
+  // Nodes on a path to some input: only their cotangents are needed.
+  std::unordered_set<const ir::Node*> relevant;
+  for (const ir::Node* n : graph.post_order) {
+    bool r = false;
+    for (int64_t k = 0; k < n->num_outputs() && !r; ++k) r = input_index.count({n, k}) > 0;
+    for (const ir::Value& v : n->operands()) r = r || relevant.count(v.node.get());
+    if (r) relevant.insert(n);
+  }
+  // Owning pointers to every node (the graph itself holds raw ones).
+  std::unordered_map<const ir::Node*, ir::NodePtr> owners{
+      {output.value().node.get(), output.value().node}};
+  for (const ir::Node* n : graph.post_order) {
+    for (const ir::Value& v : n->operands()) owners.emplace(v.node.get(), v.node);
+  }
+  std::map<Key, Tensor> grads;
+  if (Differentiable(output.shape()))
+    grads[{output.value().node.get(), output.value().index}] = astype(cotangent, output.dtype());
+  for (auto it = graph.post_order.rbegin(); it != graph.post_order.rend(); ++it) {
+    const ir::Node* n = *it;
+    if (n->is_leaf() || !relevant.count(n)) continue;
+    std::vector<Tensor> out_grads(n->num_outputs());
+    bool any = false;
+    for (int64_t k = 0; k < n->num_outputs(); ++k) {
+      auto g = grads.find({n, k});
+      if (g != grads.end()) {
+        out_grads[k] = g->second;
+        any = true;
+      }
+    }
+    if (!any) continue;
+    std::vector<Tensor> in_grads = Rule(owners.at(n), out_grads);
+    for (size_t i = 0; i < n->operands().size(); ++i) {
+      const ir::Value& v = n->operands()[i];
+      if (!in_grads[i].defined() || !relevant.count(v.node.get()) || !Differentiable(v.shape()))
+        continue;
+      Key key{v.node.get(), v.index};
+      auto [slot, inserted] = grads.emplace(key, in_grads[i]);
+      if (!inserted) slot->second = slot->second + in_grads[i];
+    }
+  }
+  std::vector<Tensor> result;
+  for (const Tensor& x : inputs) {
+    auto g = grads.find({x.value().node.get(), x.value().index});
+    result.push_back(g != grads.end() ? g->second : Zeros(x.shape()));
+  }
+  return result;
+}
+
+std::vector<Tensor> gradients(const Tensor& output, const std::vector<Tensor>& inputs) {
+  if (output.numel() != 1) {
+    Fail("[grad] gradients needs a scalar output, got {}; pass a cotangent to vjp instead",
+         output.shape().ToString());
+  }
+  return vjp(output,
+             ones(output.shape().dims(), IsFloating(output.dtype()) ? output.dtype() : DType::kF32),
+             inputs);
+}
+
+}  // namespace strata

@@ -1,0 +1,175 @@
+// Gradients against central finite differences in f64.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+
+#include "strata/autograd/grad.h"
+#include "strata/lazy/ops.h"
+
+namespace strata {
+namespace {
+
+using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+struct Input {
+  std::vector<int64_t> dims;
+  std::vector<double> values;  // random when empty
+};
+
+// Compares gradients(fn) with (f(x + h) - f(x - h)) / 2h for every element.
+void CheckGradients(const std::string& name, const Fn& fn, std::vector<Input> inputs,
+                    double tolerance = 1e-6) {
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  for (Input& in : inputs) {
+    if (in.values.empty()) {
+      int64_t n = 1;
+      for (int64_t d : in.dims) n *= d;
+      for (int64_t i = 0; i < n; ++i) in.values.push_back(dist(rng));
+    }
+  }
+  auto make = [&](const std::vector<std::vector<double>>& values) {
+    std::vector<Tensor> ts;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      ts.push_back(Tensor::FromVector(values[i], inputs[i].dims));
+    return ts;
+  };
+  std::vector<std::vector<double>> base;
+  for (const Input& in : inputs) base.push_back(in.values);
+  std::vector<Tensor> xs = make(base);
+  std::vector<Tensor> grads = gradients(fn(xs), xs);
+  const double h = 1e-6;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    std::vector<double> analytic = grads[i].to_vector<double>();
+    ASSERT_EQ(analytic.size(), base[i].size()) << name;
+    for (size_t k = 0; k < base[i].size(); ++k) {
+      auto plus = base, minus = base;
+      plus[i][k] += h;
+      minus[i][k] -= h;
+      double numeric = (fn(make(plus)).item<double>() - fn(make(minus)).item<double>()) / (2 * h);
+      EXPECT_NEAR(analytic[k], numeric, tolerance * std::max(1.0, std::abs(numeric)))
+          << name << ": input " << i << " element " << k;
+    }
+  }
+}
+
+Tensor C(std::vector<double> v, std::vector<int64_t> dims) { return Tensor::FromVector(v, dims); }
+
+TEST(Gradients, ElementwiseMath) {
+  CheckGradients("exp*x", [](auto& x) { return sum(exp(x[0]) * x[0]); }, {{{2, 3}}});
+  CheckGradients("tanh,sigmoid,sin,cos",
+                 [](auto& x) { return sum(tanh(x[0]) * sigmoid(x[0]) + sin(x[0]) * cos(x[0])); },
+                 {{{5}}});
+  CheckGradients("sqrt,rsqrt,log,log1p",
+                 [](auto& x) {
+                   Tensor p = x[0] * x[0] + 0.5;
+                   return sum(sqrt(p) + rsqrt(p) + log(p) + log1p(p));
+                 },
+                 {{{4}}});
+  CheckGradients(
+      "erf,abs,pow",
+      [](auto& x) { return sum(erf(x[0]) + abs(x[0]) * 3.0 + pow(x[0] * x[0] + 1.0, 1.5)); },
+      {{{4}}});
+  CheckGradients(
+      "div,max,min",
+      [](auto& x) {
+        return sum(x[0] / (x[1] * x[1] + 1.0) + maximum(x[0], x[1]) - minimum(x[0], x[1] * 2.0));
+      },
+      {{{3}}, {{3}}});
+}
+
+TEST(Gradients, BroadcastingAndReductions) {
+  CheckGradients("broadcast",
+                 [](auto& x) { return sum((x[0] + x[1]) * (x[0] - x[1]) / (x[1] * x[1] + 1.0)); },
+                 {{{2, 3}}, {{3}}});
+  CheckGradients("mean keepdim", [](auto& x) { return sum(x[0] * mean(x[0], {1}, true)); },
+                 {{{3, 4}}});
+  CheckGradients("max", [](auto& x) { return sum(max(x[0], {0}) * 2.0) + sum(min(x[0], {1})); },
+                 {{{3, 4}}});
+  CheckGradients("log_softmax",
+                 [](auto& x) {
+                   return sum(log_softmax(x[0], -1) * C({1, 0, 0, 0, 0, 1, 0, 0}, {2, 4}));
+                 },
+                 {{{2, 4}}});
+  CheckGradients("softmax",
+                 [](auto& x) {
+                   return sum(softmax(x[0], 0) * C({1, 2, 3, 4, 5, 6}, {3, 2}));
+                 },
+                 {{{3, 2}}});
+}
+
+TEST(Gradients, LinearAlgebra) {
+  CheckGradients("matmul", [](auto& x) { return sum(tanh(matmul(x[0], x[1]))); },
+                 {{{3, 4}}, {{4, 2}}});
+  CheckGradients("batched broadcast matmul",
+                 [](auto& x) { return sum(matmul(x[0], x[1]) * matmul(x[0], x[1])); },
+                 {{{2, 3, 4}}, {{4, 5}}});
+  CheckGradients("matrix-vector", [](auto& x) { return sum(exp(matmul(x[0], x[1]))); },
+                 {{{3, 4}}, {{4}}});
+}
+
+TEST(Gradients, ShapeOps) {
+  CheckGradients("slice+concat",
+                 [](auto& x) {
+                   Tensor y = concat({slice(x[0], 1, 0, 2), slice(x[0], 1, 1, 3) * 2.0}, 1);
+                   return sum(y * y);
+                 },
+                 {{{2, 3}}});
+  CheckGradients("strided slice",
+                 [](auto& x) { return sum(exp(slice(x[0], 0, 1, std::nullopt, 2))); }, {{{6}}});
+  CheckGradients("permute+reshape",
+                 [](auto& x) {
+                   return sum(reshape(permute(x[0], {1, 0}), {-1}) * C({1, 2, 3, 4, 5, 6}, {6}));
+                 },
+                 {{{2, 3}}});
+  CheckGradients("index_select with repeats",
+                 [](auto& x) {
+                   Tensor idx = Tensor::FromVector<int64_t>({2, 0, 2}, {3});
+                   return sum(index_select(x[0], 0, idx) * C({1, 2, 3, 4, 5, 6}, {3, 2}));
+                 },
+                 {{{3, 2}}});
+  CheckGradients("where",
+                 [](auto& x) { return sum(where(gt(x[0], x[1]), x[0] * x[0], x[1] * 3.0)); },
+                 {{{4}}, {{4}}});
+}
+
+TEST(Gradients, UnusedAndIntegerInputsGetZeros) {
+  Tensor x = C({1, 2}, {2}), unused = C({5, 6, 7}, {3});
+  Tensor k = Tensor::FromVector<int64_t>({3, 4}, {2});
+  auto g = gradients(sum(x * astype(k, DType::kF64)), {x, unused, k});
+  EXPECT_EQ(g[0].to_vector<double>(), (std::vector<double>{3, 4}));
+  EXPECT_EQ(g[1].to_vector<double>(), (std::vector<double>{0, 0, 0}));
+  EXPECT_EQ(g[2].to_vector<int64_t>(), (std::vector<int64_t>{0, 0}));
+  // A tensor used several times accumulates: d/dx sum(x*x + x) = 2x + 1.
+  EXPECT_EQ(gradients(sum(x * x + x), {x})[0].to_vector<double>(), (std::vector<double>{3, 5}));
+  EXPECT_THROW(gradients(x * x, {x}), Error);  // not a scalar
+}
+
+}  // namespace
+}  // namespace strata
+
+// A dot with two contracting dims and a batch dim that is not leading, built
+// from the primitive directly (matmul never makes one).
+#include "../../src/lazy/ops_internal.h"
+
+namespace strata {
+namespace {
+
+TEST(Gradients, GeneralDotDimensionNumbers) {
+  auto fn = [](const std::vector<Tensor>& x) {
+    hlo::Attributes a;
+    a.dot.lhs_batch = {1};
+    a.dot.rhs_batch = {0};
+    a.dot.lhs_contracting = {2, 0};
+    a.dot.rhs_contracting = {1, 2};
+    // lhs [3 (contract), 2 (batch), 4 (contract)], rhs [2 (batch), 4, 3, 5] -> [2, 5]
+    Tensor out(lazy::Op(hlo::Opcode::kDot, {x[0].value(), x[1].value()}, a));
+    return sum(out * out);
+  };
+  CheckGradients("dot with two contracting dims", fn, {{{3, 2, 4}}, {{2, 4, 3, 5}}});
+}
+
+}  // namespace
+}  // namespace strata
