@@ -320,8 +320,9 @@ std::vector<Tensor> Rule(const ir::NodePtr& owner, const std::vector<Tensor>& ou
 
 }  // namespace
 
-std::vector<Tensor> vjp(const Tensor& output, const Tensor& cotangent,
-                        const std::vector<Tensor>& inputs) {
+// Unreached inputs get zeros when `fill_zeros`, else an undefined Tensor.
+std::vector<Tensor> VjpImpl(const Tensor& output, const Tensor& cotangent,
+                            const std::vector<Tensor>& inputs, bool fill_zeros) {
   if (cotangent.shape().dims() != output.shape().dims()) {
     Fail("[grad] cotangent {} does not match output {}", cotangent.shape().ToString(),
          output.shape().ToString());
@@ -335,7 +336,9 @@ std::vector<Tensor> vjp(const Tensor& output, const Tensor& cotangent,
   for (const ir::Node* n : graph.post_order) {
     bool r = false;
     for (int64_t k = 0; k < n->num_outputs() && !r; ++k) r = input_index.count({n, k}) > 0;
-    for (const ir::Value& v : n->operands()) r = r || relevant.count(v.node.get());
+    if (!n->stops_gradient()) {
+      for (const ir::Value& v : n->operands()) r = r || relevant.count(v.node.get());
+    }
     if (r) relevant.insert(n);
   }
   // Owning pointers to every node (the graph itself holds raw ones).
@@ -349,7 +352,7 @@ std::vector<Tensor> vjp(const Tensor& output, const Tensor& cotangent,
     grads[{output.value().node.get(), output.value().index}] = astype(cotangent, output.dtype());
   for (auto it = graph.post_order.rbegin(); it != graph.post_order.rend(); ++it) {
     const ir::Node* n = *it;
-    if (n->is_leaf() || !relevant.count(n)) continue;
+    if (n->is_leaf() || n->stops_gradient() || !relevant.count(n)) continue;
     std::vector<Tensor> out_grads(n->num_outputs());
     bool any = false;
     for (int64_t k = 0; k < n->num_outputs(); ++k) {
@@ -373,9 +376,14 @@ std::vector<Tensor> vjp(const Tensor& output, const Tensor& cotangent,
   std::vector<Tensor> result;
   for (const Tensor& x : inputs) {
     auto g = grads.find({x.value().node.get(), x.value().index});
-    result.push_back(g != grads.end() ? g->second : Zeros(x.shape()));
+    result.push_back(g != grads.end() ? g->second : fill_zeros ? Zeros(x.shape()) : Tensor());
   }
   return result;
+}
+
+std::vector<Tensor> vjp(const Tensor& output, const Tensor& cotangent,
+                        const std::vector<Tensor>& inputs) {
+  return VjpImpl(output, cotangent, inputs, true);
 }
 
 std::vector<Tensor> gradients(const Tensor& output, const std::vector<Tensor>& inputs) {

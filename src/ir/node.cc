@@ -86,6 +86,7 @@ NodePtr Node::MakeOp(hlo::Opcode opcode, std::vector<Value> operands, hlo::Attri
     node->shapes_.push_back(std::move(shape));
   }
   node->opcode_ = opcode;
+  node->stops_gradient_ = StopGradientScope::active();
   node->operands_ = std::move(operands);
   node->attributes_ = IsDefault(attributes)
                           ? EmptyAttributes()
@@ -130,7 +131,7 @@ NodePtr Node::MakeScalar(hlo::Literal value) {
 
 void Node::ComputeHashes() {
   HashBuilder h;
-  h.Add(static_cast<uint8_t>(kind_)).Add(static_cast<uint8_t>(opcode_));
+  h.Add(static_cast<uint8_t>(kind_)).Add(static_cast<uint8_t>(opcode_)).Add(stops_gradient_);
   h.Add<uint64_t>(shapes_.size());
   for (const Shape& s : shapes_) AddShape(h, s);
   if (kind_ == NodeKind::kOp && attributes_ != EmptyAttributes()) AddAttributes(h, *attributes_);
@@ -150,6 +151,7 @@ NodePtr Node::Clone(std::vector<Value> operands) const {
   hlo::Attributes a = *attributes_;
   Shape declared = shapes_.size() == 1 ? shapes_[0] : Shape::Tuple(shapes_);
   NodePtr node = MakeOp(opcode_, std::move(operands), std::move(a), declared);
+  if (stops_gradient_ && !node->stops_gradient()) node = node->CloneStoppingGradient();
   if (!sharding_) return node;
   return node->CloneWithSharding(sharding_);
 }
@@ -164,6 +166,21 @@ NodePtr Node::CloneWithSharding(std::optional<Sharding> sharding) const {
   node->ComputeHashes();
   return node;
 }
+
+NodePtr Node::CloneStoppingGradient() const {
+  auto node = std::make_shared<Node>(*this);
+  node->stops_gradient_ = true;
+  node->ComputeHashes();
+  return node;
+}
+
+namespace {
+thread_local int stop_gradient_depth = 0;
+}
+
+StopGradientScope::StopGradientScope() { ++stop_gradient_depth; }
+StopGradientScope::~StopGradientScope() { --stop_gradient_depth; }
+bool StopGradientScope::active() { return stop_gradient_depth > 0; }
 
 std::string Node::OpName() const {
   switch (kind_) {

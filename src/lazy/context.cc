@@ -182,6 +182,15 @@ void Context::Dump(const ir::Graph& graph, const hlo::Module& module) const {
   std::ofstream(base + ".hlo.txt") << hlo::ToText(module);
 }
 
+std::vector<TensorImpl*> Context::TensorsRequiringGrad() const {
+  std::lock_guard<std::mutex> lock(tensors_mutex_);
+  std::vector<TensorImpl*> out;
+  for (TensorImpl* t = tensors_; t; t = t->next) {
+    if (t->requires_grad) out.push_back(t);
+  }
+  return out;
+}
+
 void Context::Sync(const std::vector<TensorImpl*>& only) {
   std::vector<TensorImpl*> targets;
   std::vector<ir::Value> roots;

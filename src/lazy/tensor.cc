@@ -18,6 +18,7 @@ Tensor::Tensor(const Tensor& other) {
   if (other.impl_) {
     impl_ = std::make_shared<TensorImpl>(other.value());
     impl_->sharding = other.impl_->sharding;
+    impl_->requires_grad = other.impl_->requires_grad;  // a copy is a leaf too (not its grad)
   }
 }
 

@@ -19,4 +19,26 @@ std::vector<Tensor> gradients(const Tensor& output, const std::vector<Tensor>& i
 std::vector<Tensor> vjp(const Tensor& output, const Tensor& cotangent,
                         const std::vector<Tensor>& inputs);
 
+// The PyTorch-style API over vjp. A tensor marked requires_grad is a leaf:
+// backward() adds d(output)/d(its current value) into its grad (lazily; sync
+// materializes grads with everything else).
+Tensor& requires_grad_(Tensor& tensor, bool value = true);
+bool requires_grad(const Tensor& tensor);
+void backward(const Tensor& output);  // scalar output
+void backward(const Tensor& output, const Tensor& cotangent);
+// The accumulated gradient, or an undefined Tensor when there is none.
+Tensor grad(const Tensor& tensor);
+void zero_grad(Tensor& tensor);
+// The same value with gradients stopped.
+Tensor detach(const Tensor& tensor);
+
+// Ops built while a NoGrad is alive carry no gradient.
+class NoGrad {
+ public:
+  NoGrad() = default;
+
+ private:
+  ir::StopGradientScope scope_;
+};
+
 }  // namespace strata

@@ -65,6 +65,9 @@ class Node {
   const Hash128& node_hash() const { return node_hash_; }
   const Hash128& dag_hash() const { return dag_hash_; }
   bool is_leaf() const { return kind_ != NodeKind::kOp; }
+  // Gradients do not flow through this node into its operands (detach, and
+  // every op built inside a StopGradientScope). Part of node_hash.
+  bool stops_gradient() const { return stops_gradient_; }
   const runtime::Buffer& buffer() const { return buffer_; }  // kDeviceData
   const hlo::Literal& scalar() const { return scalar_; }     // kScalar
 
@@ -73,6 +76,8 @@ class Node {
   // Same operands (and, for device data, the same buffer) with another
   // sharding, or none.
   NodePtr CloneWithSharding(std::optional<Sharding> sharding) const;
+  // The same value with gradients stopped (a leaf keeps its buffer).
+  NodePtr CloneStoppingGradient() const;
 
   // "add(f32[2,3], f32[2,3]) -> f32[2,3]" style summary for dumps and errors.
   std::string OpName() const;
@@ -96,7 +101,19 @@ class Node {
   std::optional<Sharding> sharding_;
   runtime::Buffer buffer_;
   hlo::Literal scalar_;
+  bool stops_gradient_ = false;
   Hash128 node_hash_, dag_hash_;
+};
+
+// While alive, every op node built on this thread stops gradients (the
+// no_grad scope of autograd). Scopes nest.
+class StopGradientScope {
+ public:
+  StopGradientScope();
+  ~StopGradientScope();
+  StopGradientScope(const StopGradientScope&) = delete;
+  StopGradientScope& operator=(const StopGradientScope&) = delete;
+  static bool active();
 };
 
 // Scalar (a, b) -> a op b computations used as reduce / scatter combiners,

@@ -27,6 +27,9 @@ struct TensorImpl {
   TensorImpl& operator=(const TensorImpl&) = delete;
   ir::Value value;                       // guarded by the context's tensor mutex
   std::optional<ir::Sharding> sharding;  // the tensor's own spec: the source of truth at sync
+  // Autograd: whether backward() accumulates into `grad` for this tensor.
+  bool requires_grad = false;
+  std::unique_ptr<Tensor> grad;
   // Intrusive list of live tensors (no allocation per tensor).
   TensorImpl* prev = nullptr;
   TensorImpl* next = nullptr;
@@ -63,6 +66,8 @@ class Context {
 
   void Register(TensorImpl* impl);
   void Unregister(TensorImpl* impl);
+  // Live tensors marked requires_grad (for backward).
+  std::vector<TensorImpl*> TensorsRequiringGrad() const;
   // Materializes the pending IR of `only` (all live tensors when empty).
   void Sync(const std::vector<TensorImpl*>& only);
 
