@@ -5,55 +5,12 @@
 #include <functional>
 #include <random>
 
+#include "gradient_check.h"
 #include "strata/autograd/grad.h"
 #include "strata/lazy/ops.h"
 
 namespace strata {
 namespace {
-
-using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
-
-struct Input {
-  std::vector<int64_t> dims;
-  std::vector<double> values;  // random when empty
-};
-
-// Compares gradients(fn) with (f(x + h) - f(x - h)) / 2h for every element.
-void CheckGradients(const std::string& name, const Fn& fn, std::vector<Input> inputs,
-                    double tolerance = 1e-6) {
-  std::mt19937 rng(42);
-  std::uniform_real_distribution<double> dist(-1.0, 1.0);
-  for (Input& in : inputs) {
-    if (in.values.empty()) {
-      int64_t n = 1;
-      for (int64_t d : in.dims) n *= d;
-      for (int64_t i = 0; i < n; ++i) in.values.push_back(dist(rng));
-    }
-  }
-  auto make = [&](const std::vector<std::vector<double>>& values) {
-    std::vector<Tensor> ts;
-    for (size_t i = 0; i < inputs.size(); ++i)
-      ts.push_back(Tensor::FromVector(values[i], inputs[i].dims));
-    return ts;
-  };
-  std::vector<std::vector<double>> base;
-  for (const Input& in : inputs) base.push_back(in.values);
-  std::vector<Tensor> xs = make(base);
-  std::vector<Tensor> grads = gradients(fn(xs), xs);
-  const double h = 1e-6;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    std::vector<double> analytic = grads[i].to_vector<double>();
-    ASSERT_EQ(analytic.size(), base[i].size()) << name;
-    for (size_t k = 0; k < base[i].size(); ++k) {
-      auto plus = base, minus = base;
-      plus[i][k] += h;
-      minus[i][k] -= h;
-      double numeric = (fn(make(plus)).item<double>() - fn(make(minus)).item<double>()) / (2 * h);
-      EXPECT_NEAR(analytic[k], numeric, tolerance * std::max(1.0, std::abs(numeric)))
-          << name << ": input " << i << " element " << k;
-    }
-  }
-}
 
 Tensor C(std::vector<double> v, std::vector<int64_t> dims) { return Tensor::FromVector(v, dims); }
 

@@ -1,0 +1,34 @@
+// Neural-network functions built from primitives (so their gradients come
+// from the primitives' VJP rules), with PyTorch's semantics.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "strata/lazy/ops.h"
+
+namespace strata::nn {
+
+enum class Reduction { kMean, kSum, kNone };
+
+Tensor relu(const Tensor& x);
+// approximate = false: x/2 (1 + erf(x/sqrt 2)); true: the tanh form.
+Tensor gelu(const Tensor& x, bool tanh_approximation = false);
+Tensor silu(const Tensor& x);
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::kMean);
+// logits [N, C] (or [C]), target integer class indices [N] (or []); targets
+// equal to ignore_index contribute nothing, and the mean is over the rest.
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index = -100,
+                     Reduction reduction = Reduction::kMean);
+
+// Over the last dimension. rms_norm computes in f32 at least, as Hugging Face
+// Llama does, and returns the input's dtype scaled by weight.
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-6);
+Tensor layer_norm(const Tensor& x, const std::optional<Tensor>& weight,
+                  const std::optional<Tensor>& bias, double eps = 1e-5);
+
+// Inverted dropout with keyed random bits; identity when !training or p == 0.
+Tensor dropout(const Tensor& x, double p, const Tensor& key, bool training = true);
+
+}  // namespace strata::nn

@@ -1,0 +1,102 @@
+#include "strata/nn/functional.h"
+
+#include <cmath>
+
+#include "strata/core/error.h"
+
+namespace strata::nn {
+namespace {
+
+Tensor Reduce(const Tensor& per_element, Reduction reduction) {
+  switch (reduction) {
+    case Reduction::kMean:
+      return mean(per_element);
+    case Reduction::kSum:
+      return sum(per_element);
+    case Reduction::kNone:
+      return per_element;
+  }
+  return per_element;
+}
+
+}  // namespace
+
+Tensor relu(const Tensor& x) { return maximum(x, zeros({}, x.dtype())); }
+
+Tensor gelu(const Tensor& x, bool tanh_approximation) {
+  if (tanh_approximation) {
+    const double c = std::sqrt(2.0 / M_PI);
+    return x * 0.5 * (1.0 + tanh((x + x * x * x * 0.044715) * c));
+  }
+  return x * 0.5 * (1.0 + erf(x * (1.0 / std::sqrt(2.0))));
+}
+
+Tensor silu(const Tensor& x) { return x * sigmoid(x); }
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  if (input.shape().dims() != target.shape().dims()) {
+    Fail("[mse_loss] input {} and target {} must have the same shape", input.shape().ToString(),
+         target.shape().ToString());
+  }
+  Tensor d = input - target;
+  return Reduce(d * d, reduction);
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index,
+                     Reduction reduction) {
+  if (!IsInteger(target.dtype())) {
+    Fail("[cross_entropy] target must hold integer class indices, got {}",
+         target.shape().ToString());
+  }
+  bool batched = logits.rank() == 2;
+  if (!(batched && target.rank() == 1 && target.dim(0) == logits.dim(0)) &&
+      !(logits.rank() == 1 && target.rank() == 0)) {
+    Fail("[cross_entropy] expected logits [N, C] with target [N] (or [C] with []), got {} and {}",
+         logits.shape().ToString(), target.shape().ToString());
+  }
+  Tensor lg = batched ? logits : unsqueeze(logits, 0);
+  Tensor tg = batched ? target : unsqueeze(target, 0);
+  Tensor keep = ne(tg, full({}, static_cast<double>(ignore_index), tg.dtype()));
+  Tensor safe = where(keep, tg, zeros({}, tg.dtype()));
+  Tensor log_probs = log_softmax(lg, -1);
+  Tensor picked = squeeze(take_along_dim(log_probs, unsqueeze(safe, 1), 1), 1);
+  Tensor weight = astype(keep, log_probs.dtype());
+  Tensor losses = -picked * weight;
+  switch (reduction) {
+    case Reduction::kMean:
+      return sum(losses) / sum(weight);  // NaN when every target is ignored, as torch
+    case Reduction::kSum:
+      return sum(losses);
+    case Reduction::kNone:
+      return batched ? losses : squeeze(losses, 0);
+  }
+  return losses;
+}
+
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
+  DType compute = x.dtype() == DType::kF64 ? DType::kF64 : DType::kF32;
+  Tensor h = astype(x, compute);
+  Tensor normed = h * rsqrt(mean(h * h, {-1}, true) + eps);
+  return weight * astype(normed, x.dtype());
+}
+
+Tensor layer_norm(const Tensor& x, const std::optional<Tensor>& weight,
+                  const std::optional<Tensor>& bias, double eps) {
+  Tensor mu = mean(x, {-1}, true);
+  Tensor centered = x - mu;
+  Tensor var = mean(centered * centered, {-1}, true);  // biased, as torch
+  Tensor y = centered * rsqrt(var + eps);
+  if (weight) y = y * *weight;
+  if (bias) y = y + *bias;
+  return y;
+}
+
+Tensor dropout(const Tensor& x, double p, const Tensor& key, bool training) {
+  if (p < 0 || p > 1) Fail("[dropout] p must be in [0, 1], got {}", p);
+  if (!training || p == 0) return x;
+  if (p == 1) return x * 0.0;
+  Tensor keep = ge(uniform(key, x.shape().dims(), 0, 1, x.dtype()), full({}, p, x.dtype()));
+  return where(keep, x * (1.0 / (1.0 - p)), zeros({}, x.dtype()));
+}
+
+}  // namespace strata::nn
