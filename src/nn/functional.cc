@@ -99,4 +99,56 @@ Tensor dropout(const Tensor& x, double p, const Tensor& key, bool training) {
   return where(keep, x * (1.0 / (1.0 - p)), zeros({}, x.dtype()));
 }
 
+RotaryTables rotary_tables(int64_t seq_len, int64_t head_dim, double theta, DType dtype) {
+  if (head_dim % 2 != 0) Fail("[rotary_tables] head_dim must be even, got {}", head_dim);
+  // inv_freq[i] = theta^(-2i/head_dim), as HF computes it.
+  Tensor i = arange(0, static_cast<double>(head_dim / 2), 1, DType::kF64);
+  Tensor inv_freq = exp(i * (-2.0 * std::log(theta) / static_cast<double>(head_dim)));
+  Tensor positions = arange(0, static_cast<double>(seq_len), 1, DType::kF64);
+  Tensor freqs = matmul(unsqueeze(positions, 1), unsqueeze(inv_freq, 0));  // [S, D/2]
+  Tensor emb = concat({freqs, freqs}, 1);
+  return {astype(cos(emb), dtype), astype(sin(emb), dtype)};
+}
+
+Tensor rotate_half(const Tensor& x) {
+  int64_t d = x.dim(-1);
+  if (d % 2 != 0) Fail("[rotate_half] last dimension must be even, got {}", x.shape().ToString());
+  Tensor x1 = slice(x, -1, 0, d / 2), x2 = slice(x, -1, d / 2, d);
+  return concat({-x2, x1}, x.rank() - 1);
+}
+
+Tensor apply_rotary(const Tensor& x, const Tensor& cos, const Tensor& sin) {
+  if (x.rank() < 2 || cos.rank() != 2 || cos.dim(0) != x.dim(-2) || cos.dim(1) != x.dim(-1) ||
+      sin.shape() != cos.shape()) {
+    Fail("[apply_rotary] expected x [..., S, D] with cos and sin [S, D], got {}, {} and {}",
+         x.shape().ToString(), cos.shape().ToString(), sin.shape().ToString());
+  }
+  return x * cos + rotate_half(x) * sin;
+}
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    bool causal) {
+  if (q.rank() != 4 || k.rank() != 4 || v.shape() != k.shape() || q.dim(0) != k.dim(0) ||
+      q.dim(3) != k.dim(3) || q.dim(2) != k.dim(2) || k.dim(1) == 0 || q.dim(1) % k.dim(1) != 0) {
+    Fail(
+        "[scaled_dot_product_attention] expected q [B, H, S, D] and k, v [B, KV, S, D] with H a "
+        "multiple of "
+        "KV, got q {}, k {}, v {}",
+        q.shape().ToString(), k.shape().ToString(), v.shape().ToString());
+  }
+  int64_t b = q.dim(0), h = q.dim(1), s = q.dim(2), d = q.dim(3), kv = k.dim(1), groups = h / kv;
+  auto repeat =
+      [&](const Tensor& t) {  // [B, KV, S, D] -> [B, H, S, D], each kv head `groups` times
+        if (groups == 1) return t;
+        return reshape(expand(unsqueeze(t, 2), {b, kv, groups, s, d}), {b, h, s, d});
+      };
+  Tensor scores =
+      matmul(q, transpose(repeat(k), -1, -2)) * (1.0 / std::sqrt(static_cast<double>(d)));
+  if (causal) {
+    Tensor rows = unsqueeze(arange(s), 1), cols = unsqueeze(arange(s), 0);
+    scores = where(ge(rows, cols), scores, constant(-INFINITY, scores.dtype()));
+  }
+  return matmul(softmax(scores, -1), repeat(v));
+}
+
 }  // namespace strata::nn

@@ -31,4 +31,21 @@ Tensor layer_norm(const Tensor& x, const std::optional<Tensor>& weight,
 // Inverted dropout with keyed random bits; identity when !training or p == 0.
 Tensor dropout(const Tensor& x, double p, const Tensor& key, bool training = true);
 
+// Rotary position embeddings, Hugging Face Llama convention: cos/sin are
+// [seq, head_dim] with the frequencies repeated (cat(freqs, freqs)), and
+// x * cos + rotate_half(x) * sin over x [..., seq, head_dim].
+struct RotaryTables {
+  Tensor cos, sin;
+};
+RotaryTables rotary_tables(int64_t seq_len, int64_t head_dim, double theta = 10000.0,
+                           DType dtype = DType::kF32);
+Tensor rotate_half(const Tensor& x);
+Tensor apply_rotary(const Tensor& x, const Tensor& cos, const Tensor& sin);
+
+// Scaled dot-product attention over q [B, H, S, D], k and v [B, KV, S, D]
+// with H a multiple of KV (grouped-query: query head h reads kv head
+// h / (H / KV)); causal masks keys after the query position.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    bool causal = true);
+
 }  // namespace strata::nn
