@@ -2,11 +2,9 @@
 #include "strata/autograd/grad.h"
 #include "strata/lazy/context.h"
 #include "strata/lazy/ops.h"
+#include "vjp_internal.h"
 
 namespace strata {
-
-std::vector<Tensor> VjpImpl(const Tensor& output, const Tensor& cotangent,
-                            const std::vector<Tensor>& inputs, bool fill_zeros);
 
 Tensor& requires_grad_(Tensor& tensor, bool value) {
   if (value && !IsFloating(tensor.dtype())) {
@@ -36,7 +34,7 @@ void backward(const Tensor& output, const Tensor& cotangent) {
     Fail("[backward] no live tensor requires a gradient; mark leaves with requires_grad_");
   std::vector<Tensor> inputs;
   for (lazy::TensorImpl* impl : leaves) inputs.emplace_back(impl->value);
-  std::vector<Tensor> grads = VjpImpl(output, cotangent, inputs, /*fill_zeros=*/false);
+  std::vector<Tensor> grads = VjpImpl({output}, {cotangent}, inputs, /*fill_zeros=*/false);
   for (size_t i = 0; i < leaves.size(); ++i) {
     lazy::TensorImpl* impl = leaves[i];
     if (!grads[i].defined()) continue;  // the output does not depend on this leaf

@@ -12,6 +12,7 @@
 #include "../lazy/ops_internal.h"
 #include "strata/autograd/grad.h"
 #include "strata/ir/lowering.h"
+#include "vjp_internal.h"
 
 namespace strata {
 namespace {
@@ -115,6 +116,20 @@ std::vector<Tensor> Rule(const ir::NodePtr& owner, const std::vector<Tensor>& ou
   const ir::Node& node = *owner;
   const auto& ops = node.operands();
   std::vector<Tensor> in(ops.size());
+  if (const ir::GradientRule* rule = node.gradient_rule()) {
+    std::vector<ir::Value> cotangents;
+    for (const Tensor& g : out_grads) cotangents.push_back(g.defined() ? g.value() : ir::Value{});
+    std::vector<ir::Value> grads = rule->Vjp(node, cotangents);
+    STRATA_CHECK(grads.size() == ops.size(), "gradient rule returned {} values for {} operands",
+                 grads.size(), ops.size());
+    for (size_t i = 0; i < grads.size(); ++i) {
+      if (grads[i]) in[i] = T(grads[i]);
+    }
+    return in;
+  }
+  if (node.opcode() == Opcode::kTuple || node.opcode() == Opcode::kOptimizationBarrier) {
+    return out_grads;  // identities, output k is operand k
+  }
   if (node.num_outputs() != 1) {
     for (const Tensor& g : out_grads) {
       if (g.defined()) Fail("[grad] no VJP for multi-output {}", node.OpName());
@@ -320,14 +335,20 @@ std::vector<Tensor> Rule(const ir::NodePtr& owner, const std::vector<Tensor>& ou
 
 }  // namespace
 
-// Unreached inputs get zeros when `fill_zeros`, else an undefined Tensor.
-std::vector<Tensor> VjpImpl(const Tensor& output, const Tensor& cotangent,
+std::vector<Tensor> VjpImpl(const std::vector<Tensor>& outputs,
+                            const std::vector<Tensor>& cotangents,
                             const std::vector<Tensor>& inputs, bool fill_zeros) {
-  if (cotangent.shape().dims() != output.shape().dims()) {
-    Fail("[grad] cotangent {} does not match output {}", cotangent.shape().ToString(),
-         output.shape().ToString());
+  STRATA_CHECK(outputs.size() == cotangents.size(), "{} outputs, {} cotangents", outputs.size(),
+               cotangents.size());
+  std::vector<ir::Value> roots;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (cotangents[i].shape().dims() != outputs[i].shape().dims()) {
+      Fail("[grad] cotangent {} does not match output {}", cotangents[i].shape().ToString(),
+           outputs[i].shape().ToString());
+    }
+    roots.push_back(outputs[i].value());
   }
-  ir::Graph graph = ir::BuildGraph({output.value()});
+  ir::Graph graph = ir::BuildGraph(roots);
   std::map<Key, size_t> input_index;
   for (size_t i = 0; i < inputs.size(); ++i)
     input_index[{inputs[i].value().node.get(), inputs[i].value().index}] = i;
@@ -342,14 +363,18 @@ std::vector<Tensor> VjpImpl(const Tensor& output, const Tensor& cotangent,
     if (r) relevant.insert(n);
   }
   // Owning pointers to every node (the graph itself holds raw ones).
-  std::unordered_map<const ir::Node*, ir::NodePtr> owners{
-      {output.value().node.get(), output.value().node}};
+  std::unordered_map<const ir::Node*, ir::NodePtr> owners;
+  for (const ir::Value& root : roots) owners.emplace(root.node.get(), root.node);
   for (const ir::Node* n : graph.post_order) {
     for (const ir::Value& v : n->operands()) owners.emplace(v.node.get(), v.node);
   }
   std::map<Key, Tensor> grads;
-  if (Differentiable(output.shape()))
-    grads[{output.value().node.get(), output.value().index}] = astype(cotangent, output.dtype());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (!Differentiable(outputs[i].shape())) continue;
+    Tensor g = astype(cotangents[i], outputs[i].dtype());
+    auto [slot, inserted] = grads.emplace(Key{roots[i].node.get(), roots[i].index}, g);
+    if (!inserted) slot->second = slot->second + g;
+  }
   for (auto it = graph.post_order.rbegin(); it != graph.post_order.rend(); ++it) {
     const ir::Node* n = *it;
     if (n->is_leaf() || n->stops_gradient() || !relevant.count(n)) continue;
@@ -383,7 +408,15 @@ std::vector<Tensor> VjpImpl(const Tensor& output, const Tensor& cotangent,
 
 std::vector<Tensor> vjp(const Tensor& output, const Tensor& cotangent,
                         const std::vector<Tensor>& inputs) {
-  return VjpImpl(output, cotangent, inputs, true);
+  return VjpImpl({output}, {cotangent}, inputs, true);
+}
+
+std::vector<Tensor> vjp(const std::vector<Tensor>& outputs, const std::vector<Tensor>& cotangents,
+                        const std::vector<Tensor>& inputs) {
+  if (outputs.size() != cotangents.size()) {
+    Fail("[vjp] {} outputs but {} cotangents", outputs.size(), cotangents.size());
+  }
+  return VjpImpl(outputs, cotangents, inputs, true);
 }
 
 std::vector<Tensor> gradients(const Tensor& output, const std::vector<Tensor>& inputs) {

@@ -206,6 +206,10 @@ Instruction* Builder::Call(Computation* computation, std::vector<Instruction*> a
   return Finish(c);
 }
 
+Instruction* Builder::OptimizationBarrier(Instruction* value) {
+  return Finish(Make(Opcode::kOptimizationBarrier, Shape(), {value}));
+}
+
 Instruction* Builder::RngBitGenerator(Instruction* state, Shape bits_shape) {
   Instruction* r = Make(Opcode::kRngBitGenerator,
                         Shape::Tuple({state->shape(), std::move(bits_shape)}), {state});

@@ -648,6 +648,10 @@ Shape InferShape(Opcode opcode, std::span<const Shape* const> operand_shapes,
       }
       return state;
     }
+    case Opcode::kOptimizationBarrier:
+      // The identity, opaque to the passes (recomputation is not CSE'd away).
+      ExpectOperands(inst, 1);
+      return inst.operand_shape(0);
     case Opcode::kCall: {
       if (inst.attrs.called.size() != 1) Reject(inst, "expected one called computation");
       std::vector<Shape> args;

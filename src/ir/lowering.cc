@@ -150,7 +150,7 @@ std::unique_ptr<hlo::Module> LowerGraph(const Graph& graph, const std::string& n
   }
   auto value_of = [&](const Value& v) -> hlo::Instruction* {
     hlo::Instruction* inst = lowered.at(v.node.get());
-    if (v.node->num_outputs() == 1) return inst;
+    if (!inst->shape().is_tuple()) return inst;
     return b.GetTupleElement(inst, v.index);
   };
   for (const Node* node : graph.post_order) {
@@ -160,7 +160,12 @@ std::unique_ptr<hlo::Module> LowerGraph(const Graph& graph, const std::string& n
     }
     std::vector<hlo::Instruction*> operands;
     for (const Value& v : node->operands()) operands.push_back(value_of(v));
-    Shape shape = node->num_outputs() == 1 ? node->shape() : Shape::Tuple(node->shapes());
+    if (node->opcode() == hlo::Opcode::kOptimizationBarrier) {
+      lowered[node] = b.OptimizationBarrier(b.Tuple(std::move(operands)));
+      continue;
+    }
+    bool tuple = node->num_outputs() > 1 || node->opcode() == hlo::Opcode::kTuple;
+    Shape shape = tuple ? Shape::Tuple(node->shapes()) : node->shape();
     auto inst = std::make_unique<hlo::Instruction>(node->opcode(), shape, std::move(operands));
     static_cast<hlo::Attributes&>(*inst) = node->attributes();
     for (hlo::Computation*& c : inst->called) c = Import(*module, c, imported);

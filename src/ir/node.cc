@@ -79,7 +79,16 @@ NodePtr Node::MakeOp(hlo::Opcode opcode, std::vector<Value> operands, hlo::Attri
   for (const Value& v : operands)
     STRATA_CHECK(v.node != nullptr, "null operand of {}", hlo::OpcodeName(opcode));
   if (opcode == hlo::Opcode::kConstant) declared = attributes.literal.shape();
-  Shape shape = hlo::InferShape(opcode, operand_shapes, attributes, declared);
+  // The lazy opt-barrier takes its values one per operand (HLO's takes a
+  // tuple, which lowering builds).
+  Shape shape;
+  if (opcode == hlo::Opcode::kOptimizationBarrier) {
+    std::vector<Shape> elements;
+    for (const Shape* s : operand_shapes) elements.push_back(*s);
+    shape = Shape::Tuple(std::move(elements));
+  } else {
+    shape = hlo::InferShape(opcode, operand_shapes, attributes, declared);
+  }
   if (shape.is_tuple()) {
     node->shapes_ = shape.tuple_shapes();
   } else {
@@ -99,6 +108,15 @@ NodePtr Node::MakeConstant(hlo::Literal literal) {
   hlo::Attributes a;
   a.literal = std::move(literal);
   return MakeOp(hlo::Opcode::kConstant, {}, std::move(a));
+}
+
+NodePtr Node::MakeWithGradientRule(std::vector<Value> operands,
+                                   std::shared_ptr<const GradientRule> rule) {
+  STRATA_CHECK(rule != nullptr, "MakeWithGradientRule needs a rule");
+  NodePtr made = MakeOp(hlo::Opcode::kTuple, std::move(operands));
+  auto node = std::make_shared<Node>(*made);
+  node->gradient_rule_ = std::move(rule);
+  return node;
 }
 
 NodePtr Node::MakeDeviceData(runtime::Buffer buffer, std::optional<Sharding> sharding) {
@@ -151,6 +169,7 @@ NodePtr Node::Clone(std::vector<Value> operands) const {
   hlo::Attributes a = *attributes_;
   Shape declared = shapes_.size() == 1 ? shapes_[0] : Shape::Tuple(shapes_);
   NodePtr node = MakeOp(opcode_, std::move(operands), std::move(a), declared);
+  if (gradient_rule_) node = MakeWithGradientRule(node->operands_, gradient_rule_);
   if (stops_gradient_ && !node->stops_gradient()) node = node->CloneStoppingGradient();
   if (!sharding_) return node;
   return node->CloneWithSharding(sharding_);

@@ -155,6 +155,7 @@ class Planner {
         }
         case Opcode::kTuple:
         case Opcode::kReshape:
+        case Opcode::kOptimizationBarrier:
           out = operand_slots;
           continue;
         case Opcode::kGetTupleElement: {

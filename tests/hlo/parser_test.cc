@@ -295,7 +295,8 @@ std::unique_ptr<Module> NestedTupleProgram() {
   Computation* pick = m->AddComputation(f.Build(f.GetTupleElement(f.GetTupleElement(p, 1), 0)));
   Builder b("main");
   Instruction* t = b.Parameter(0, nested, "t");
-  m->AddEntryComputation(b.Build(b.Tuple({b.Call(pick, {t}), b.GetTupleElement(t, 0)})));
+  Instruction* held = b.OptimizationBarrier(t);
+  m->AddEntryComputation(b.Build(b.Tuple({b.Call(pick, {held}), b.GetTupleElement(t, 0)})));
   return m;
 }
 

@@ -2,6 +2,7 @@
 // issue): the functional core that backward() and .grad() will sit on.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "strata/lazy/tensor.h"
@@ -18,6 +19,18 @@ std::vector<Tensor> gradients(const Tensor& output, const std::vector<Tensor>& i
 // The same with an explicit cotangent for `output` (any shape).
 std::vector<Tensor> vjp(const Tensor& output, const Tensor& cotangent,
                         const std::vector<Tensor>& inputs);
+// Several outputs, one cotangent each: d(sum_i <outputs[i], cotangents[i]>)/d(inputs).
+std::vector<Tensor> vjp(const std::vector<Tensor>& outputs, const std::vector<Tensor>& cotangents,
+                        const std::vector<Tensor>& inputs);
+
+// Activation checkpointing (torch.utils.checkpoint, jax.checkpoint): returns
+// fn(inputs), but backward does not keep fn's intermediates; it recomputes
+// fn's forward from the inputs once the outputs' cotangents exist (behind an
+// opt-barrier, so the compiler cannot merge the recomputation back into the
+// forward). Gradients reach the inputs and every outer tensor fn reads.
+std::vector<Tensor> checkpoint(
+    const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,
+    const std::vector<Tensor>& inputs);
 
 // The PyTorch-style API over vjp. A tensor marked requires_grad is a leaf:
 // backward() adds d(output)/d(its current value) into its grad (lazily; sync

@@ -78,6 +78,8 @@ class Builder {
   Instruction* GetTupleElement(Instruction* tuple, int64_t index);
   Instruction* While(Computation* condition, Computation* body, Instruction* init);
   Instruction* Call(Computation* computation, std::vector<Instruction*> arguments);
+  // The identity on `value` (usually a tuple) that no pass looks through.
+  Instruction* OptimizationBarrier(Instruction* value);
   // Philox-4x32-10 bits: state is u64[2] (key, counter); result is
   // (new state u64[2], bits of `bits_shape`).
   Instruction* RngBitGenerator(Instruction* state, Shape bits_shape);

@@ -41,6 +41,15 @@ struct Value {
 
 enum class NodeKind : uint8_t { kDeviceData, kScalar, kOp };
 
+// A node's own reverse-mode rule, used instead of the per-opcode VJP table
+// (checkpointed regions, loops). Given the cotangents of the node's outputs
+// (a null Value where none flowed) it returns one per operand (null = none).
+class GradientRule {
+ public:
+  virtual ~GradientRule() = default;
+  virtual std::vector<Value> Vjp(const Node& node, const std::vector<Value>& cotangents) const = 0;
+};
+
 class Node {
  public:
   // A primitive op. Shapes come from the HLO shape rules (`declared` is
@@ -53,6 +62,10 @@ class Node {
   static NodePtr MakeDeviceData(runtime::Buffer buffer,
                                 std::optional<Sharding> sharding = std::nullopt);
   static NodePtr MakeScalar(hlo::Literal value);
+  // A tuple node whose outputs are its operands (lowered to a tuple the
+  // passes fold away) differentiated by `rule` rather than as a tuple.
+  static NodePtr MakeWithGradientRule(std::vector<Value> operands,
+                                      std::shared_ptr<const GradientRule> rule);
 
   NodeKind kind() const { return kind_; }
   hlo::Opcode opcode() const { return opcode_; }
@@ -70,6 +83,8 @@ class Node {
   bool stops_gradient() const { return stops_gradient_; }
   const runtime::Buffer& buffer() const { return buffer_; }  // kDeviceData
   const hlo::Literal& scalar() const { return scalar_; }     // kScalar
+  // Set by MakeWithGradientRule (and kept by the clones).
+  const GradientRule* gradient_rule() const { return gradient_rule_.get(); }
 
   // Same op and attributes over new operands.
   NodePtr Clone(std::vector<Value> operands) const;
@@ -102,6 +117,7 @@ class Node {
   runtime::Buffer buffer_;
   hlo::Literal scalar_;
   bool stops_gradient_ = false;
+  std::shared_ptr<const GradientRule> gradient_rule_;
   Hash128 node_hash_, dag_hash_;
 };
 

@@ -23,6 +23,7 @@ bool Foldable(const hlo::Instruction& inst) {
     case hlo::Opcode::kGetTupleElement:
     case hlo::Opcode::kWhile:
     case hlo::Opcode::kCall:
+    case hlo::Opcode::kOptimizationBarrier:
     case hlo::Opcode::kRngBitGenerator:
       return false;
     default:
