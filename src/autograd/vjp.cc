@@ -110,6 +110,64 @@ Tensor DotOperandGrad(const Tensor& g, const Tensor& other, const Shape& self,
   return permute(r, source);
 }
 
+// Operands [first, end) of a dynamic-slice family op: its start indices.
+std::vector<Tensor> Starts(const std::vector<ir::Value>& ops, size_t first) {
+  std::vector<Tensor> starts;
+  for (size_t i = first; i < ops.size(); ++i) starts.push_back(T(ops[i]));
+  return starts;
+}
+
+// The gather reading, for each update element of a scatter, the operand
+// element it was combined into (the scatter's index mapping, transposed).
+Tensor GatherScattered(const Tensor& from, const ir::Value& indices, const Shape& updates,
+                       const hlo::ScatterDims& sd) {
+  hlo::GatherDims gd;
+  gd.offset_dims = sd.update_window_dims;
+  gd.collapsed_slice_dims = sd.inserted_window_dims;
+  gd.start_index_map = sd.scatter_dims_to_operand_dims;
+  gd.index_vector_dim = sd.index_vector_dim;
+  // Window sizes: 1 on inserted dims, else the update's window extent.
+  gd.slice_sizes.assign(from.rank(), 1);
+  size_t w = 0;
+  for (int64_t d = 0; d < from.rank(); ++d) {
+    if (std::find(sd.inserted_window_dims.begin(), sd.inserted_window_dims.end(), d) !=
+        sd.inserted_window_dims.end())
+      continue;
+    gd.slice_sizes[d] = updates.dim(sd.update_window_dims[w++]);
+  }
+  hlo::Attributes a;
+  a.gather = std::move(gd);
+  return T(lazy::Op(Opcode::kGather, {from.value(), indices}, std::move(a)));
+}
+
+// Variadic reduce as argmax/argmin build it: (values, indices) -> (the
+// extreme value, its index). The value's cotangent goes to the one element
+// whose value and index both equal the result; indices carry none.
+std::vector<Tensor> VariadicReduceRule(const ir::NodePtr& owner, const std::vector<Tensor>& g) {
+  const ir::Node& node = *owner;
+  const auto& ops = node.operands();
+  std::vector<Tensor> in(ops.size());
+  bool value_grad = g[0].defined() && Differentiable(ops[0].shape());
+  for (size_t k = 1; k < g.size(); ++k) {
+    if (g[k].defined() && Differentiable(ops[k].shape()))
+      Fail("[grad] no VJP for variadic reduce output {} of {}", k, node.OpName());
+  }
+  if (!value_grad) return in;
+  if (ops.size() != 4 || !IsInteger(ops[1].shape().dtype()))
+    Fail("[grad] no VJP for variadic reduce {}", node.OpName());
+  const Shape& s = ops[0].shape();
+  const auto& reduced = node.attributes().dimensions;
+  std::vector<int64_t> kept;
+  for (int64_t d = 0; d < s.rank(); ++d) {
+    if (std::find(reduced.begin(), reduced.end(), d) == reduced.end()) kept.push_back(d);
+  }
+  Tensor chosen =
+      logical_and(eq(T(ops[0]), BroadcastInDim(T(ir::Value{owner, 0}), s, kept)),
+                  eq(T(ops[1]), BroadcastInDim(T(ir::Value{owner, 1}), ops[1].shape(), kept)));
+  in[0] = where(chosen, BroadcastInDim(g[0], s, kept), Zeros(s));
+  return in;
+}
+
 // Cotangents for each operand of `node` given the output cotangents (an
 // entry is undefined when that output got none).
 std::vector<Tensor> Rule(const ir::NodePtr& owner, const std::vector<Tensor>& out_grads) {
@@ -129,6 +187,9 @@ std::vector<Tensor> Rule(const ir::NodePtr& owner, const std::vector<Tensor>& ou
   }
   if (node.opcode() == Opcode::kTuple || node.opcode() == Opcode::kOptimizationBarrier) {
     return out_grads;  // identities, output k is operand k
+  }
+  if (node.opcode() == Opcode::kReduce && node.num_outputs() > 1) {
+    return VariadicReduceRule(owner, out_grads);
   }
   if (node.num_outputs() != 1) {
     for (const Tensor& g : out_grads) {
@@ -274,7 +335,6 @@ std::vector<Tensor> Rule(const ir::NodePtr& owner, const std::vector<Tensor>& ou
       break;
     }
     case Opcode::kReduce: {
-      if (ops.size() != 2) Fail("[grad] no VJP for variadic reduce");
       const Shape& s = ops[0].shape();
       const auto& reduced = node.attributes().dimensions;
       std::vector<int64_t> kept;
@@ -315,6 +375,75 @@ std::vector<Tensor> Rule(const ir::NodePtr& owner, const std::vector<Tensor>& ou
       in = {T(lazy::Op(Opcode::kScatter, {Zeros(ops[0].shape()).value(), ops[1], g.value()},
                        std::move(a))),
             Tensor()};
+      break;
+    }
+    case Opcode::kClamp: {  // clamp(low, x, high)
+      Tensor low = operand(0), x = operand(1), high = operand(2);
+      Tensor zero = Zeros(g.shape());
+      Tensor below = lt(x, low), above = gt(x, high);
+      Tensor low_g = where(below, g, zero), high_g = where(above, g, zero);
+      in = {ops[0].shape().rank() == 0 ? sum(low_g) : low_g,
+            where(logical_or(below, above), zero, g),
+            ops[2].shape().rank() == 0 ? sum(high_g) : high_g};
+      break;
+    }
+    case Opcode::kRemainder: {  // a - b * trunc(a / b), as HLO (C fmod)
+      Tensor q = operand(0) / operand(1);
+      Tensor trunc = where(ge(q, Zeros(q.shape())), floor(q), ceil(q));
+      in = {g, -(g * trunc)};
+      break;
+    }
+    case Opcode::kAtan2: {  // atan2(a, b)
+      Tensor a = operand(0), b = operand(1), r2 = a * a + b * b;
+      in = {g * b / r2, -(g * a) / r2};
+      break;
+    }
+    case Opcode::kPad: {
+      // The operand's elements sit at low + i * (interior + 1).
+      const Shape& s = ops[0].shape();
+      std::vector<hlo::SliceRange> ranges;
+      for (int64_t d = 0; d < s.rank(); ++d) {
+        const hlo::PadRange& p = node.attributes().padding[d];
+        if (p.low < 0 || p.high < 0) Fail("[grad] no VJP for pad with negative padding");
+        int64_t step = p.interior + 1;
+        ranges.push_back({p.low, p.low + (s.dim(d) - 1) * step + 1, step});
+        if (s.dim(d) == 0) ranges.back() = {p.low, p.low, 1};
+      }
+      hlo::Attributes a;
+      a.slice = std::move(ranges);
+      Tensor inner = T(lazy::Op(Opcode::kSlice, {g.value()}, std::move(a)));
+      in = {inner, sum(g) - sum(inner)};
+      break;
+    }
+    case Opcode::kDynamicSlice: {
+      std::vector<Tensor> starts = Starts(ops, 1);
+      in[0] = dynamic_update_slice(Zeros(ops[0].shape()), g, starts);
+      break;
+    }
+    case Opcode::kDynamicUpdateSlice: {
+      std::vector<Tensor> starts = Starts(ops, 2);
+      const Shape& u = ops[1].shape();
+      in[0] = dynamic_update_slice(g, Zeros(u), starts);
+      in[1] = dynamic_slice(g, starts, u.dims());
+      break;
+    }
+    case Opcode::kScatter: {
+      if (ops.size() != 3) Fail("[grad] no VJP for variadic scatter");
+      const hlo::ScatterDims& sd = node.attributes().scatter;
+      const hlo::Computation* combiner = node.attributes().called[0];
+      const hlo::Instruction* root = combiner->root();
+      if (root->opcode() == Opcode::kAdd) {
+        in = {g, Tensor(), GatherScattered(g, ops[1], ops[2].shape(), sd)};
+      } else if (root->opcode() == Opcode::kParameter && root->parameter_number == 1) {
+        // Overwrite: written positions take their gradient from the update
+        // (the last write wins, as the runtime applies updates in order).
+        hlo::Attributes a = node.attributes();
+        Tensor cleared = T(lazy::Op(
+            Opcode::kScatter, {g.value(), ops[1], Zeros(ops[2].shape()).value()}, std::move(a)));
+        in = {cleared, Tensor(), GatherScattered(g, ops[1], ops[2].shape(), sd)};
+      } else {
+        Fail("[grad] no VJP for scatter combining with {}", combiner->name());
+      }
       break;
     }
     case Opcode::kCompare:

@@ -118,6 +118,20 @@ Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start, std::op
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);  // integer index, 1-D
 Tensor take_along_dim(const Tensor& x, const Tensor& indices, int64_t dim);
 Tensor concat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+// Pads `low[d]` and `high[d]` elements of `value` before and after each dim.
+Tensor pad(const Tensor& x, std::vector<int64_t> low, std::vector<int64_t> high, double value = 0);
+// x[starts[0] : starts[0] + sizes[0], ...] for rank-0 integer start tensors
+// (data, so a new start never recompiles). As in XLA, starts are clamped so
+// the window stays inside x.
+Tensor dynamic_slice(const Tensor& x, const std::vector<Tensor>& starts,
+                     std::vector<int64_t> sizes);
+// x with `update` written at `starts` (clamped the same way).
+Tensor dynamic_update_slice(const Tensor& x, const Tensor& update,
+                            const std::vector<Tensor>& starts);
+// torch.index_add: x with alpha * source's slices along `dim` added at the
+// positions `index` (1-D integer) names; repeated indices accumulate.
+Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source,
+                 double alpha = 1);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
