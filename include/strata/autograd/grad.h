@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "strata/lazy/tensor.h"
+#include "strata/lazy/tree.h"
 
 namespace strata {
 
@@ -22,6 +23,17 @@ std::vector<Tensor> vjp(const Tensor& output, const Tensor& cotangent,
 // Several outputs, one cotangent each: d(sum_i <outputs[i], cotangents[i]>)/d(inputs).
 std::vector<Tensor> vjp(const std::vector<Tensor>& outputs, const std::vector<Tensor>& cotangents,
                         const std::vector<Tensor>& inputs);
+
+// JAX-style transforms over Trees. Each input leaf is its own variable, even
+// when two leaves hold the same tensor. grad(f) for f returning a scalar:
+// x -> df/dx shaped like x.
+std::function<Tree(const Tree&)> grad(std::function<Tensor(const Tree&)> f);
+std::function<std::pair<Tensor, Tree>(const Tree&)> value_and_grad(
+    std::function<Tensor(const Tree&)> f);
+// (f(primals), pullback): pullback maps a cotangent tree shaped like f's
+// output to gradients shaped like `primals`.
+std::pair<Tree, std::function<Tree(const Tree&)>> vjp(const std::function<Tree(const Tree&)>& f,
+                                                      const Tree& primals);
 
 // Activation checkpointing (torch.utils.checkpoint, jax.checkpoint): returns
 // fn(inputs), but backward does not keep fn's intermediates; it recomputes

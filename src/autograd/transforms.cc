@@ -1,0 +1,66 @@
+// grad / value_and_grad / vjp over Trees, on top of the reverse sweep.
+#include "../lazy/ops_internal.h"
+#include "strata/autograd/grad.h"
+#include "vjp_internal.h"
+
+namespace strata {
+namespace {
+
+// Each leaf behind its own identity node, so leaves that share a tensor are
+// still separate variables (the tuple folds away when compiled).
+Tree FreshLeaves(const Tree& primals) {
+  return primals.map([](const Tensor& t) {
+    return Tensor(ir::Value{ir::Node::MakeOp(hlo::Opcode::kTuple, {t.value()}), 0});
+  });
+}
+
+std::pair<Tensor, Tree> ValueAndGrad(const std::function<Tensor(const Tree&)>& f,
+                                     const Tree& primals) {
+  Tree x = FreshLeaves(primals);
+  Tensor out = f(x);
+  if (!out.defined() || out.numel() != 1) {
+    Fail("[grad] the function must return a tensor with one element, got {}",
+         out.defined() ? out.shape().ToString() : "an undefined tensor");
+  }
+  std::vector<Tensor> inputs = x.leaves();
+  Tensor seed = ones(out.shape().dims(), IsFloating(out.dtype()) ? out.dtype() : DType::kF32);
+  std::vector<Tensor> grads = VjpImpl({out}, {seed}, inputs, /*fill_zeros=*/true);
+  return {out, primals.spec().Unflatten(std::move(grads))};
+}
+
+}  // namespace
+
+std::function<Tree(const Tree&)> grad(std::function<Tensor(const Tree&)> f) {
+  return [f = std::move(f)](const Tree& x) { return ValueAndGrad(f, x).second; };
+}
+
+std::function<std::pair<Tensor, Tree>(const Tree&)> value_and_grad(
+    std::function<Tensor(const Tree&)> f) {
+  return [f = std::move(f)](const Tree& x) { return ValueAndGrad(f, x); };
+}
+
+std::pair<Tree, std::function<Tree(const Tree&)>> vjp(const std::function<Tree(const Tree&)>& f,
+                                                      const Tree& primals) {
+  Tree x = FreshLeaves(primals);
+  Tree out = f(x);
+  TreeSpec out_spec = out.spec(), in_spec = primals.spec();
+  std::vector<Tensor> outputs = out.leaves(), inputs = x.leaves();
+  auto pullback = [=](const Tree& cotangent) {
+    std::string diff = out_spec.FirstDifference(cotangent.spec());
+    if (!diff.empty()) {
+      Fail("[vjp] the cotangent must have the output's structure {}; at {}", out_spec.ToString(),
+           diff);
+    }
+    auto cots = cotangent.leaves_with_paths();
+    for (size_t i = 0; i < cots.size(); ++i) {
+      if (cots[i].second.shape().dims() != outputs[i].shape().dims()) {
+        Fail("[vjp] cotangent{} is {}, the output there is {}", cots[i].first,
+             cots[i].second.shape().ToString(), outputs[i].shape().ToString());
+      }
+    }
+    return in_spec.Unflatten(VjpImpl(outputs, cotangent.leaves(), inputs, /*fill_zeros=*/true));
+  };
+  return {out, std::function<Tree(const Tree&)>(pullback)};
+}
+
+}  // namespace strata
