@@ -8,7 +8,13 @@ namespace {
 
 // Each leaf behind its own identity node, so leaves that share a tensor are
 // still separate variables (the tuple folds away when compiled).
-Tree FreshLeaves(const Tree& primals) {
+Tree FreshLeaves(std::string_view op, const Tree& primals) {
+  for (const auto& [path, t] : primals.leaves_with_paths()) {
+    if (!IsFloating(t.dtype())) {
+      Fail("[{}] input{} is {}: only floating-point tensors have gradients", op, path,
+           t.shape().ToString());
+    }
+  }
   return primals.map([](const Tensor& t) {
     return Tensor(ir::Value{ir::Node::MakeOp(hlo::Opcode::kTuple, {t.value()}), 0});
   });
@@ -16,7 +22,7 @@ Tree FreshLeaves(const Tree& primals) {
 
 std::pair<Tensor, Tree> ValueAndGrad(const std::function<Tensor(const Tree&)>& f,
                                      const Tree& primals) {
-  Tree x = FreshLeaves(primals);
+  Tree x = FreshLeaves("grad", primals);
   Tensor out = f(x);
   if (!out.defined() || out.numel() != 1) {
     Fail("[grad] the function must return a tensor with one element, got {}",
@@ -41,7 +47,7 @@ std::function<std::pair<Tensor, Tree>(const Tree&)> value_and_grad(
 
 std::pair<Tree, std::function<Tree(const Tree&)>> vjp(const std::function<Tree(const Tree&)>& f,
                                                       const Tree& primals) {
-  Tree x = FreshLeaves(primals);
+  Tree x = FreshLeaves("vjp", primals);
   Tree out = f(x);
   TreeSpec out_spec = out.spec(), in_spec = primals.spec();
   std::vector<Tensor> outputs = out.leaves(), inputs = x.leaves();

@@ -535,8 +535,25 @@ std::vector<Tensor> VjpImpl(const std::vector<Tensor>& outputs,
   return result;
 }
 
+namespace {
+
+// Asking for the gradient of an integer or boolean tensor is an error
+// (reaching one on the way is not: it simply carries none).
+void CheckInputs(std::string_view op, const std::vector<Tensor>& inputs) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined()) Fail("[{}] input {} is an undefined tensor", op, i);
+    if (!IsFloating(inputs[i].dtype())) {
+      Fail("[{}] input {} is {}: only floating-point tensors have gradients", op, i,
+           inputs[i].shape().ToString());
+    }
+  }
+}
+
+}  // namespace
+
 std::vector<Tensor> vjp(const Tensor& output, const Tensor& cotangent,
                         const std::vector<Tensor>& inputs) {
+  CheckInputs("vjp", inputs);
   return VjpImpl({output}, {cotangent}, inputs, true);
 }
 
@@ -545,6 +562,7 @@ std::vector<Tensor> vjp(const std::vector<Tensor>& outputs, const std::vector<Te
   if (outputs.size() != cotangents.size()) {
     Fail("[vjp] {} outputs but {} cotangents", outputs.size(), cotangents.size());
   }
+  CheckInputs("vjp", inputs);
   return VjpImpl(outputs, cotangents, inputs, true);
 }
 
@@ -553,9 +571,11 @@ std::vector<Tensor> gradients(const Tensor& output, const std::vector<Tensor>& i
     Fail("[grad] gradients needs a scalar output, got {}; pass a cotangent to vjp instead",
          output.shape().ToString());
   }
-  return vjp(output,
-             ones(output.shape().dims(), IsFloating(output.dtype()) ? output.dtype() : DType::kF32),
-             inputs);
+  CheckInputs("gradients", inputs);
+  return VjpImpl({output},
+                 {ones(output.shape().dims(),
+                       IsFloating(output.dtype()) ? output.dtype() : DType::kF32)},
+                 inputs, true);
 }
 
 }  // namespace strata
