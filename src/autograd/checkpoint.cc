@@ -78,9 +78,9 @@ class CheckpointRule final : public ir::GradientRule {
  public:
   CheckpointRule(size_t outputs, size_t inputs) : n_(outputs), k_(inputs) {}
 
-  std::vector<ir::Value> Vjp(const ir::Node& node,
+  std::vector<ir::Value> Vjp(const ir::NodePtr& node,
                              const std::vector<ir::Value>& cotangents) const override {
-    const auto& ops = node.operands();
+    const auto& ops = node->operands();
     std::vector<ir::Value> result(ops.size());
     std::vector<ir::Value> outputs;
     std::vector<Tensor> cots;

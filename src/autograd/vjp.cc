@@ -177,7 +177,7 @@ std::vector<Tensor> Rule(const ir::NodePtr& owner, const std::vector<Tensor>& ou
   if (const ir::GradientRule* rule = node.gradient_rule()) {
     std::vector<ir::Value> cotangents;
     for (const Tensor& g : out_grads) cotangents.push_back(g.defined() ? g.value() : ir::Value{});
-    std::vector<ir::Value> grads = rule->Vjp(node, cotangents);
+    std::vector<ir::Value> grads = rule->Vjp(owner, cotangents);
     STRATA_CHECK(grads.size() == ops.size(), "gradient rule returned {} values for {} operands",
                  grads.size(), ops.size());
     for (size_t i = 0; i < grads.size(); ++i) {

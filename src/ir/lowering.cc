@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <functional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -135,45 +137,231 @@ hlo::Computation* Import(hlo::Module& module, const hlo::Computation* prototype,
 
 }  // namespace
 
+namespace {
+
+using OutputKey = std::pair<const Node*, int64_t>;
+
+struct OutputKeyHash {
+  size_t operator()(const OutputKey& k) const {
+    return std::hash<const void*>()(k.first) * 31 + static_cast<size_t>(k.second);
+  }
+};
+
+// Lowers lazy IR into builders of one module; loop nodes become While
+// loops whose bodies are lowered recursively.
+class Lowerer {
+ public:
+  explicit Lowerer(hlo::Module& module) : module_(module) {}
+
+  // Lowers the graph of `roots` into `b` (leaves come from `leaf`) and
+  // returns the instruction of each root.
+  std::vector<hlo::Instruction*> Lower(hlo::Builder& b, const std::vector<Value>& roots,
+                                       const std::vector<const Node*>& post_order,
+                                       const std::function<hlo::Instruction*(const Node*)>& leaf) {
+    // Which outputs of each loop node someone reads: only those are built.
+    std::unordered_set<OutputKey, OutputKeyHash> used;
+    auto note = [&](const Value& v) {
+      if (v.node->loop()) used.insert({v.node.get(), v.index});
+    };
+    for (const Node* n : post_order) {
+      for (const Value& v : n->operands()) note(v);
+    }
+    for (const Value& r : roots) note(r);
+
+    std::unordered_map<const Node*, hlo::Instruction*> lowered;
+    std::unordered_map<const Node*, std::vector<hlo::Instruction*>> loop_outputs;
+    auto value_of = [&](const Value& v) -> hlo::Instruction* {
+      if (auto it = loop_outputs.find(v.node.get()); it != loop_outputs.end()) {
+        STRATA_CHECK(it->second.at(v.index) != nullptr, "loop output {} was not built", v.index);
+        return it->second[v.index];
+      }
+      hlo::Instruction* inst = lowered.at(v.node.get());
+      if (!inst->shape().is_tuple()) return inst;
+      return b.GetTupleElement(inst, v.index);
+    };
+    for (const Node* node : post_order) {
+      if (node->is_leaf()) {
+        lowered[node] = leaf(node);
+        continue;
+      }
+      std::vector<hlo::Instruction*> operands;
+      for (const Value& v : node->operands()) operands.push_back(value_of(v));
+      if (node->loop()) {
+        std::vector<bool> wanted(node->num_outputs());
+        for (int64_t k = 0; k < node->num_outputs(); ++k) wanted[k] = used.count({node, k}) > 0;
+        loop_outputs[node] = LowerLoop(b, *node->loop(), operands, wanted);
+        continue;
+      }
+      if (node->opcode() == hlo::Opcode::kOptimizationBarrier) {
+        lowered[node] = b.OptimizationBarrier(b.Tuple(std::move(operands)));
+        continue;
+      }
+      bool tuple = node->num_outputs() > 1 || node->opcode() == hlo::Opcode::kTuple;
+      Shape shape = tuple ? Shape::Tuple(node->shapes()) : node->shape();
+      auto inst = std::make_unique<hlo::Instruction>(node->opcode(), shape, std::move(operands));
+      static_cast<hlo::Attributes&>(*inst) = node->attributes();
+      for (hlo::Computation*& c : inst->called) c = Import(module_, c, imported_);
+      if (node->sharding()) inst->sharding = node->sharding()->hlo_text();
+      lowered[node] = b.Add(std::move(inst));
+    }
+    std::vector<hlo::Instruction*> result;
+    for (const Value& r : roots) result.push_back(value_of(r));
+    return result;
+  }
+
+ private:
+  // One While: state = (counter, carries, xs, invariants, ys, histories),
+  // with `unroll` body copies per trip and the remainder trips inlined after
+  // it. Returns the instruction of every wanted output (others null).
+  std::vector<hlo::Instruction*> LowerLoop(hlo::Builder& b, const LoopBody& body,
+                                           const std::vector<hlo::Instruction*>& operands,
+                                           const std::vector<bool>& wanted) {
+    const int64_t c = body.num_carries, x = body.num_xs, inv = body.num_invariants();
+    const int64_t ny = body.num_ys(), length = body.length;
+    const int64_t unroll = std::clamp<int64_t>(body.unroll, 1, std::max<int64_t>(length, 1));
+    Graph graph = BuildGraph(body.roots);
+    std::vector<int64_t> ys, hist;  // output numbers kept
+    for (int64_t j = 0; j < ny; ++j) {
+      if (wanted[c + j]) ys.push_back(j);
+    }
+    for (int64_t j = 0; j < c; ++j) {
+      if (wanted[c + ny + j]) hist.push_back(j);
+    }
+    auto stacked = [&](const Shape& s) {
+      std::vector<int64_t> dims{length};
+      dims.insert(dims.end(), s.dims().begin(), s.dims().end());
+      return dims;
+    };
+    // The state's parts, as instructions of the builder being filled.
+    struct State {
+      std::vector<hlo::Instruction*> carries, xs, invariants, ys, hist;
+    };
+    // One step at position `index` (an s64 scalar).
+    auto step = [&](hlo::Builder& sb, hlo::Instruction* index, State& st) {
+      hlo::Instruction* zero = sb.ConstantScalar<int64_t>(0);
+      auto starts = [&](int64_t rank) {
+        std::vector<hlo::Instruction*> s{index};
+        for (int64_t d = 1; d < rank; ++d) s.push_back(zero);
+        return s;
+      };
+      auto write = [&](hlo::Instruction* into, hlo::Instruction* value) {
+        std::vector<int64_t> dims{1};
+        const auto& vd = value->shape().dims();
+        dims.insert(dims.end(), vd.begin(), vd.end());
+        return sb.DynamicUpdateSlice(into, sb.Reshape(value, dims), starts(into->shape().rank()));
+      };
+      std::vector<hlo::Instruction*> slices;
+      for (hlo::Instruction* xs : st.xs) {
+        std::vector<int64_t> sizes = xs->shape().dims();
+        sizes[0] = 1;
+        hlo::Instruction* s = sb.DynamicSlice(xs, starts(xs->shape().rank()), sizes);
+        slices.push_back(sb.Reshape(s, std::vector<int64_t>(sizes.begin() + 1, sizes.end())));
+      }
+      for (size_t k = 0; k < hist.size(); ++k) st.hist[k] = write(st.hist[k], st.carries[hist[k]]);
+      auto leaf = [&](const Node* n) -> hlo::Instruction* {
+        STRATA_CHECK(n->kind() == NodeKind::kPlaceholder,
+                     "a loop body reads {} that is not one of its placeholders", n->OpName());
+        int64_t id = n->placeholder_id();
+        if (id < c) return st.carries[id];
+        if (id < c + x) return slices[id - c];
+        return st.invariants[id - c - x];
+      };
+      std::vector<hlo::Instruction*> out = Lower(sb, body.roots, graph.post_order, leaf);
+      for (int64_t i = 0; i < c; ++i) st.carries[i] = out[i];
+      for (size_t k = 0; k < ys.size(); ++k) st.ys[k] = write(st.ys[k], out[c + ys[k]]);
+    };
+    auto position = [&](hlo::Builder& sb, hlo::Instruction* t) {  // trip t -> xs index
+      if (!body.reverse) return t;
+      return sb.Subtract(sb.ConstantScalar<int64_t>(length - 1), t);
+    };
+
+    State init;
+    init.carries.assign(operands.begin(), operands.begin() + c);
+    init.xs.assign(operands.begin() + c, operands.begin() + c + x);
+    init.invariants.assign(operands.begin() + c + x, operands.end());
+    for (int64_t j : ys) {
+      const Shape& s = body.roots[c + j].shape();
+      init.ys.push_back(
+          b.Broadcast(b.Constant(hlo::Literal(Shape::Scalar(s.dtype()))), stacked(s), {}));
+    }
+    for (int64_t j : hist) {
+      const Shape& s = body.placeholders[j]->shape();
+      init.hist.push_back(
+          b.Broadcast(b.Constant(hlo::Literal(Shape::Scalar(s.dtype()))), stacked(s), {}));
+    }
+    auto flatten = [&](hlo::Builder& sb, hlo::Instruction* counter, const State& st) {
+      std::vector<hlo::Instruction*> parts{counter};
+      for (const auto* group : {&st.carries, &st.xs, &st.invariants, &st.ys, &st.hist})
+        parts.insert(parts.end(), group->begin(), group->end());
+      return sb.Tuple(std::move(parts));
+    };
+    auto unflatten = [&](hlo::Builder& sb, hlo::Instruction* tuple, State& st) {
+      int64_t k = 1;
+      for (auto* group : {&st.carries, &st.xs, &st.invariants, &st.ys, &st.hist}) {
+        for (hlo::Instruction*& e : *group) e = sb.GetTupleElement(tuple, k++);
+      }
+    };
+    const int64_t trips = length / unroll;
+    State st = init;
+    if (trips > 0) {
+      hlo::Instruction* state = flatten(b, b.ConstantScalar<int64_t>(0), init);
+      int64_t id = loop_count_++;
+      hlo::Builder cb(fmt::format("scan_condition.{}", id));
+      hlo::Instruction* cp = cb.Parameter(0, state->shape(), "state");
+      hlo::Computation* cond = module_.AddComputation(
+          cb.Build(cb.Compare(cb.GetTupleElement(cp, 0), cb.ConstantScalar<int64_t>(trips * unroll),
+                              hlo::Comparison::kLt)));
+      hlo::Builder bb(fmt::format("scan_body.{}", id));
+      hlo::Instruction* bp = bb.Parameter(0, state->shape(), "state");
+      State inner = init;
+      unflatten(bb, bp, inner);
+      hlo::Instruction* counter = bb.GetTupleElement(bp, 0);
+      for (int64_t u = 0; u < unroll; ++u) {
+        hlo::Instruction* t = u == 0 ? counter : bb.Add(counter, bb.ConstantScalar<int64_t>(u));
+        step(bb, position(bb, t), inner);
+      }
+      hlo::Instruction* next = bb.Add(counter, bb.ConstantScalar<int64_t>(unroll));
+      hlo::Computation* loop_body = module_.AddComputation(bb.Build(flatten(bb, next, inner)));
+      unflatten(b, b.While(cond, loop_body, state), st);
+    }
+    for (int64_t t = trips * unroll; t < length; ++t) {
+      step(b, position(b, b.ConstantScalar<int64_t>(t)), st);
+    }
+    std::vector<hlo::Instruction*> result(wanted.size(), nullptr);
+    for (int64_t i = 0; i < c; ++i) result[i] = st.carries[i];
+    for (size_t k = 0; k < ys.size(); ++k) result[c + ys[k]] = st.ys[k];
+    for (size_t k = 0; k < hist.size(); ++k) result[c + ny + hist[k]] = st.hist[k];
+    return result;
+  }
+
+  hlo::Module& module_;
+  std::unordered_map<const hlo::Computation*, hlo::Computation*> imported_;
+  int64_t loop_count_ = 0;
+};
+
+}  // namespace
+
 std::unique_ptr<hlo::Module> LowerGraph(const Graph& graph, const std::string& name) {
   auto module = std::make_unique<hlo::Module>(name);
-  std::unordered_map<const hlo::Computation*, hlo::Computation*> imported;
   hlo::Builder b("main");
-  std::unordered_map<const Node*, hlo::Instruction*> lowered;
   std::vector<hlo::Instruction*> parameters;
   for (size_t i = 0; i < graph.parameters.size(); ++i) {
     const Node* leaf = graph.parameters[i];
+    if (leaf->kind() == NodeKind::kPlaceholder) {
+      Fail(
+          "[lowering] a loop-body placeholder ({}) escaped its scan: a tensor computed inside a "
+          "scan body was used outside it",
+          leaf->shape().ToString());
+    }
     hlo::Instruction* p =
         b.Parameter(static_cast<int64_t>(i), leaf->shape(), fmt::format("p{}", i));
     if (leaf->sharding()) p->sharding = leaf->sharding()->hlo_text();
     parameters.push_back(p);
   }
-  auto value_of = [&](const Value& v) -> hlo::Instruction* {
-    hlo::Instruction* inst = lowered.at(v.node.get());
-    if (!inst->shape().is_tuple()) return inst;
-    return b.GetTupleElement(inst, v.index);
-  };
-  for (const Node* node : graph.post_order) {
-    if (node->is_leaf()) {
-      lowered[node] = parameters.at(graph.ParameterIdOf(node));
-      continue;
-    }
-    std::vector<hlo::Instruction*> operands;
-    for (const Value& v : node->operands()) operands.push_back(value_of(v));
-    if (node->opcode() == hlo::Opcode::kOptimizationBarrier) {
-      lowered[node] = b.OptimizationBarrier(b.Tuple(std::move(operands)));
-      continue;
-    }
-    bool tuple = node->num_outputs() > 1 || node->opcode() == hlo::Opcode::kTuple;
-    Shape shape = tuple ? Shape::Tuple(node->shapes()) : node->shape();
-    auto inst = std::make_unique<hlo::Instruction>(node->opcode(), shape, std::move(operands));
-    static_cast<hlo::Attributes&>(*inst) = node->attributes();
-    for (hlo::Computation*& c : inst->called) c = Import(*module, c, imported);
-    if (node->sharding()) inst->sharding = node->sharding()->hlo_text();
-    lowered[node] = b.Add(std::move(inst));
-  }
-  std::vector<hlo::Instruction*> outputs;
-  for (const Value& root : graph.roots) outputs.push_back(value_of(root));
+  Lowerer lowerer(*module);
+  std::vector<hlo::Instruction*> outputs =
+      lowerer.Lower(b, graph.roots, graph.post_order,
+                    [&](const Node* leaf) { return parameters.at(graph.ParameterIdOf(leaf)); });
   module->AddEntryComputation(b.Build(b.Tuple(std::move(outputs))));
   return module;
 }

@@ -96,6 +96,8 @@ NodePtr Node::MakeOp(hlo::Opcode opcode, std::vector<Value> operands, hlo::Attri
   }
   node->opcode_ = opcode;
   node->stops_gradient_ = StopGradientScope::active();
+  for (const Value& v : operands)
+    node->placeholder_level_ = std::max(node->placeholder_level_, v.node->placeholder_level_);
   node->operands_ = std::move(operands);
   node->attributes_ = IsDefault(attributes)
                           ? EmptyAttributes()
@@ -113,9 +115,72 @@ NodePtr Node::MakeConstant(hlo::Literal literal) {
 NodePtr Node::MakeWithGradientRule(std::vector<Value> operands,
                                    std::shared_ptr<const GradientRule> rule) {
   STRATA_CHECK(rule != nullptr, "MakeWithGradientRule needs a rule");
-  NodePtr made = MakeOp(hlo::Opcode::kTuple, std::move(operands));
-  auto node = std::make_shared<Node>(*made);
+  return MakeOp(hlo::Opcode::kTuple, std::move(operands))->WithGradientRule(std::move(rule));
+}
+
+NodePtr Node::WithGradientRule(std::shared_ptr<const GradientRule> rule) const {
+  auto node = std::make_shared<Node>(*this);
   node->gradient_rule_ = std::move(rule);
+  return node;
+}
+
+NodePtr Node::MakePlaceholder(Shape shape, int64_t id, int32_t level) {
+  STRATA_CHECK(shape.is_array() && id >= 0 && level > 0, "bad placeholder {} #{} level {}",
+               shape.ToString(), id, level);
+  auto node = std::make_shared<Node>(Private{});
+  node->kind_ = NodeKind::kPlaceholder;
+  node->shapes_ = {std::move(shape)};
+  node->placeholder_id_ = id;
+  node->placeholder_level_ = level;
+  node->attributes_ = EmptyAttributes();
+  node->ComputeHashes();
+  return node;
+}
+
+NodePtr Node::MakeLoop(std::vector<Value> operands, std::shared_ptr<const LoopBody> body) {
+  const LoopBody& b = *body;
+  int64_t c = b.num_carries, x = b.num_xs;
+  STRATA_CHECK(operands.size() == b.placeholders.size() && c >= 0 && x >= 0 &&
+                   c + x <= static_cast<int64_t>(operands.size()) && b.num_ys() >= 0 &&
+                   b.length >= 0 && b.unroll >= 1,
+               "malformed loop: {} operands, {} placeholders, {} carries, {} xs, {} roots",
+               operands.size(), b.placeholders.size(), c, x, b.roots.size());
+  auto node = std::make_shared<Node>(Private{});
+  for (size_t i = 0; i < operands.size(); ++i) {
+    const Shape& outer = operands[i].shape();
+    const Shape& inner = b.placeholders[i]->shape();
+    bool ok = b.placeholders[i]->kind() == NodeKind::kPlaceholder &&
+              b.placeholders[i]->placeholder_id() == static_cast<int64_t>(i);
+    if (static_cast<int64_t>(i) >= c && static_cast<int64_t>(i) < c + x) {
+      ok = ok && outer.rank() >= 1 && outer.dim(0) == b.length &&
+           Shape(outer.dtype(),
+                 std::vector<int64_t>(outer.dims().begin() + 1, outer.dims().end())) == inner;
+    } else {
+      ok = ok && outer == inner;
+    }
+    STRATA_CHECK(ok, "loop operand {} is {} but its placeholder is {}", i, outer.ToString(),
+                 inner.ToString());
+    node->placeholder_level_ =
+        std::max(node->placeholder_level_, operands[i].node->placeholder_level_);
+  }
+  auto stacked = [&](const Shape& s) {
+    std::vector<int64_t> dims{b.length};
+    dims.insert(dims.end(), s.dims().begin(), s.dims().end());
+    return Shape(s.dtype(), std::move(dims));
+  };
+  for (int64_t i = 0; i < c; ++i) {
+    STRATA_CHECK(b.roots[i].shape() == operands[i].shape(), "loop carry {} is {} but becomes {}", i,
+                 operands[i].shape().ToString(), b.roots[i].shape().ToString());
+    node->shapes_.push_back(operands[i].shape());
+  }
+  for (int64_t j = 0; j < b.num_ys(); ++j) node->shapes_.push_back(stacked(b.roots[c + j].shape()));
+  for (int64_t i = 0; i < c; ++i) node->shapes_.push_back(stacked(operands[i].shape()));
+  node->opcode_ = hlo::Opcode::kWhile;
+  node->stops_gradient_ = StopGradientScope::active();
+  node->operands_ = std::move(operands);
+  node->attributes_ = EmptyAttributes();
+  node->loop_ = std::move(body);
+  node->ComputeHashes();
   return node;
 }
 
@@ -153,6 +218,13 @@ void Node::ComputeHashes() {
   h.Add<uint64_t>(shapes_.size());
   for (const Shape& s : shapes_) AddShape(h, s);
   if (kind_ == NodeKind::kOp && attributes_ != EmptyAttributes()) AddAttributes(h, *attributes_);
+  if (kind_ == NodeKind::kPlaceholder) h.Add(placeholder_id_);
+  if (loop_) {
+    h.Add(loop_->num_carries).Add(loop_->num_xs).Add(loop_->length).Add(loop_->reverse);
+    h.Add(loop_->unroll).Add<uint64_t>(loop_->placeholders.size());
+    h.Add<uint64_t>(loop_->roots.size());
+    for (const Value& r : loop_->roots) h.AddHash(r.hash());
+  }
   if (sharding_) h.AddHash(sharding_->hash());
   node_hash_ = h.Finish();
   HashBuilder d;
@@ -168,8 +240,9 @@ NodePtr Node::Clone(std::vector<Value> operands) const {
   }
   hlo::Attributes a = *attributes_;
   Shape declared = shapes_.size() == 1 ? shapes_[0] : Shape::Tuple(shapes_);
-  NodePtr node = MakeOp(opcode_, std::move(operands), std::move(a), declared);
-  if (gradient_rule_) node = MakeWithGradientRule(node->operands_, gradient_rule_);
+  NodePtr node = loop_ ? MakeLoop(std::move(operands), loop_)
+                       : MakeOp(opcode_, std::move(operands), std::move(a), declared);
+  if (gradient_rule_) node = node->WithGradientRule(gradient_rule_);
   if (stops_gradient_ && !node->stops_gradient()) node = node->CloneStoppingGradient();
   if (!sharding_) return node;
   return node->CloneWithSharding(sharding_);
@@ -207,6 +280,8 @@ std::string Node::OpName() const {
       return "device_data";
     case NodeKind::kScalar:
       return "scalar";
+    case NodeKind::kPlaceholder:
+      return fmt::format("placeholder#{}", placeholder_id_);
     default:
       return std::string(hlo::OpcodeName(opcode_));
   }

@@ -191,6 +191,18 @@ std::vector<TensorImpl*> Context::TensorsRequiringGrad() const {
   return out;
 }
 
+std::vector<std::pair<TensorImpl*, ir::Value>> Context::LiveValues() const {
+  std::lock_guard<std::mutex> lock(tensors_mutex_);
+  std::vector<std::pair<TensorImpl*, ir::Value>> out;
+  for (TensorImpl* t = tensors_; t; t = t->next) out.emplace_back(t, t->value);
+  return out;
+}
+
+void Context::RestoreValue(TensorImpl* impl, ir::Value value) {
+  std::lock_guard<std::mutex> lock(tensors_mutex_);
+  impl->value = std::move(value);
+}
+
 void Context::Sync(const std::vector<TensorImpl*>& only) {
   std::vector<TensorImpl*> targets;
   std::vector<ir::Value> roots;
@@ -204,6 +216,13 @@ void Context::Sync(const std::vector<TensorImpl*>& only) {
     std::unordered_map<const ir::Node*, std::vector<std::pair<int64_t, size_t>>> seen;
     for (TensorImpl* impl : candidates) {
       const ir::Value& v = impl->value;
+      if (v.node->placeholder_level() > 0) {
+        // A value inside a scan body being traced has no data yet.
+        if (only.empty()) continue;
+        Fail("[sync] cannot materialize a {} computed inside a scan body: it stands for every "
+             "step at once (return it as a carry or y instead)",
+             v.shape().ToString());
+      }
       if (v.node->kind() == ir::NodeKind::kScalar) {  // a host value: upload, nothing to compile
         const hlo::Literal& lit = v.node->scalar();
         auto buffer = runtime::Buffer::FromHost(lit.shape(),

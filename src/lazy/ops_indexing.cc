@@ -99,7 +99,10 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
          source.shape().ToString(), DimsToString(expected), index.shape().ToString(),
          x.shape().ToString(), d);
   }
-  Tensor updates = astype(alpha == 1 ? source : source * alpha, x.dtype());
+  // Half types are storage only: add in f32 and round once.
+  DType compute = lazy::ComputeType(x.dtype());
+  Tensor base = astype(x, compute);
+  Tensor updates = astype(alpha == 1 ? source : source * alpha, compute);
   hlo::Attributes a;
   a.scatter.index_vector_dim = 1;
   a.scatter.scatter_dims_to_operand_dims = {d};
@@ -107,8 +110,10 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
   for (int64_t k = 0; k < x.rank(); ++k) {
     if (k != d) a.scatter.update_window_dims.push_back(k);
   }
-  a.called = {ir::ScalarCombiner(Opcode::kAdd, x.dtype())};
-  return Wrap(Op(Opcode::kScatter, {x.value(), index.value(), updates.value()}, std::move(a)));
+  a.called = {ir::ScalarCombiner(Opcode::kAdd, compute)};
+  Tensor sum =
+      Wrap(Op(Opcode::kScatter, {base.value(), index.value(), updates.value()}, std::move(a)));
+  return astype(sum, x.dtype());
 }
 
 }  // namespace strata

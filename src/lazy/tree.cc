@@ -76,18 +76,19 @@ std::vector<std::pair<std::string, Tensor>> Tree::leaves_with_paths() const {
   return out;
 }
 
+void Tree::for_each_leaf(const std::function<void(const Tensor&)>& f) const {
+  if (is_leaf()) {
+    f(std::get<Tensor>(node_));
+  } else if (is_list()) {
+    for (const Tree& c : std::get<List>(node_)) c.for_each_leaf(f);
+  } else if (is_dict()) {
+    for (const auto& [k, v] : std::get<Dict>(node_)) v.for_each_leaf(f);
+  }
+}
+
 std::vector<Tensor> Tree::leaves() const {
   std::vector<Tensor> out;
-  std::function<void(const Tree&)> walk = [&](const Tree& t) {
-    if (t.is_leaf()) {
-      out.push_back(t.leaf());
-    } else if (t.is_list()) {
-      for (const Tree& c : t.list()) walk(c);
-    } else if (t.is_dict()) {
-      for (const auto& [k, v] : t.dict()) walk(v);
-    }
-  };
-  walk(*this);
+  for_each_leaf([&](const Tensor& t) { out.push_back(t); });
   return out;
 }
 

@@ -213,9 +213,20 @@ class Planner {
         for (size_t j = 0; j < step.output_slots.size(); ++j)
           try_reuse(step.operand_slots[j], step.output_slots[j]);
       } else if (step.output_slots.size() == 1) {
+        // Window writers (dynamic-update-slice, scatter) read their other
+        // operands while writing: never over storage one of those shares.
+        bool window =
+            inst.opcode() == Opcode::kDynamicUpdateSlice || inst.opcode() == Opcode::kScatter;
         for (int64_t i = 0; i < inst.operand_count(); ++i) {
           if (!inst.operand(i)->shape().is_array() || !CanRunInPlace(inst, i)) continue;
-          if (try_reuse(leaves_.at(inst.operand(i))[0], step.output_slots[0])) break;
+          int64_t in_slot = leaves_.at(inst.operand(i))[0];
+          bool shared = false;
+          for (int64_t j = 0; window && j < inst.operand_count(); ++j) {
+            for (int64_t other : leaves_.at(inst.operand(j))) {
+              shared = shared || (j != i && slot_storage[other] == slot_storage[in_slot]);
+            }
+          }
+          if (!shared && try_reuse(in_slot, step.output_slots[0])) break;
         }
       }
       for (int64_t s : step.output_slots) {

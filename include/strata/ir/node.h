@@ -39,7 +39,27 @@ struct Value {
   explicit operator bool() const { return node != nullptr; }
 };
 
-enum class NodeKind : uint8_t { kDeviceData, kScalar, kOp };
+// kPlaceholder stands for a value inside a loop body (one carry, one slice
+// of xs, one loop invariant): it has a shape and a position, never data.
+enum class NodeKind : uint8_t { kDeviceData, kScalar, kOp, kPlaceholder };
+
+// The body of a loop node (scan): a graph whose only leaves are placeholders
+// 0..P-1, standing for the carries, one slice of each xs leaf, then the loop
+// invariants, in that order (the loop node's operands follow the same
+// order: initial carries, xs, invariant values).
+struct LoopBody {
+  std::vector<Value> roots;           // new carries, then one y slice per ys leaf
+  std::vector<NodePtr> placeholders;  // ids 0..P-1 in order
+  int64_t num_carries = 0;
+  int64_t num_xs = 0;
+  int64_t length = 0;  // trip count
+  bool reverse = false;
+  int64_t unroll = 1;  // body copies per While iteration
+  int64_t num_ys() const { return static_cast<int64_t>(roots.size()) - num_carries; }
+  int64_t num_invariants() const {
+    return static_cast<int64_t>(placeholders.size()) - num_carries - num_xs;
+  }
+};
 
 // A node's own reverse-mode rule, used instead of the per-opcode VJP table
 // (checkpointed regions, loops). Given the cotangents of the node's outputs
@@ -47,7 +67,8 @@ enum class NodeKind : uint8_t { kDeviceData, kScalar, kOp };
 class GradientRule {
  public:
   virtual ~GradientRule() = default;
-  virtual std::vector<Value> Vjp(const Node& node, const std::vector<Value>& cotangents) const = 0;
+  virtual std::vector<Value> Vjp(const NodePtr& node,
+                                   const std::vector<Value>& cotangents) const = 0;
 };
 
 class Node {
@@ -62,6 +83,14 @@ class Node {
   static NodePtr MakeDeviceData(runtime::Buffer buffer,
                                 std::optional<Sharding> sharding = std::nullopt);
   static NodePtr MakeScalar(hlo::Literal value);
+  // A loop-body placeholder; `level` is the loop nesting depth it belongs to
+  // (1 for the outermost scan).
+  static NodePtr MakePlaceholder(Shape shape, int64_t id, int32_t level);
+  // A loop over `body`: outputs are the final carries, one stacked [length,
+  // ...] tensor per y, then the carry history (the carries each step
+  // started from, stacked in xs order). Lowering emits only the outputs
+  // some user reads.
+  static NodePtr MakeLoop(std::vector<Value> operands, std::shared_ptr<const LoopBody> body);
   // A tuple node whose outputs are its operands (lowered to a tuple the
   // passes fold away) differentiated by `rule` rather than as a tuple.
   static NodePtr MakeWithGradientRule(std::vector<Value> operands,
@@ -83,8 +112,14 @@ class Node {
   bool stops_gradient() const { return stops_gradient_; }
   const runtime::Buffer& buffer() const { return buffer_; }  // kDeviceData
   const hlo::Literal& scalar() const { return scalar_; }     // kScalar
-  // Set by MakeWithGradientRule (and kept by the clones).
+  // Set by MakeWithGradientRule / WithGradientRule (and kept by the clones).
   const GradientRule* gradient_rule() const { return gradient_rule_.get(); }
+  NodePtr WithGradientRule(std::shared_ptr<const GradientRule> rule) const;
+  const LoopBody* loop() const { return loop_.get(); }        // loop nodes
+  int64_t placeholder_id() const { return placeholder_id_; }  // kPlaceholder
+  // The deepest loop level of any placeholder this value depends on (0 =
+  // none): values depending on a body's placeholders must not escape it.
+  int32_t placeholder_level() const { return placeholder_level_; }
 
   // Same op and attributes over new operands.
   NodePtr Clone(std::vector<Value> operands) const;
@@ -118,6 +153,9 @@ class Node {
   hlo::Literal scalar_;
   bool stops_gradient_ = false;
   std::shared_ptr<const GradientRule> gradient_rule_;
+  std::shared_ptr<const LoopBody> loop_;
+  int64_t placeholder_id_ = -1;
+  int32_t placeholder_level_ = 0;
   Hash128 node_hash_, dag_hash_;
 };
 

@@ -42,6 +42,8 @@ class Tree {
   size_t size() const;  // list or dict entries; 0 for empty, 1 for a leaf
 
   std::vector<Tensor> leaves() const;
+  // Visits the leaves in flatten order, in place (no copies).
+  void for_each_leaf(const std::function<void(const Tensor&)>& f) const;
   // Leaves with their paths: "[0]['h']", or "" for a root leaf.
   std::vector<std::pair<std::string, Tensor>> leaves_with_paths() const;
   int64_t num_leaves() const;

@@ -1,0 +1,356 @@
+// scan: trace the body once on placeholders, capture what it reads from
+// outside as loop invariants, and build one loop node (lowered to a While).
+// Its gradient is another scan, in the opposite direction, whose step
+// recomputes the forward step from the saved carry and pulls the
+// cotangents back through it.
+#include "strata/transforms/scan.h"
+
+#include <fmt/format.h>
+
+#include <functional>
+#include <map>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "../autograd/vjp_internal.h"
+#include "strata/ir/lowering.h"
+#include "strata/lazy/context.h"
+#include "strata/lazy/ops.h"
+
+namespace strata {
+namespace {
+
+using Key = std::pair<const ir::Node*, int64_t>;
+
+thread_local int32_t scan_depth = 0;
+
+struct DepthScope {
+  DepthScope() { ++scan_depth; }
+  ~DepthScope() { --scan_depth; }
+};
+
+bool Differentiable(const Shape& s) { return s.is_array() && IsFloating(s.dtype()); }
+
+Shape SliceShape(const Shape& s) {
+  return Shape(s.dtype(), std::vector<int64_t>(s.dims().begin() + 1, s.dims().end()));
+}
+
+// The traced body rebuilt so that its only leaves are this level's
+// placeholders: every outer value it reads (anything not depending on them,
+// literals aside) is replaced by a new invariant placeholder.
+struct Body {
+  std::vector<ir::Value> roots;
+  std::vector<ir::Value> captured;  // outer values, in invariant order
+  std::vector<ir::NodePtr> invariants;
+};
+
+Body Extract(const std::vector<ir::Value>& roots, int32_t level, int64_t first_id) {
+  Body body;
+  std::unordered_map<const ir::Node*, ir::NodePtr> rebuilt;
+  std::map<Key, ir::Value> captured;
+  auto inside = [&](const ir::Node* n) { return n->placeholder_level() >= level; };
+  // Outer values become invariants, except that literals stay in the body
+  // (where they fold), and so do broadcasts, reshapes and converts of outer
+  // values: the loop then carries the small operand (a scalar learning
+  // rate), not its expansion.
+  std::function<ir::Value(const ir::Value&)> map_value = [&](const ir::Value& v) -> ir::Value {
+    if (inside(v.node.get())) return {rebuilt.at(v.node.get()), v.index};
+    const ir::Node& n = *v.node;
+    if (n.kind() == ir::NodeKind::kOp && n.opcode() == hlo::Opcode::kConstant) return v;
+    Key key{v.node.get(), v.index};
+    auto it = captured.find(key);
+    if (it != captured.end()) return it->second;
+    if (n.kind() == ir::NodeKind::kOp && n.num_outputs() == 1 && !n.gradient_rule() &&
+        (n.opcode() == hlo::Opcode::kBroadcast || n.opcode() == hlo::Opcode::kReshape ||
+         n.opcode() == hlo::Opcode::kConvert)) {
+      ir::Value operand = map_value(n.operands()[0]);
+      return captured[key] = ir::Value{n.Clone({operand}), 0};
+    }
+    int64_t id = first_id + static_cast<int64_t>(body.captured.size());
+    ir::NodePtr p = ir::Node::MakePlaceholder(v.shape(), id, level);
+    body.captured.push_back(v);
+    body.invariants.push_back(p);
+    return captured[key] = ir::Value{p, 0};
+  };
+  // Iterative post-order over the nodes that depend on the placeholders.
+  std::vector<std::pair<const ir::Node*, size_t>> stack;
+  std::unordered_set<const ir::Node*> visited;
+  std::unordered_map<const ir::Node*, ir::NodePtr> owner;
+  auto push = [&](const ir::Value& v) {
+    if (inside(v.node.get()) && visited.insert(v.node.get()).second) {
+      owner[v.node.get()] = v.node;
+      stack.push_back({v.node.get(), 0});
+    }
+  };
+  for (const ir::Value& r : roots) {
+    push(r);
+    while (!stack.empty()) {
+      auto& [n, next] = stack.back();
+      if (next < n->operands().size()) {
+        push(n->operands()[next++]);
+        continue;
+      }
+      const ir::Node* done = n;
+      stack.pop_back();
+      if (done->is_leaf()) {
+        rebuilt[done] = owner.at(done);
+        continue;
+      }
+      std::vector<ir::Value> operands;
+      bool changed = false;
+      for (const ir::Value& v : done->operands()) {
+        ir::Value m = map_value(v);
+        changed = changed || m.node != v.node;
+        operands.push_back(std::move(m));
+      }
+      rebuilt[done] = changed ? done->Clone(std::move(operands)) : owner.at(done);
+    }
+    body.roots.push_back(map_value(r));
+  }
+  return body;
+}
+
+// After tracing: no tensor outside the body may hold a value computed from
+// its placeholders. Outer tensors the body rebound are restored.
+void CheckLeaks(const std::vector<std::pair<lazy::TensorImpl*, ir::Value>>& before, int32_t level,
+                const std::unordered_set<lazy::TensorImpl*>& allowed) {
+  std::unordered_map<lazy::TensorImpl*, ir::Value> old(before.begin(), before.end());
+  std::vector<std::string> problems;
+  for (auto& [impl, value] : lazy::Context::Get().LiveValues()) {
+    if (value.node->placeholder_level() < level || allowed.count(impl)) continue;
+    auto it = old.find(impl);
+    if (it != old.end()) {
+      problems.push_back(fmt::format(
+          "an outer {} tensor was rebound inside fn (an in-place update or assignment) to a "
+          "value computed from the loop ({}); it keeps its old value",
+          it->second.shape().ToString(), value.node->OpName()));
+      lazy::Context::Get().RestoreValue(impl, it->second);
+    } else {
+      problems.push_back(fmt::format(
+          "a {} tensor computed inside fn ({}) is still alive outside it (stored in an outer "
+          "variable?)",
+          value.shape().ToString(), value.node->OpName()));
+    }
+  }
+  if (!problems.empty()) {
+    std::string all;
+    for (const std::string& p : problems) all += (all.empty() ? "" : "; ") + p;
+    Fail(
+        "[scan] fn leaks values computed from its placeholders: {}. Return them as carries or "
+        "ys instead",
+        all);
+  }
+}
+
+void AddImpls(const Tree& t, std::unordered_set<lazy::TensorImpl*>& impls) {
+  t.for_each_leaf([&](const Tensor& x) { impls.insert(x.impl()); });
+}
+
+// The loop body with its placeholders replaced by `values` (by id).
+std::vector<ir::Value> Instantiate(const ir::LoopBody& body, const std::vector<ir::Value>& values) {
+  ir::Graph graph = ir::BuildGraph(body.roots);
+  std::unordered_map<const ir::Node*, ir::NodePtr> rebuilt;
+  auto map_value = [&](const ir::Value& v) -> ir::Value {
+    if (v.node->kind() == ir::NodeKind::kPlaceholder) return values.at(v.node->placeholder_id());
+    auto it = rebuilt.find(v.node.get());
+    return it == rebuilt.end() ? v : ir::Value{it->second, v.index};
+  };
+  for (const ir::Node* n : graph.post_order) {
+    if (n->is_leaf()) continue;
+    std::vector<ir::Value> operands;
+    for (const ir::Value& v : n->operands()) operands.push_back(map_value(v));
+    rebuilt[n] = n->Clone(std::move(operands));
+  }
+  std::vector<ir::Value> out;
+  for (const ir::Value& r : body.roots) out.push_back(map_value(r));
+  return out;
+}
+
+// Reverse mode through a loop node: a scan the other way whose carry is
+// (d carry, d invariants accumulated) and whose ys are d xs.
+class ScanGradient final : public ir::GradientRule {
+ public:
+  explicit ScanGradient(Remat remat) : remat_(remat) {}
+
+  std::vector<ir::Value> Vjp(const ir::NodePtr& node,
+                             const std::vector<ir::Value>& cotangents) const override {
+    const ir::LoopBody& body = *node->loop();
+    const auto& ops = node->operands();
+    const int64_t c = body.num_carries, x = body.num_xs, ny = body.num_ys();
+    const int64_t inv = body.num_invariants();
+    std::vector<ir::Value> result(ops.size());
+    for (int64_t i = 0; i < c; ++i) {
+      if (cotangents[c + ny + i] && Differentiable(node->shape(c + ny + i)))
+        Fail("[grad] scan: differentiating through the carry history is not supported");
+    }
+    std::vector<int64_t> fc, fx, fi,
+        fy;  // differentiable carries, xs, invariants; ys with cotangents
+    for (int64_t i = 0; i < c; ++i) {
+      if (Differentiable(ops[i].shape())) fc.push_back(i);
+    }
+    for (int64_t j = 0; j < x; ++j) {
+      if (Differentiable(ops[c + j].shape())) fx.push_back(j);
+    }
+    for (int64_t k = 0; k < inv; ++k) {
+      if (Differentiable(ops[c + x + k].shape())) fi.push_back(k);
+    }
+    for (int64_t j = 0; j < ny; ++j) {
+      if (cotangents[c + j] && Differentiable(node->shape(c + j))) fy.push_back(j);
+    }
+    bool any_cotangent = !fy.empty();
+    for (int64_t i : fc) any_cotangent = any_cotangent || static_cast<bool>(cotangents[i]);
+    if (!any_cotangent || (fc.empty() && fx.empty() && fi.empty())) return result;
+
+    // Backward carry: d carries, then the invariants' gradients so far.
+    Tree::List carry0, xs;
+    for (int64_t i : fc) {
+      carry0.push_back(cotangents[i] ? Tensor(cotangents[i])
+                                     : zeros(ops[i].shape().dims(), ops[i].shape().dtype()));
+    }
+    for (int64_t k : fi) {
+      const Shape& s = ops[c + x + k].shape();
+      carry0.push_back(zeros(s.dims(), s.dtype()));
+    }
+    // Backward xs: the carry each step started from, the step's x, its dy.
+    for (int64_t i = 0; i < c; ++i) xs.push_back(Tensor(ir::Value{node, c + ny + i}));
+    for (int64_t j = 0; j < x; ++j) xs.push_back(Tensor(ops[c + j]));
+    for (int64_t j : fy) xs.push_back(Tensor(cotangents[c + j]));
+
+    auto step = [&](const Tree& carry, const Tree& slice) {
+      std::vector<ir::Value> values;
+      for (int64_t i = 0; i < c + x; ++i) values.push_back(slice[i].leaf().value());
+      for (int64_t k = 0; k < inv; ++k) values.push_back(ops[c + x + k]);
+      std::vector<ir::Value> roots = Instantiate(body, values);
+      std::vector<Tensor> outputs, cots, inputs;
+      for (size_t n = 0; n < fc.size(); ++n) {
+        outputs.emplace_back(roots[fc[n]]);
+        cots.push_back(carry[n].leaf());
+      }
+      for (size_t n = 0; n < fy.size(); ++n) {
+        outputs.emplace_back(roots[c + fy[n]]);
+        cots.push_back(slice[c + x + n].leaf());
+      }
+      for (int64_t i : fc) inputs.emplace_back(values[i]);
+      for (int64_t j : fx) inputs.emplace_back(values[c + j]);
+      for (int64_t k : fi) inputs.emplace_back(values[c + x + k]);
+      std::vector<Tensor> grads = VjpImpl(outputs, cots, inputs, /*fill_zeros=*/true);
+      Tree::List next, dxs;
+      for (size_t n = 0; n < fc.size(); ++n) next.push_back(grads[n]);
+      for (size_t n = 0; n < fi.size(); ++n)
+        next.push_back(carry[fc.size() + n].leaf() + grads[fc.size() + fx.size() + n]);
+      for (size_t n = 0; n < fx.size(); ++n) dxs.push_back(grads[fc.size() + n]);
+      return std::pair{Tree(std::move(next)), Tree(std::move(dxs))};
+    };
+    ScanOptions options;
+    options.reverse = !body.reverse;
+    options.length = body.length;
+    options.remat = remat_;
+    auto [dcarry, dxs] = scan(step, Tree(std::move(carry0)), Tree(std::move(xs)), options);
+    for (size_t n = 0; n < fc.size(); ++n) result[fc[n]] = dcarry[n].leaf().value();
+    for (size_t n = 0; n < fi.size(); ++n)
+      result[c + x + fi[n]] = dcarry[fc.size() + n].leaf().value();
+    for (size_t n = 0; n < fx.size(); ++n) result[c + fx[n]] = dxs[n].leaf().value();
+    return result;
+  }
+
+ private:
+  Remat remat_;
+};
+
+}  // namespace
+
+std::pair<Tree, Tree> scan(const ScanFn& fn, const Tree& init, const Tree& xs,
+                           const ScanOptions& options) {
+  auto init_leaves = init.leaves_with_paths();
+  auto xs_leaves = xs.leaves_with_paths();
+  if (options.length && *options.length < 0)
+    Fail("[scan] length must be non-negative, got {}", *options.length);
+  if (options.unroll < 1) Fail("[scan] unroll must be at least 1, got {}", options.unroll);
+  std::optional<int64_t> length = options.length;
+  std::string length_from = "length";
+  for (const auto& [path, t] : xs_leaves) {
+    if (t.rank() == 0) {
+      Fail("[scan] xs{} is a scalar {}: every xs leaf needs a leading dimension to scan over", path,
+           t.shape().ToString());
+    }
+    if (!length) {
+      length = t.dim(0);
+      length_from = fmt::format("xs{} ({})", path, t.shape().ToString());
+    } else if (t.dim(0) != *length) {
+      Fail("[scan] xs{} ({}) has leading size {}, but {} says {}", path, t.shape().ToString(),
+           t.dim(0), length_from, *length);
+    }
+  }
+  if (!length) Fail("[scan] xs is empty and no length was given: the trip count is unknown");
+  const int64_t c = static_cast<int64_t>(init_leaves.size());
+  const int64_t x = static_cast<int64_t>(xs_leaves.size());
+
+  DepthScope depth;
+  const int32_t level = scan_depth;
+  std::vector<ir::NodePtr> placeholders;
+  std::vector<Tensor> carry_in, x_in;
+  for (int64_t i = 0; i < c; ++i) {
+    placeholders.push_back(ir::Node::MakePlaceholder(init_leaves[i].second.shape(), i, level));
+    carry_in.emplace_back(ir::Value{placeholders.back(), 0});
+  }
+  for (int64_t j = 0; j < x; ++j) {
+    placeholders.push_back(
+        ir::Node::MakePlaceholder(SliceShape(xs_leaves[j].second.shape()), c + j, level));
+    x_in.emplace_back(ir::Value{placeholders.back(), 0});
+  }
+  Tree carry_tree = init.spec().Unflatten(std::move(carry_in));
+  Tree x_tree = xs.spec().Unflatten(std::move(x_in));
+
+  auto before = lazy::Context::Get().LiveValues();
+  std::pair<Tree, Tree> out = fn(carry_tree, x_tree);
+  std::unordered_set<lazy::TensorImpl*> allowed;
+  for (const Tree* t : {&carry_tree, &x_tree, &out.first, &out.second}) AddImpls(*t, allowed);
+  CheckLeaks(before, level, allowed);
+  before.clear();
+
+  std::string diff = init.spec().FirstDifference(out.first.spec());
+  if (!diff.empty()) {
+    Fail("[scan] fn returned a carry shaped {} but init is {}: at {}", out.first.spec().ToString(),
+         init.spec().ToString(), diff);
+  }
+  std::vector<ir::Value> roots;
+  auto new_carry = out.first.leaves_with_paths();
+  for (int64_t i = 0; i < c; ++i) {
+    const Shape& want = init_leaves[i].second.shape();
+    const Shape& got = new_carry[i].second.shape();
+    if (want != got) {
+      Fail("[scan] carry{} is {} in init but fn returned {}", new_carry[i].first, want.ToString(),
+           got.ToString());
+    }
+    roots.push_back(new_carry[i].second.value());
+  }
+  auto ys = out.second.leaves_with_paths();
+  for (const auto& [path, y] : ys) roots.push_back(y.value());
+
+  Body body = Extract(roots, level, c + x);
+  auto loop = std::make_shared<ir::LoopBody>();
+  loop->roots = std::move(body.roots);
+  loop->placeholders = std::move(placeholders);
+  loop->placeholders.insert(loop->placeholders.end(), body.invariants.begin(),
+                            body.invariants.end());
+  loop->num_carries = c;
+  loop->num_xs = x;
+  loop->length = *length;
+  loop->reverse = options.reverse;
+  loop->unroll = options.unroll;
+  std::vector<ir::Value> operands;
+  for (const auto& [path, t] : init_leaves) operands.push_back(t.value());
+  for (const auto& [path, t] : xs_leaves) operands.push_back(t.value());
+  operands.insert(operands.end(), body.captured.begin(), body.captured.end());
+  ir::NodePtr node = ir::Node::MakeLoop(std::move(operands), std::move(loop));
+  if (!node->stops_gradient())
+    node = node->WithGradientRule(std::make_shared<ScanGradient>(options.remat));
+
+  std::vector<Tensor> final_carry, stacked;
+  for (int64_t i = 0; i < c; ++i) final_carry.emplace_back(ir::Value{node, i});
+  for (size_t j = 0; j < ys.size(); ++j) stacked.emplace_back(ir::Value{node, c + int64_t(j)});
+  return {init.spec().Unflatten(std::move(final_carry)),
+          out.second.spec().Unflatten(std::move(stacked))};
+}
+
+}  // namespace strata
