@@ -117,6 +117,34 @@ std::vector<Tensor> Starts(const std::vector<ir::Value>& ops, size_t first) {
   return starts;
 }
 
+// Index vectors of a gather/scatter (`indices`, vector along `ivd`; ivd ==
+// rank means one implicit component): component k may start operand dim
+// map[k] anywhere in [0, dim - window].
+// IndexBounds gives those bounds, broadcastable against the indices.
+Tensor IndexBounds(const Tensor& indices, const Shape& operand, const std::vector<int64_t>& map,
+                   const std::vector<int64_t>& window, int64_t ivd) {
+  std::vector<int64_t> bounds;
+  for (int64_t d : map) bounds.push_back(std::max<int64_t>(operand.dim(d) - window[d], 0));
+  Tensor b =
+      astype(Tensor::FromVector(bounds, {static_cast<int64_t>(bounds.size())}), indices.dtype());
+  if (ivd == indices.rank()) return reshape(b, {});
+  std::vector<int64_t> dims(indices.rank(), 1);
+  dims[ivd] = static_cast<int64_t>(bounds.size());
+  return reshape(b, dims);
+}
+
+Tensor ClampIndices(const Tensor& indices, const Tensor& bounds) {
+  return minimum(maximum(indices, zeros({}, indices.dtype())), bounds);
+}
+
+// Whether each index vector is entirely in range, shaped like the indices'
+// batch dims (all dims but ivd).
+Tensor IndicesInRange(const Tensor& indices, const Tensor& bounds, int64_t ivd) {
+  Tensor ok = logical_and(ge(indices, zeros({}, indices.dtype())), le(indices, bounds));
+  if (ivd == indices.rank()) return ok;
+  return eq(min(astype(ok, DType::kS32), {ivd}), ones({}, DType::kS32));
+}
+
 // The gather reading, for each update element of a scatter, the operand
 // element it was combined into (the scatter's index mapping, transposed).
 Tensor GatherScattered(const Tensor& from, const ir::Value& indices, const Shape& updates,
@@ -276,8 +304,12 @@ std::vector<Tensor> Rule(const ir::NodePtr& owner, const std::vector<Tensor>& ou
       break;
     }
     case Opcode::kPower: {
+      // d/db is p * log(a), taken as 0 where a == 0 and b >= 0 (0^b is
+      // constant there; torch does the same).
       Tensor a = operand(0), b = operand(1), p = pow(a, b);
-      in = {g * b * pow(a, b - 1.0), g * p * log(a)};
+      Tensor zero = Zeros(g.shape());
+      Tensor flat = logical_and(eq(a, zero), ge(b, zero));
+      in = {g * b * pow(a, b - 1.0), where(flat, zero, g * p * log(where(flat, zero + 1.0, a)))};
       break;
     }
     case Opcode::kConvert:
@@ -365,15 +397,21 @@ std::vector<Tensor> Rule(const ir::NodePtr& owner, const std::vector<Tensor>& ou
       break;
     }
     case Opcode::kGather: {
+      // The forward clamps each start into range; the scatter that carries
+      // the gradient back would drop out-of-range ones, so clamp them first.
       const hlo::GatherDims& gd = node.attributes().gather;
+      Tensor indices = T(ops[1]);
+      Tensor clamped =
+          ClampIndices(indices, IndexBounds(indices, ops[0].shape(), gd.start_index_map,
+                                            gd.slice_sizes, gd.index_vector_dim));
       hlo::Attributes a;
       a.scatter.update_window_dims = gd.offset_dims;
       a.scatter.inserted_window_dims = gd.collapsed_slice_dims;
       a.scatter.scatter_dims_to_operand_dims = gd.start_index_map;
       a.scatter.index_vector_dim = gd.index_vector_dim;
       a.called = {ir::ScalarCombiner(Opcode::kAdd, g.dtype())};
-      in = {T(lazy::Op(Opcode::kScatter, {Zeros(ops[0].shape()).value(), ops[1], g.value()},
-                       std::move(a))),
+      in = {T(lazy::Op(Opcode::kScatter,
+                       {Zeros(ops[0].shape()).value(), clamped.value(), g.value()}, std::move(a))),
             Tensor()};
       break;
     }
@@ -432,15 +470,37 @@ std::vector<Tensor> Rule(const ir::NodePtr& owner, const std::vector<Tensor>& ou
       const hlo::ScatterDims& sd = node.attributes().scatter;
       const hlo::Computation* combiner = node.attributes().called[0];
       const hlo::Instruction* root = combiner->root();
+      // Updates whose index is out of range were dropped: no gradient.
+      const Shape& us = ops[2].shape();
+      std::vector<int64_t> window(ops[0].shape().rank(), 1), batch_dims;
+      size_t w = 0;
+      for (int64_t d = 0; d < ops[0].shape().rank(); ++d) {
+        if (std::find(sd.inserted_window_dims.begin(), sd.inserted_window_dims.end(), d) ==
+            sd.inserted_window_dims.end())
+          window[d] = us.dim(sd.update_window_dims[w++]);
+      }
+      for (int64_t d = 0; d < us.rank(); ++d) {
+        if (std::find(sd.update_window_dims.begin(), sd.update_window_dims.end(), d) ==
+            sd.update_window_dims.end())
+          batch_dims.push_back(d);
+      }
+      Tensor indices = T(ops[1]);
+      Tensor in_range =
+          IndicesInRange(indices,
+                         IndexBounds(indices, ops[0].shape(), sd.scatter_dims_to_operand_dims,
+                                     window, sd.index_vector_dim),
+                         sd.index_vector_dim);
+      Tensor kept = BroadcastInDim(in_range, us.WithDType(DType::kPred), batch_dims);
+      auto update_grad = [&] { return where(kept, GatherScattered(g, ops[1], us, sd), Zeros(us)); };
       if (root->opcode() == Opcode::kAdd) {
-        in = {g, Tensor(), GatherScattered(g, ops[1], ops[2].shape(), sd)};
+        in = {g, Tensor(), update_grad()};
       } else if (root->opcode() == Opcode::kParameter && root->parameter_number == 1) {
         // Overwrite: written positions take their gradient from the update
         // (the last write wins, as the runtime applies updates in order).
         hlo::Attributes a = node.attributes();
         Tensor cleared = T(lazy::Op(
             Opcode::kScatter, {g.value(), ops[1], Zeros(ops[2].shape()).value()}, std::move(a)));
-        in = {cleared, Tensor(), GatherScattered(g, ops[1], ops[2].shape(), sd)};
+        in = {cleared, Tensor(), update_grad()};
       } else {
         Fail("[grad] no VJP for scatter combining with {}", combiner->name());
       }
@@ -471,6 +531,16 @@ std::vector<Tensor> VjpImpl(const std::vector<Tensor>& outputs,
                cotangents.size());
   std::vector<ir::Value> roots;
   for (size_t i = 0; i < outputs.size(); ++i) {
+    const ir::Node& n = *outputs[i].value().node;
+    bool is_input = false;
+    for (const Tensor& x : inputs) is_input = is_input || x.value().node.get() == &n;
+    if (n.kind() == ir::NodeKind::kDeviceData && n.computed() && !is_input) {
+      Fail(
+          "[grad] the output {} was already materialized (item, to_vector or sync read it), "
+          "which replaced the graph that computed it by its value; differentiate before "
+          "reading it, or read a copy (output * 1.0)",
+          outputs[i].shape().ToString());
+    }
     if (cotangents[i].shape().dims() != outputs[i].shape().dims()) {
       Fail("[grad] cotangent {} does not match output {}", cotangents[i].shape().ToString(),
            outputs[i].shape().ToString());
@@ -572,10 +642,10 @@ std::vector<Tensor> gradients(const Tensor& output, const std::vector<Tensor>& i
          output.shape().ToString());
   }
   CheckInputs("gradients", inputs);
-  return VjpImpl({output},
-                 {ones(output.shape().dims(),
-                       IsFloating(output.dtype()) ? output.dtype() : DType::kF32)},
-                 inputs, true);
+  return VjpImpl(
+      {output},
+      {ones(output.shape().dims(), IsFloating(output.dtype()) ? output.dtype() : DType::kF32)},
+      inputs, true);
 }
 
 }  // namespace strata

@@ -184,7 +184,8 @@ NodePtr Node::MakeLoop(std::vector<Value> operands, std::shared_ptr<const LoopBo
   return node;
 }
 
-NodePtr Node::MakeDeviceData(runtime::Buffer buffer, std::optional<Sharding> sharding) {
+NodePtr Node::MakeDeviceData(runtime::Buffer buffer, std::optional<Sharding> sharding,
+                             bool computed) {
   if (!buffer.defined()) Fail("[device_data] the buffer is empty");
   if (sharding && static_cast<int64_t>(sharding->spec().size()) != buffer.shape().rank()) {
     Fail("[device_data] sharding {} does not fit {}", sharding->ToString(),
@@ -195,6 +196,7 @@ NodePtr Node::MakeDeviceData(runtime::Buffer buffer, std::optional<Sharding> sha
   node->shapes_ = {buffer.shape()};
   node->buffer_ = std::move(buffer);
   node->sharding_ = std::move(sharding);
+  node->computed_ = computed;
   node->attributes_ = EmptyAttributes();
   node->ComputeHashes();
   return node;

@@ -299,7 +299,7 @@ void Context::Sync(const std::vector<TensorImpl*>& only) {
         impl->value.index != roots[r].index) {
       continue;
     }
-    impl->value = ir::Value{ir::Node::MakeDeviceData(outputs[r], impl->sharding)};
+    impl->value = ir::Value{ir::Node::MakeDeviceData(outputs[r], impl->sharding, true)};
   }
 }
 

@@ -68,7 +68,7 @@ class GradientRule {
  public:
   virtual ~GradientRule() = default;
   virtual std::vector<Value> Vjp(const NodePtr& node,
-                                   const std::vector<Value>& cotangents) const = 0;
+                                 const std::vector<Value>& cotangents) const = 0;
 };
 
 class Node {
@@ -80,8 +80,11 @@ class Node {
   static NodePtr MakeOp(hlo::Opcode opcode, std::vector<Value> operands,
                         hlo::Attributes attributes = {}, Shape declared = {});
   static NodePtr MakeConstant(hlo::Literal literal);
+  // `computed`: the buffer is the result of running this value's graph
+  // (sync), not data the user supplied.
   static NodePtr MakeDeviceData(runtime::Buffer buffer,
-                                std::optional<Sharding> sharding = std::nullopt);
+                                std::optional<Sharding> sharding = std::nullopt,
+                                bool computed = false);
   static NodePtr MakeScalar(hlo::Literal value);
   // A loop-body placeholder; `level` is the loop nesting depth it belongs to
   // (1 for the outermost scan).
@@ -111,6 +114,7 @@ class Node {
   // every op built inside a StopGradientScope). Part of node_hash.
   bool stops_gradient() const { return stops_gradient_; }
   const runtime::Buffer& buffer() const { return buffer_; }  // kDeviceData
+  bool computed() const { return computed_; }                // kDeviceData
   const hlo::Literal& scalar() const { return scalar_; }     // kScalar
   // Set by MakeWithGradientRule / WithGradientRule (and kept by the clones).
   const GradientRule* gradient_rule() const { return gradient_rule_.get(); }
@@ -156,6 +160,7 @@ class Node {
   std::shared_ptr<const LoopBody> loop_;
   int64_t placeholder_id_ = -1;
   int32_t placeholder_level_ = 0;
+  bool computed_ = false;
   Hash128 node_hash_, dag_hash_;
 };
 
