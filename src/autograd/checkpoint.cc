@@ -17,33 +17,6 @@ using Key = std::pair<const ir::Node*, int64_t>;
 
 bool Differentiable(const Shape& s) { return s.is_array() && IsFloating(s.dtype()); }
 
-// The values computing `roots`, rebuilt with `subst` in place of the values
-// it names. Nodes that reach no substituted value are shared, not copied.
-std::vector<ir::Value> CloneRegion(const std::vector<ir::Value>& roots,
-                                   const std::map<Key, ir::Value>& subst) {
-  ir::Graph graph = ir::BuildGraph(roots);
-  std::unordered_map<const ir::Node*, ir::NodePtr> cloned;
-  auto map_value = [&](const ir::Value& v) -> ir::Value {
-    if (auto s = subst.find({v.node.get(), v.index}); s != subst.end()) return s->second;
-    if (auto c = cloned.find(v.node.get()); c != cloned.end()) return {c->second, v.index};
-    return v;
-  };
-  for (const ir::Node* n : graph.post_order) {
-    if (n->is_leaf()) continue;
-    std::vector<ir::Value> operands;
-    bool changed = false;
-    for (const ir::Value& v : n->operands()) {
-      ir::Value m = map_value(v);
-      changed = changed || m.node != v.node || m.index != v.index;
-      operands.push_back(std::move(m));
-    }
-    if (changed) cloned[n] = n->Clone(std::move(operands));
-  }
-  std::vector<ir::Value> result;
-  for (const ir::Value& r : roots) result.push_back(map_value(r));
-  return result;
-}
-
 // Outer floating-point values the region from `inputs` to `outputs` reads:
 // operands of a node that depends on an input which do not themselves.
 std::vector<ir::Value> CapturedValues(const std::vector<ir::Value>& outputs,
@@ -107,7 +80,7 @@ class CheckpointRule final : public ir::GradientRule {
     }
     for (size_t i = n_ + k_; i < ops.size(); ++i) wrt.emplace_back(ops[i]);
     std::vector<Tensor> recomputed;
-    for (ir::Value& v : CloneRegion(outputs, subst)) recomputed.emplace_back(std::move(v));
+    for (ir::Value& v : ir::ReplaceValues(outputs, subst)) recomputed.emplace_back(std::move(v));
     std::vector<Tensor> grads = VjpImpl(recomputed, cots, wrt, /*fill_zeros=*/false);
     for (size_t i = 0; i < grads.size(); ++i) {
       if (grads[i].defined()) result[n_ + i] = grads[i].value();

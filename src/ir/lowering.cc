@@ -112,6 +112,32 @@ Graph BuildGraph(std::vector<Value> roots) {
   return g;
 }
 
+std::vector<Value> ReplaceValues(const std::vector<Value>& roots,
+                                 const std::map<ValueKey, Value>& replacements) {
+  Graph graph = BuildGraph(roots);
+  std::unordered_map<const Node*, NodePtr> cloned;
+  auto map_value = [&](const Value& v) -> Value {
+    if (auto r = replacements.find({v.node.get(), v.index}); r != replacements.end())
+      return r->second;
+    if (auto c = cloned.find(v.node.get()); c != cloned.end()) return {c->second, v.index};
+    return v;
+  };
+  for (const Node* n : graph.post_order) {
+    if (n->is_leaf()) continue;
+    std::vector<Value> operands;
+    bool changed = false;
+    for (const Value& v : n->operands()) {
+      Value m = map_value(v);
+      changed = changed || m.node != v.node || m.index != v.index;
+      operands.push_back(std::move(m));
+    }
+    if (changed) cloned[n] = n->Clone(std::move(operands));
+  }
+  std::vector<Value> result;
+  for (const Value& r : roots) result.push_back(map_value(r));
+  return result;
+}
+
 namespace {
 
 // Copies a flat shared combiner computation into `module` (once).
@@ -218,9 +244,16 @@ class Lowerer {
                                            const std::vector<bool>& wanted) {
     const int64_t c = body.num_carries, x = body.num_xs, inv = body.num_invariants();
     const int64_t ny = body.num_ys(), length = body.length;
+    const int64_t nr = static_cast<int64_t>(body.residuals.size());
     const int64_t unroll = std::clamp<int64_t>(body.unroll, 1, std::max<int64_t>(length, 1));
-    Graph graph = BuildGraph(body.roots);
-    std::vector<int64_t> ys, hist;  // output numbers kept
+    std::vector<int64_t> ys, hist, res;  // outputs kept
+    for (int64_t j = 0; j < nr; ++j) {
+      if (wanted[c + ny + c + j]) res.push_back(j);
+    }
+    // The body computes its roots and the residuals someone reads.
+    std::vector<Value> computed = body.roots;
+    for (int64_t j : res) computed.push_back(body.residuals[j]);
+    Graph graph = BuildGraph(computed);
     for (int64_t j = 0; j < ny; ++j) {
       if (wanted[c + j]) ys.push_back(j);
     }
@@ -234,7 +267,7 @@ class Lowerer {
     };
     // The state's parts, as instructions of the builder being filled.
     struct State {
-      std::vector<hlo::Instruction*> carries, xs, invariants, ys, hist;
+      std::vector<hlo::Instruction*> carries, xs, invariants, ys, hist, res;
     };
     // One step at position `index` (an s64 scalar).
     auto step = [&](hlo::Builder& sb, hlo::Instruction* index, State& st) {
@@ -266,9 +299,12 @@ class Lowerer {
         if (id < c + x) return slices[id - c];
         return st.invariants[id - c - x];
       };
-      std::vector<hlo::Instruction*> out = Lower(sb, body.roots, graph.post_order, leaf);
+      std::vector<hlo::Instruction*> out = Lower(sb, computed, graph.post_order, leaf);
       for (int64_t i = 0; i < c; ++i) st.carries[i] = out[i];
       for (size_t k = 0; k < ys.size(); ++k) st.ys[k] = write(st.ys[k], out[c + ys[k]]);
+      for (size_t k = 0; k < res.size(); ++k) {
+        st.res[k] = write(st.res[k], out[body.roots.size() + k]);
+      }
     };
     auto position = [&](hlo::Builder& sb, hlo::Instruction* t) {  // trip t -> xs index
       if (!body.reverse) return t;
@@ -284,6 +320,11 @@ class Lowerer {
       init.ys.push_back(
           b.Broadcast(b.Constant(hlo::Literal(Shape::Scalar(s.dtype()))), stacked(s), {}));
     }
+    for (int64_t j : res) {
+      const Shape& s = body.residuals[j].shape();
+      init.res.push_back(
+          b.Broadcast(b.Constant(hlo::Literal(Shape::Scalar(s.dtype()))), stacked(s), {}));
+    }
     for (int64_t j : hist) {
       const Shape& s = body.placeholders[j]->shape();
       init.hist.push_back(
@@ -291,13 +332,13 @@ class Lowerer {
     }
     auto flatten = [&](hlo::Builder& sb, hlo::Instruction* counter, const State& st) {
       std::vector<hlo::Instruction*> parts{counter};
-      for (const auto* group : {&st.carries, &st.xs, &st.invariants, &st.ys, &st.hist})
+      for (const auto* group : {&st.carries, &st.xs, &st.invariants, &st.ys, &st.hist, &st.res})
         parts.insert(parts.end(), group->begin(), group->end());
       return sb.Tuple(std::move(parts));
     };
     auto unflatten = [&](hlo::Builder& sb, hlo::Instruction* tuple, State& st) {
       int64_t k = 1;
-      for (auto* group : {&st.carries, &st.xs, &st.invariants, &st.ys, &st.hist}) {
+      for (auto* group : {&st.carries, &st.xs, &st.invariants, &st.ys, &st.hist, &st.res}) {
         for (hlo::Instruction*& e : *group) e = sb.GetTupleElement(tuple, k++);
       }
     };
@@ -331,6 +372,7 @@ class Lowerer {
     for (int64_t i = 0; i < c; ++i) result[i] = st.carries[i];
     for (size_t k = 0; k < ys.size(); ++k) result[c + ys[k]] = st.ys[k];
     for (size_t k = 0; k < hist.size(); ++k) result[c + ny + hist[k]] = st.hist[k];
+    for (size_t k = 0; k < res.size(); ++k) result[c + ny + c + res[k]] = st.res[k];
     return result;
   }
 

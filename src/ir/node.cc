@@ -175,6 +175,7 @@ NodePtr Node::MakeLoop(std::vector<Value> operands, std::shared_ptr<const LoopBo
   }
   for (int64_t j = 0; j < b.num_ys(); ++j) node->shapes_.push_back(stacked(b.roots[c + j].shape()));
   for (int64_t i = 0; i < c; ++i) node->shapes_.push_back(stacked(operands[i].shape()));
+  for (const Value& r : b.residuals) node->shapes_.push_back(stacked(r.shape()));
   node->opcode_ = hlo::Opcode::kWhile;
   node->stops_gradient_ = StopGradientScope::active();
   node->operands_ = std::move(operands);
@@ -226,6 +227,8 @@ void Node::ComputeHashes() {
     h.Add(loop_->unroll).Add<uint64_t>(loop_->placeholders.size());
     h.Add<uint64_t>(loop_->roots.size());
     for (const Value& r : loop_->roots) h.AddHash(r.hash());
+    h.Add<uint64_t>(loop_->residuals.size());
+    for (const Value& r : loop_->residuals) h.AddHash(r.hash());
   }
   if (sharding_) h.AddHash(sharding_->hash());
   node_hash_ = h.Finish();

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <unordered_map>
@@ -146,9 +147,13 @@ void AddImpls(const Tree& t, std::unordered_set<lazy::TensorImpl*>& impls) {
   t.for_each_leaf([&](const Tensor& x) { impls.insert(x.impl()); });
 }
 
-// The loop body with its placeholders replaced by `values` (by id).
-std::vector<ir::Value> Instantiate(const ir::LoopBody& body, const std::vector<ir::Value>& values) {
-  ir::Graph graph = ir::BuildGraph(body.roots);
+// The loop body with its placeholders replaced by `values` (by id). With
+// `residuals`, also gives the instantiated value of each body residual.
+std::vector<ir::Value> Instantiate(const ir::LoopBody& body, const std::vector<ir::Value>& values,
+                                   std::vector<ir::Value>* residuals = nullptr) {
+  std::vector<ir::Value> wanted = body.roots;
+  if (residuals) wanted.insert(wanted.end(), body.residuals.begin(), body.residuals.end());
+  ir::Graph graph = ir::BuildGraph(wanted);
   std::unordered_map<const ir::Node*, ir::NodePtr> rebuilt;
   auto map_value = [&](const ir::Value& v) -> ir::Value {
     if (v.node->kind() == ir::NodeKind::kPlaceholder) return values.at(v.node->placeholder_id());
@@ -163,7 +168,80 @@ std::vector<ir::Value> Instantiate(const ir::LoopBody& body, const std::vector<i
   }
   std::vector<ir::Value> out;
   for (const ir::Value& r : body.roots) out.push_back(map_value(r));
+  if (residuals) {
+    residuals->clear();
+    for (const ir::Value& r : body.residuals) residuals->push_back(map_value(r));
+  }
   return out;
+}
+
+// One step's pullback: gradients of the instantiated body for carries fc,
+// xs fx and invariants fi, given cotangents for carries fc and ys fy. With
+// `saved` (instantiated residual -> its saved value), the gradient graph
+// reads those instead of recomputing them.
+std::vector<Tensor> StepPullback(const ir::LoopBody& body, const std::vector<ir::Value>& values,
+                                 const std::vector<int64_t>& fc, const std::vector<int64_t>& fx,
+                                 const std::vector<int64_t>& fi, const std::vector<int64_t>& fy,
+                                 const std::vector<Tensor>& cots,
+                                 const std::vector<std::pair<int64_t, ir::Value>>& saved) {
+  const int64_t c = body.num_carries, x = body.num_xs;
+  std::vector<ir::Value> residuals;
+  std::vector<ir::Value> roots = Instantiate(body, values, saved.empty() ? nullptr : &residuals);
+  std::vector<Tensor> outputs, inputs;
+  for (int64_t i : fc) outputs.emplace_back(roots[i]);
+  for (int64_t j : fy) outputs.emplace_back(roots[c + j]);
+  for (int64_t i : fc) inputs.emplace_back(values[i]);
+  for (int64_t j : fx) inputs.emplace_back(values[c + j]);
+  for (int64_t k : fi) inputs.emplace_back(values[c + x + k]);
+  std::vector<Tensor> grads = VjpImpl(outputs, cots, inputs, /*fill_zeros=*/true);
+  if (saved.empty()) return grads;
+  std::map<ir::ValueKey, ir::Value> replacements;
+  for (const auto& [r, value] : saved) {
+    const ir::Value& recomputed = residuals[r];
+    replacements[{recomputed.node.get(), recomputed.index}] = value;
+  }
+  std::vector<ir::Value> grad_values;
+  for (const Tensor& g : grads) grad_values.push_back(g.value());
+  std::vector<Tensor> result;
+  for (ir::Value& v : ir::ReplaceValues(grad_values, replacements)) result.emplace_back(v);
+  return result;
+}
+
+// Which residuals of a loop node the pullback of one step reads: the
+// step's pullback traced once on fresh placeholders, every residual
+// replaced by a placeholder of its own (empty when the loop saves none).
+std::vector<int64_t> UsedResiduals(const ir::Node& node, const std::vector<int64_t>& fc,
+                                   const std::vector<int64_t>& fx, const std::vector<int64_t>& fi,
+                                   const std::vector<int64_t>& fy) {
+  const ir::LoopBody& body = *node.loop();
+  if (body.residuals.empty()) return {};
+  DepthScope depth;  // a level of its own: nested scans traced here nest below it
+  const int32_t level = scan_depth;
+  int64_t id = 0;
+  auto fresh = [&](const Shape& s) {
+    return ir::Value{ir::Node::MakePlaceholder(s, id++, level), 0};
+  };
+  std::vector<ir::Value> values;
+  for (const ir::NodePtr& p : body.placeholders) values.push_back(fresh(p->shape()));
+  std::vector<std::pair<int64_t, ir::Value>> stand_ins;
+  std::unordered_map<const ir::Node*, int64_t> residual_of;
+  for (size_t r = 0; r < body.residuals.size(); ++r) {
+    stand_ins.push_back({static_cast<int64_t>(r), fresh(body.residuals[r].shape())});
+    residual_of[stand_ins.back().second.node.get()] = static_cast<int64_t>(r);
+  }
+  std::vector<Tensor> cots;
+  for (int64_t i : fc) cots.emplace_back(fresh(body.roots[i].shape()));
+  for (int64_t j : fy) cots.emplace_back(fresh(body.roots[body.num_carries + j].shape()));
+  std::vector<Tensor> grads = StepPullback(body, values, fc, fx, fi, fy, cots, stand_ins);
+  std::vector<ir::Value> grad_values;
+  for (const Tensor& g : grads) grad_values.push_back(g.value());
+  std::vector<int64_t> used;
+  for (const ir::Node* n : ir::BuildGraph(grad_values).parameters) {
+    auto it = residual_of.find(n);
+    if (it != residual_of.end()) used.push_back(it->second);
+  }
+  std::sort(used.begin(), used.end());
+  return used;
 }
 
 // Reverse mode through a loop node: a scan the other way whose carry is
@@ -216,24 +294,24 @@ class ScanGradient final : public ir::GradientRule {
     for (int64_t j = 0; j < x; ++j) xs.push_back(Tensor(ops[c + j]));
     for (int64_t j : fy) xs.push_back(Tensor(cotangents[c + j]));
 
+    // Save-everything: the step reads the forward's stacked residuals
+    // instead of recomputing them; only those the pullback uses are stacked.
+    std::vector<int64_t> saved = UsedResiduals(*node, fc, fx, fi, fy);
+    for (int64_t r : saved) xs.push_back(Tensor(ir::Value{node, c + ny + c + r}));
+
     auto step = [&](const Tree& carry, const Tree& slice) {
       std::vector<ir::Value> values;
       for (int64_t i = 0; i < c + x; ++i) values.push_back(slice[i].leaf().value());
       for (int64_t k = 0; k < inv; ++k) values.push_back(ops[c + x + k]);
-      std::vector<ir::Value> roots = Instantiate(body, values);
-      std::vector<Tensor> outputs, cots, inputs;
-      for (size_t n = 0; n < fc.size(); ++n) {
-        outputs.emplace_back(roots[fc[n]]);
-        cots.push_back(carry[n].leaf());
+      std::vector<Tensor> cots;
+      for (size_t n = 0; n < fc.size(); ++n) cots.push_back(carry[n].leaf());
+      for (size_t n = 0; n < fy.size(); ++n) cots.push_back(slice[c + x + n].leaf());
+      std::vector<std::pair<int64_t, ir::Value>> slices;
+      for (size_t n = 0; n < saved.size(); ++n) {
+        slices.push_back(
+            {saved[n], slice[c + x + static_cast<int64_t>(fy.size() + n)].leaf().value()});
       }
-      for (size_t n = 0; n < fy.size(); ++n) {
-        outputs.emplace_back(roots[c + fy[n]]);
-        cots.push_back(slice[c + x + n].leaf());
-      }
-      for (int64_t i : fc) inputs.emplace_back(values[i]);
-      for (int64_t j : fx) inputs.emplace_back(values[c + j]);
-      for (int64_t k : fi) inputs.emplace_back(values[c + x + k]);
-      std::vector<Tensor> grads = VjpImpl(outputs, cots, inputs, /*fill_zeros=*/true);
+      std::vector<Tensor> grads = StepPullback(body, values, fc, fx, fi, fy, cots, slices);
       Tree::List next, dxs;
       for (size_t n = 0; n < fc.size(); ++n) next.push_back(grads[n]);
       for (size_t n = 0; n < fi.size(); ++n)
@@ -333,6 +411,25 @@ std::pair<Tree, Tree> scan(const ScanFn& fn, const Tree& init, const Tree& xs,
   loop->placeholders = std::move(placeholders);
   loop->placeholders.insert(loop->placeholders.end(), body.invariants.begin(),
                             body.invariants.end());
+  if (options.remat == Remat::kSaveAll && !ir::StopGradientScope::active()) {
+    // Every floating-point value the body computes may be stacked for the
+    // backward pass; lowering builds only the stacks the pullback reads.
+    ir::Graph graph = ir::BuildGraph(loop->roots);
+    std::unordered_map<const ir::Node*, ir::NodePtr> owners;
+    for (const ir::Value& r : loop->roots) owners.emplace(r.node.get(), r.node);
+    for (const ir::Node* n : graph.post_order) {
+      for (const ir::Value& v : n->operands()) owners.emplace(v.node.get(), v.node);
+    }
+    for (const ir::Node* n : graph.post_order) {
+      if (n->kind() != ir::NodeKind::kOp || n->placeholder_level() < level ||
+          n->opcode() == hlo::Opcode::kTuple)
+        continue;
+      for (int64_t k = 0; k < n->num_outputs(); ++k) {
+        if (!Differentiable(n->shape(k))) continue;
+        loop->residuals.push_back(ir::Value{owners.at(n), k});
+      }
+    }
+  }
   loop->num_carries = c;
   loop->num_xs = x;
   loop->length = *length;

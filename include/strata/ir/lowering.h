@@ -2,6 +2,7 @@
 // numbering its parameters, hashing it, and lowering it to an hlo::Module.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -32,6 +33,13 @@ struct Graph {
 };
 
 Graph BuildGraph(std::vector<Value> roots);
+
+// The values computing `roots`, rebuilt with each value named in
+// `replacements` (by node and output index) replaced. Nodes that reach no
+// replaced value are shared, not copied.
+using ValueKey = std::pair<const Node*, int64_t>;
+std::vector<Value> ReplaceValues(const std::vector<Value>& roots,
+                                 const std::map<ValueKey, Value>& replacements);
 
 // Lowers to a module whose entry takes the graph's parameters and returns a
 // tuple of the roots. Node shardings become `sharding=` attributes.

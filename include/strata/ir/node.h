@@ -48,7 +48,10 @@ enum class NodeKind : uint8_t { kDeviceData, kScalar, kOp, kPlaceholder };
 // invariants, in that order (the loop node's operands follow the same
 // order: initial carries, xs, invariant values).
 struct LoopBody {
-  std::vector<Value> roots;           // new carries, then one y slice per ys leaf
+  std::vector<Value> roots;  // new carries, then one y slice per ys leaf
+  // Body values the loop can also stack over steps for its backward pass
+  // (scan's save-everything policy); outputs after the carry history.
+  std::vector<Value> residuals;
   std::vector<NodePtr> placeholders;  // ids 0..P-1 in order
   int64_t num_carries = 0;
   int64_t num_xs = 0;
@@ -90,9 +93,9 @@ class Node {
   // (1 for the outermost scan).
   static NodePtr MakePlaceholder(Shape shape, int64_t id, int32_t level);
   // A loop over `body`: outputs are the final carries, one stacked [length,
-  // ...] tensor per y, then the carry history (the carries each step
-  // started from, stacked in xs order). Lowering emits only the outputs
-  // some user reads.
+  // ...] tensor per y, the carry history (the carries each step started
+  // from, stacked in xs order), then one stack per residual. Lowering emits
+  // only the outputs some user reads.
   static NodePtr MakeLoop(std::vector<Value> operands, std::shared_ptr<const LoopBody> body);
   // A tuple node whose outputs are its operands (lowered to a tuple the
   // passes fold away) differentiated by `rule` rather than as a tuple.

@@ -1,0 +1,123 @@
+// The two remat policies of scan's backward pass: the same gradients as the
+// for-loop, recomputation visible in the HLO, and the memory each plans.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "strata/autograd/grad.h"
+#include "strata/lazy/context.h"
+#include "strata/lazy/ops.h"
+#include "strata/runtime/executable.h"
+#include "strata/transforms/scan.h"
+
+namespace strata {
+namespace {
+
+Tensor TenSines(Tensor x) {
+  for (int i = 0; i < 10; ++i) x = sin(x);
+  return x;
+}
+
+// carry' = ten_sines(carry * w + x), y = carry'^2.
+std::pair<Tree, Tree> Step(const Tree& c, const Tree& x, const Tensor& w) {
+  Tensor h = TenSines(c.leaf() * w + x.leaf());
+  return {Tree(h), Tree(h * h)};
+}
+
+std::vector<double> Range(int64_t n, double scale, double offset) {
+  std::vector<double> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = std::sin(0.7 * i + offset) * scale;
+  return v;
+}
+
+TEST(ScanRemat, BothPoliciesMatchTheForLoop) {
+  const int64_t length = 6, width = 3;
+  Tensor w = Tensor::FromVector(Range(width, 0.9, 1.0), {width});
+  Tensor h0 = Tensor::FromVector(Range(width, 0.5, 2.0), {width});
+  Tensor xs = Tensor::FromVector(Range(length * width, 0.8, 0.3), {length, width});
+  // The reference: the same recurrence as a plain loop of lazy ops.
+  Tensor h = h0, ref = zeros({}, DType::kF64);
+  for (int64_t t = 0; t < length; ++t) {
+    h = TenSines(h * w + reshape(slice(xs, 0, t, t + 1), {width}));
+    ref = ref + sum(h * h) * static_cast<double>(t + 1);
+  }
+  ref = ref + sum(h);
+  std::vector<Tensor> expected = gradients(ref, {w, h0, xs});
+  double expected_loss = ref.item<double>();
+  Tensor weights = arange(1, length + 1, 1, DType::kF64);
+  for (Remat remat : {Remat::kSaveCarries, Remat::kSaveAll}) {
+    SCOPED_TRACE(remat == Remat::kSaveAll ? "save all" : "save carries");
+    auto [carry, ys] = scan([&](const Tree& c, const Tree& x) { return Step(c, x, w); }, Tree(h0),
+                            Tree(xs), {.remat = remat});
+    Tensor loss = sum(sum(ys.leaf(), {1}) * weights) + sum(carry.leaf());
+    std::vector<Tensor> got = gradients(loss, {w, h0, xs});
+    EXPECT_NEAR(loss.item<double>(), expected_loss, 1e-10 * std::abs(expected_loss));
+    for (size_t i = 0; i < got.size(); ++i) {
+      auto a = got[i].to_vector<double>(), b = expected[i].to_vector<double>();
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t k = 0; k < a.size(); ++k)
+        EXPECT_NEAR(a[k], b[k], 1e-10 * std::max(1.0, std::abs(b[k]))) << i << "," << k;
+    }
+  }
+}
+
+// The optimized backward program of a length-`length` scan of ten sines.
+std::unique_ptr<runtime::Executable> Backward(Remat remat, int64_t length, int64_t width) {
+  std::vector<float> wv(width, 0.9f), hv(width, 0.1f), xv(length * width, 0.2f);
+  Tensor w = Tensor::FromVector(wv, {width}), h0 = Tensor::FromVector(hv, {width});
+  Tensor xs = Tensor::FromVector(xv, {length, width});
+  auto [carry, ys] = scan([&](const Tree& c, const Tree& x) { return Step(c, x, w); }, Tree(h0),
+                          Tree(xs), {.remat = remat});
+  Tensor loss = sum(ys.leaf()) + sum(carry.leaf());
+  std::vector<Tensor> roots = gradients(loss, {w, xs});
+  roots.push_back(loss);
+  lazy::LoweringContext lowering(roots);
+  return runtime::Executable::Compile(lowering.module());
+}
+
+int64_t Count(const hlo::Module& m, hlo::Opcode op, const std::string& prefix = "") {
+  int64_t n = 0;
+  for (const auto& c : m.computations()) {
+    if (c->name().rfind(prefix, 0) != 0) continue;
+    for (const auto& inst : c->instructions()) n += inst->opcode() == op;
+  }
+  return n;
+}
+
+TEST(ScanRemat, RecomputationShowsInTheBackwardLoop) {
+  auto carries = Backward(Remat::kSaveCarries, 8, 4);
+  auto all = Backward(Remat::kSaveAll, 8, 4);
+  // One While forward, one backward, whatever the policy.
+  EXPECT_EQ(Count(carries->module(), hlo::Opcode::kWhile), 2);
+  EXPECT_EQ(Count(all->module(), hlo::Opcode::kWhile), 2);
+  // Forward body: 10 sines. Saving only carries, the backward body runs the
+  // step again (10 more); saving everything it reads them (0 more). The
+  // sine rule needs cosines either way.
+  EXPECT_EQ(Count(carries->module(), hlo::Opcode::kSin), 20);
+  EXPECT_EQ(Count(all->module(), hlo::Opcode::kSin), 10);
+  EXPECT_EQ(Count(carries->module(), hlo::Opcode::kCos), 10);
+  EXPECT_EQ(Count(all->module(), hlo::Opcode::kCos), 10);
+}
+
+TEST(ScanRemat, SavingOnlyCarriesPlansLessMemoryAsLengthGrows) {
+  const int64_t width = 1024;
+  std::map<int64_t, std::pair<int64_t, int64_t>> peak;  // length -> (carries, all)
+  for (int64_t length : {10, 100, 1000}) {
+    peak[length] = {Backward(Remat::kSaveCarries, length, width)->stats().planned_peak_bytes,
+                    Backward(Remat::kSaveAll, length, width)->stats().planned_peak_bytes};
+    RecordProperty("carries_peak_" + std::to_string(length), std::to_string(peak[length].first));
+    RecordProperty("all_peak_" + std::to_string(length), std::to_string(peak[length].second));
+    EXPECT_LT(peak[length].first, peak[length].second) << length;
+  }
+  // Per extra step the save-all loop also stacks the ten sines' values
+  // (and the cosines' inputs), the carries-only loop only one carry beyond
+  // what both stack (ys, their cotangents, dxs, loop copies of xs).
+  int64_t grow_carries = peak[1000].first - peak[10].first;
+  int64_t grow_all = peak[1000].second - peak[10].second;
+  int64_t row = 990 * width * 4;  // one [990, width] f32 stack
+  EXPECT_GT(grow_all - grow_carries, 8 * row) << grow_carries << " vs " << grow_all;
+  EXPECT_GT(grow_all, 2 * grow_carries);
+}
+
+}  // namespace
+}  // namespace strata
