@@ -78,7 +78,13 @@ class CheckpointRule final : public ir::GradientRule {
       subst[{ops[n_ + i].node.get(), ops[n_ + i].index}] = held;
       wrt.emplace_back(held);
     }
-    for (size_t i = n_ + k_; i < ops.size(); ++i) wrt.emplace_back(ops[i]);
+    // Captured values too stand behind identities of their own, so the
+    // gradient of one computed from another is not counted twice.
+    for (size_t i = n_ + k_; i < ops.size(); ++i) {
+      ir::Value fresh = Fresh(ops[i]);
+      subst[{ops[i].node.get(), ops[i].index}] = fresh;
+      wrt.emplace_back(fresh);
+    }
     std::vector<Tensor> recomputed;
     for (ir::Value& v : ir::ReplaceValues(outputs, subst)) recomputed.emplace_back(std::move(v));
     std::vector<Tensor> grads = VjpImpl(recomputed, cots, wrt, /*fill_zeros=*/false);

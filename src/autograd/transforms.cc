@@ -16,7 +16,7 @@ Tree FreshLeaves(std::string_view op, const Tree& primals) {
     }
   }
   return primals.map([](const Tensor& t) {
-    return Tensor(ir::Value{ir::Node::MakeOp(hlo::Opcode::kTuple, {t.value()}), 0});
+    return Tensor(Fresh(t.value()));
   });
 }
 

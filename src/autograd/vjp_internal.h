@@ -14,4 +14,11 @@ std::vector<Tensor> VjpImpl(const std::vector<Tensor>& outputs,
                             const std::vector<Tensor>& cotangents,
                             const std::vector<Tensor>& inputs, bool fill_zeros);
 
+// `v` behind an identity node of its own: a separate variable for a VJP
+// (differentiating with respect to it does not reach through to what `v`
+// is computed from). The identity folds away when compiled.
+inline ir::Value Fresh(const ir::Value& v) {
+  return ir::Value{ir::Node::MakeOp(hlo::Opcode::kTuple, {v}), 0};
+}
+
 }  // namespace strata

@@ -198,7 +198,7 @@ std::vector<std::pair<TensorImpl*, ir::Value>> Context::LiveValues() const {
   return out;
 }
 
-void Context::RestoreValue(TensorImpl* impl, ir::Value value) {
+void Context::SetValue(TensorImpl* impl, ir::Value value) {
   std::lock_guard<std::mutex> lock(tensors_mutex_);
   impl->value = std::move(value);
 }

@@ -22,8 +22,34 @@ Tensor::Tensor(const Tensor& other) {
   }
 }
 
+// Assignment keeps this handle's impl and gives it everything of the source
+// (value, sharding spec, requires_grad; no accumulated grad): the same as a
+// fresh copy to every observer, but the live-tensor list still knows the
+// handle, so scan can undo an assignment its body must not make.
 Tensor& Tensor::operator=(const Tensor& other) {
-  if (this != &other) *this = Tensor(other);
+  if (this == &other) return *this;
+  if (!impl_ || !other.impl_) {
+    impl_ = other.impl_ ? Tensor(other).impl_ : nullptr;
+    return *this;
+  }
+  impl_->sharding = other.impl_->sharding;
+  impl_->requires_grad = other.impl_->requires_grad;
+  impl_->grad.reset();
+  Context::Get().SetValue(impl_.get(), other.value());
+  return *this;
+}
+
+Tensor& Tensor::operator=(Tensor&& other) noexcept {
+  if (this == &other) return *this;
+  if (!impl_ || !other.impl_) {
+    impl_ = std::move(other.impl_);
+    return *this;
+  }
+  impl_->sharding = std::move(other.impl_->sharding);
+  impl_->requires_grad = other.impl_->requires_grad;
+  impl_->grad.reset();
+  Context::Get().SetValue(impl_.get(), other.impl_->value);
+  other.impl_.reset();
   return *this;
 }
 

@@ -120,12 +120,14 @@ void CheckLeaks(const std::vector<std::pair<lazy::TensorImpl*, ir::Value>>& befo
   for (auto& [impl, value] : lazy::Context::Get().LiveValues()) {
     if (value.node->placeholder_level() < level || allowed.count(impl)) continue;
     auto it = old.find(impl);
+    if (it != old.end() && it->second.node == value.node && it->second.index == value.index)
+      continue;  // left over from an earlier failed trace, not this body's doing
     if (it != old.end()) {
-      problems.push_back(fmt::format(
-          "an outer {} tensor was rebound inside fn (an in-place update or assignment) to a "
-          "value computed from the loop ({}); it keeps its old value",
-          it->second.shape().ToString(), value.node->OpName()));
-      lazy::Context::Get().RestoreValue(impl, it->second);
+      problems.push_back(
+          fmt::format("an outer {} tensor was assigned or updated in place inside fn with a value "
+                      "computed from the loop ({}); it keeps its old value",
+                      it->second.shape().ToString(), value.node->OpName()));
+      lazy::Context::Get().SetValue(impl, it->second);
     } else {
       problems.push_back(fmt::format(
           "a {} tensor computed inside fn ({}) is still alive outside it (stored in an outer "
@@ -302,7 +304,10 @@ class ScanGradient final : public ir::GradientRule {
     auto step = [&](const Tree& carry, const Tree& slice) {
       std::vector<ir::Value> values;
       for (int64_t i = 0; i < c + x; ++i) values.push_back(slice[i].leaf().value());
-      for (int64_t k = 0; k < inv; ++k) values.push_back(ops[c + x + k]);
+      // Invariants behind identities of their own: d/d(an invariant) must
+      // not reach through to another invariant it is computed from (the
+      // outer sweep does that, once).
+      for (int64_t k = 0; k < inv; ++k) values.push_back(Fresh(ops[c + x + k]));
       std::vector<Tensor> cots;
       for (size_t n = 0; n < fc.size(); ++n) cots.push_back(carry[n].leaf());
       for (size_t n = 0; n < fy.size(); ++n) cots.push_back(slice[c + x + n].leaf());
@@ -339,6 +344,7 @@ class ScanGradient final : public ir::GradientRule {
 
 std::pair<Tree, Tree> scan(const ScanFn& fn, const Tree& init, const Tree& xs,
                            const ScanOptions& options) {
+  if (!fn) Fail("[scan] fn is empty: pass a callable (carry, x) -> (new carry, y)");
   auto init_leaves = init.leaves_with_paths();
   auto xs_leaves = xs.leaves_with_paths();
   if (options.length && *options.length < 0)

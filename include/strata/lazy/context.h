@@ -71,7 +71,7 @@ class Context {
   // Every live tensor with its current value (scan's leak check takes one
   // before tracing a body, to name and undo what the body rebinds).
   std::vector<std::pair<TensorImpl*, ir::Value>> LiveValues() const;
-  void RestoreValue(TensorImpl* impl, ir::Value value);
+  void SetValue(TensorImpl* impl, ir::Value value);
   // Materializes the pending IR of `only` (all live tensors when empty).
   void Sync(const std::vector<TensorImpl*>& only);
 

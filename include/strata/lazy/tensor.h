@@ -27,7 +27,7 @@ class Tensor {
   Tensor(const Tensor& other);
   Tensor(Tensor&& other) noexcept = default;
   Tensor& operator=(const Tensor& other);
-  Tensor& operator=(Tensor&& other) noexcept = default;
+  Tensor& operator=(Tensor&& other) noexcept;
   ~Tensor();
 
   // Host data in, row-major.
