@@ -6,6 +6,7 @@
 #include "strata/autograd/grad.h"
 #include "strata/lazy/context.h"
 #include "strata/lazy/ops.h"
+#include "strata/nn/functional.h"
 
 namespace strata {
 namespace {
@@ -54,6 +55,45 @@ TEST(Scan, GradientsMatchTheForLoop) {
   auto g = gradients(loss, {w, h0, xs});
   auto r = gradients(ref, {w, h0, xs});
   for (size_t i = 0; i < g.size(); ++i) ExpectClose(g[i], r[i]);
+}
+
+// Dropout inside the body with a carried key: each step draws new bits, and
+// the backward loop, recomputing the step from the saved carry (key
+// included), draws the same ones: gradients equal the unrolled loop's.
+TEST(Scan, RandomBitsDifferPerStepAndBackwardReproducesThem) {
+  Tensor w = Tensor::FromVector<double>({0.7, -0.4, 0.3, 0.9, 0.5, -0.8}, {6});
+  Tensor xs = Tensor::FromVector<double>(std::vector<double>(4 * 6, 1.0), {4, 6});
+  auto step = [&](const Tensor& key, const Tensor& h, const Tensor& x) {
+    std::vector<Tensor> keys = split_key(key, 2);
+    Tensor next = nn::dropout(tanh(h * w + x), 0.5, keys[1]);
+    return std::pair{keys[0], next};
+  };
+  for (Remat remat : {Remat::kSaveCarries, Remat::kSaveAll}) {
+    int calls = 0;
+    auto [carry, ys] = scan(
+        [&](const Tree& c, const Tree& x) {
+          ++calls;
+          auto [key, h] = step(c[0].leaf(), c[1].leaf(), x.leaf());
+          return std::pair{Tree{key, h}, Tree(h)};
+        },
+        Tree{random_key(3), zeros({6}, DType::kF64)}, Tree(xs), {.remat = remat});
+    Tensor loss = sum(ys.leaf() * ys.leaf()) + sum(carry[1].leaf());
+    std::vector<Tensor> g = gradients(loss, {w, xs});
+    Tensor key = random_key(3), h = zeros({6}, DType::kF64), ref = zeros({}, DType::kF64);
+    std::vector<Tensor> masks;
+    for (int64_t t = 0; t < 4; ++t) {
+      std::tie(key, h) = step(key, h, reshape(slice(xs, 0, t, t + 1), {6}));
+      ref = ref + sum(h * h);
+      masks.push_back(ne(h, zeros({6}, DType::kF64)));
+    }
+    ref = ref + sum(h);
+    std::vector<Tensor> r = gradients(ref, {w, xs});
+    EXPECT_EQ(calls, 1);  // traced once, for the forward and the backward
+    ExpectClose(loss, ref, 1e-12);
+    for (size_t i = 0; i < g.size(); ++i) ExpectClose(g[i], r[i], 1e-12);
+    // The steps did draw different masks.
+    EXPECT_NE(masks[0].to_vector<bool>(), masks[1].to_vector<bool>());
+  }
 }
 
 }  // namespace
