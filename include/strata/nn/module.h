@@ -1,0 +1,78 @@
+// Modules: named parameters, buffers and submodules (PyTorch's nn.Module).
+// Names are dotted paths ("layers.3.self_attn.q_proj.weight"), in the order
+// things were registered, as Hugging Face state dicts name them.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "strata/lazy/tensor.h"
+
+namespace strata::nn {
+
+class Module {
+ public:
+  explicit Module(std::string type_name) : type_name_(std::move(type_name)) {}
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  const std::string& type_name() const { return type_name_; }
+
+  // Every parameter / buffer of this module and its submodules, depth first
+  // in registration order, with dotted names. The pointers stay valid for
+  // the module's life: assign through them to update a parameter.
+  std::vector<std::pair<std::string, Tensor*>> named_parameters();
+  std::vector<std::pair<std::string, Tensor*>> named_buffers();
+  std::vector<std::pair<std::string, Module*>> named_modules();  // "" is this module
+  std::vector<Tensor*> parameters();
+  // A parameter or buffer by dotted name; Error if there is none.
+  Tensor& tensor(const std::string& name);
+
+  // Training mode, recursively (dropout reads it).
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  // Parameters and buffers by dotted name.
+  std::map<std::string, Tensor> state_dict();
+  // Copies values in by name. Strict: every name must match both ways.
+  // Shapes must match; dtypes are converted to the parameter's. Errors name
+  // the missing, unexpected or mismatched entries; on error nothing changed.
+  void load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);
+
+ protected:
+  Tensor& register_parameter(std::string name, Tensor value);
+  Tensor& register_buffer(std::string name, Tensor value);
+  template <typename M>
+  M& register_module(std::string name, std::unique_ptr<M> module) {
+    M& ref = *module;
+    AddModule(std::move(name), std::move(module));
+    return ref;
+  }
+  // Hook for modules whose behaviour depends on the mode.
+  virtual void OnTrain(bool /*on*/) {}
+
+ private:
+  void AddModule(std::string name, std::unique_ptr<Module> module);
+  void CheckName(const std::string& name) const;
+  template <typename Visit>
+  void Walk(const std::string& prefix, const Visit& visit);
+
+  std::string type_name_;
+  bool training_ = true;
+  std::vector<std::pair<std::string, std::unique_ptr<Tensor>>> parameters_, buffers_;
+  std::vector<std::pair<std::string, std::unique_ptr<Module>>> children_;
+};
+
+// Runs f with some of the module's parameters and buffers replaced by the
+// given tensors (torch.func.functional_call), restoring them afterwards,
+// also when f throws. Unknown names are an error.
+void functional_call(Module& module, const std::map<std::string, Tensor>& replacements,
+                     const std::function<void()>& f);
+
+}  // namespace strata::nn
