@@ -19,4 +19,17 @@ struct RunOptions {
 // `strata run`: parses, compiles and runs an HLO program on named inputs.
 int RunProgram(const RunOptions& options);
 
+struct LmOptions {
+  std::string model;   // Hugging Face Llama directory
+  std::string tokens;  // safetensors with an integer [batch, seq] "input_ids"
+  std::string labels;  // optional: safetensors with "labels"
+  std::string output;  // safetensors to write
+  bool grads = false;
+  std::string layers = "scan";  // or "unrolled"
+  bool quiet = false;
+};
+// `strata lm`: loads a Llama checkpoint, runs forward (and backward) and
+// writes logits, loss and gradients.
+int RunLm(const LmOptions& options);
+
 }  // namespace strata::tools

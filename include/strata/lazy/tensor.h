@@ -68,6 +68,8 @@ class Tensor {
       return out;
     }
   }
+  // The raw bytes, row-major, in the tensor's own dtype (materializes it).
+  std::vector<uint8_t> bytes() const { return ToBytes(dtype()); }
   template <typename T>
   T item() const {
     if (numel() != 1) Fail("[item] needs a tensor with one element, got {}", shape().ToString());
