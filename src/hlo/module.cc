@@ -48,6 +48,29 @@ void Computation::ReplaceAllUsesWith(Instruction* from, Instruction* to) {
   if (root_ == from) root_ = to;
 }
 
+namespace {
+Instruction* Resolve(Instruction* inst, const Computation::Replacements& replacements) {
+  for (auto it = replacements.find(inst); it != replacements.end(); it = replacements.find(inst)) {
+    inst = it->second;
+  }
+  return inst;
+}
+}  // namespace
+
+void Computation::UpdateOperands(Instruction* inst, const Replacements& replacements) {
+  if (replacements.empty()) return;
+  for (int64_t i = 0; i < inst->operand_count(); ++i) {
+    Instruction* to = Resolve(inst->operand(i), replacements);
+    if (to != inst) inst->set_operand(i, to);
+  }
+}
+
+void Computation::ApplyReplacements(const Replacements& replacements) {
+  if (replacements.empty()) return;
+  for (const auto& inst : instructions_) UpdateOperands(inst.get(), replacements);
+  if (root_) root_ = Resolve(root_, replacements);
+}
+
 int64_t Computation::RemoveDeadInstructions() {
   std::unordered_set<const Instruction*> live;
   std::vector<const Instruction*> stack;

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "strata/core/shape.h"
@@ -114,6 +115,13 @@ class Computation {
 
   // Replaces every use of `from` (operands and root) by `to`.
   void ReplaceAllUsesWith(Instruction* from, Instruction* to);
+  // Many replacements at once, in one pass over the instructions (chains
+  // a -> b -> c resolve to c). Passes that replace as they walk in operand
+  // order call UpdateOperands on each instruction first, then this once:
+  // linear in the computation's size rather than quadratic.
+  using Replacements = std::unordered_map<const Instruction*, Instruction*>;
+  static void UpdateOperands(Instruction* inst, const Replacements& replacements);
+  void ApplyReplacements(const Replacements& replacements);
   // Drops instructions not reachable from the root (parameters stay).
   // Returns how many were removed.
   int64_t RemoveDeadInstructions();

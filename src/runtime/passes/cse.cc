@@ -27,15 +27,18 @@ bool EliminateCommonSubexpressions(hlo::Module& module) {
   bool changed = false;
   for (const auto& c : module.computations()) {
     std::unordered_map<std::string, hlo::Instruction*> seen;
+    hlo::Computation::Replacements replaced;
     for (const auto& inst : c->instructions()) {
       if (inst->opcode() == hlo::Opcode::kParameter) continue;
+      hlo::Computation::UpdateOperands(inst.get(), replaced);  // operands come first
       auto [it, inserted] = seen.emplace(ValueKey(*inst), inst.get());
-      if (!inserted) {
-        c->ReplaceAllUsesWith(inst.get(), it->second);
-        changed = true;
-      }
+      if (!inserted) replaced[inst.get()] = it->second;
     }
-    if (changed) c->RemoveDeadInstructions();
+    if (!replaced.empty()) {
+      c->ApplyReplacements(replaced);
+      c->RemoveDeadInstructions();
+      changed = true;
+    }
   }
   return changed;
 }

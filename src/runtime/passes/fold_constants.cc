@@ -65,18 +65,20 @@ bool FoldConstants(hlo::Module& module) {
     std::vector<hlo::Instruction*> order;
     for (const auto& inst : c->instructions()) order.push_back(inst.get());
     bool folded = false;
+    hlo::Computation::Replacements replaced;
     for (hlo::Instruction* inst : order) {
+      hlo::Computation::UpdateOperands(inst, replaced);  // operands come first
       if (!Foldable(*inst)) continue;
       folded = true;
       auto constant = std::make_unique<hlo::Instruction>(hlo::Opcode::kConstant, inst->shape(),
                                                          std::vector<hlo::Instruction*>{});
       constant->literal = Evaluate(*inst);
       constant->set_name(inst->name() + ".folded");
-      hlo::Instruction* added = c->AddInstruction(std::move(constant));
-      c->ReplaceAllUsesWith(inst, added);
+      replaced[inst] = c->AddInstruction(std::move(constant));
       changed = true;
     }
     if (folded) {
+      c->ApplyReplacements(replaced);
       c->RemoveDeadInstructions();
       c->SortTopologically();
     }

@@ -106,14 +106,16 @@ bool SimplifyAlgebra(hlo::Module& module) {
   for (const auto& c : module.computations()) {
     std::vector<Instruction*> order;
     for (const auto& inst : c->instructions()) order.push_back(inst.get());
-    bool local = false;
+    hlo::Computation::Replacements replaced;
     for (Instruction* inst : order) {
-      if (Instruction* replacement = Simplify(*c, inst)) {
-        c->ReplaceAllUsesWith(inst, replacement);
-        local = true;
-      }
+      hlo::Computation::UpdateOperands(inst, replaced);  // operands come first
+      if (Instruction* replacement = Simplify(*c, inst)) replaced[inst] = replacement;
     }
-    if (local) c->RemoveDeadInstructions();
+    bool local = !replaced.empty();
+    if (local) {
+      c->ApplyReplacements(replaced);
+      c->RemoveDeadInstructions();
+    }
     changed |= local;
   }
   return changed;
