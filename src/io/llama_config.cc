@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "strata/core/error.h"
+#include "strata/io/safetensors.h"
 
 namespace strata::io {
 namespace {
@@ -298,63 +299,6 @@ std::string_view TorchDTypeName(DType dtype, std::string_view source) {
   FailIn(source, "torch_dtype: expected f32, f16, bf16 or f64, got {}", DTypeName(dtype));
 }
 
-// Writes `text` to a temporary file next to `target`, fsyncs it, renames it over `target` and
-// fsyncs the directory. The same protocol as WriteSafetensors, whose helper is private to
-// safetensors.cc.
-void WriteAtomically(const fs::path& target, std::string_view text) {
-  const std::string label = target.string();
-  if (!target.has_filename()) FailIn(label, "expected a file path, got a directory path");
-  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-
-  struct Temp {
-    fs::path path;
-    int fd = -1;
-    bool renamed = false;
-    ~Temp() {
-      if (fd >= 0) ::close(fd);
-      if (!renamed && !path.empty()) ::unlink(path.c_str());
-    }
-  } temp;
-  auto fail_with_errno = [&](std::string_view action, const fs::path& path) {
-    int err = errno;
-    FailIn(label, "{} '{}' failed: {}", action, path.string(), ErrnoMessage(err));
-  };
-
-  static std::atomic<uint64_t> counter{0};
-  for (int attempt = 0; temp.fd < 0; ++attempt) {
-    temp.path =
-        dir / fmt::format(".{}.tmp-{}-{}", target.filename().string(), ::getpid(), counter++);
-    temp.fd = ::open(temp.path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (temp.fd >= 0) break;
-    int err = errno;
-    if (err == EEXIST && attempt < 100) continue;
-    fs::path failed = std::exchange(temp.path, fs::path());  // not ours: must not be unlinked
-    FailIn(label, "creating temporary file '{}' failed: {}", failed.string(), ErrnoMessage(err));
-  }
-  while (!text.empty()) {
-    ssize_t written = ::write(temp.fd, text.data(), text.size());
-    if (written < 0 && errno == EINTR) continue;
-    if (written < 0) fail_with_errno("writing", temp.path);
-    text.remove_prefix(static_cast<size_t>(written));
-  }
-  if (::fsync(temp.fd) != 0) fail_with_errno("fsync of", temp.path);
-  if (::close(std::exchange(temp.fd, -1)) != 0) fail_with_errno("closing", temp.path);
-  if (::rename(temp.path.c_str(), target.c_str()) != 0) {
-    fail_with_errno("renaming into place", temp.path);
-  }
-  temp.renamed = true;
-
-  // A filesystem that cannot fsync directories (EINVAL) is not an error.
-  int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0) fail_with_errno("file written, but opening its directory to fsync", dir);
-  int result = ::fsync(dir_fd);
-  int err = errno;
-  ::close(dir_fd);
-  if (result != 0 && err != EINVAL) {
-    FailIn(label, "file written, but fsync of its directory failed: {}", ErrnoMessage(err));
-  }
-}
-
 // `source` names the config in validation errors.
 std::string ToJsonFor(const LlamaConfig& config, std::string_view source) {
   Validate(config, source);
@@ -469,7 +413,8 @@ LlamaConfig ReadLlamaConfig(const fs::path& file) {
 std::string ToJson(const LlamaConfig& config) { return ToJsonFor(config, "<LlamaConfig>"); }
 
 void WriteLlamaConfig(const fs::path& file, const LlamaConfig& config) {
-  WriteAtomically(file, ToJsonFor(config, file.string()));  // validates before touching disk
+  std::string text = ToJsonFor(config, file.string());  // validates before touching disk
+  WriteFileAtomically(file.string(), {text});
 }
 
 }  // namespace strata::io

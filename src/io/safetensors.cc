@@ -245,70 +245,6 @@ void AppendLittleEndian64(std::string& out, uint64_t value) {
   for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
 }
 
-// A temporary file that is closed and deleted unless Commit() renamed it into place.
-class TempFile {
- public:
-  TempFile(const fs::path& target, std::string_view label) : label_(label) {
-    static std::atomic<uint64_t> counter{0};
-    fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-    for (int attempt = 0; fd_ < 0; ++attempt) {
-      path_ = dir / fmt::format(".{}.tmp-{}-{}", target.filename().string(), ::getpid(), counter++);
-      fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-      if (fd_ < 0 && (errno != EEXIST || attempt == 100)) FailWithErrno("creating temporary file");
-    }
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-  ~TempFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(path_.c_str());
-  }
-
-  void Write(const void* data, size_t size) {
-    const auto* p = static_cast<const uint8_t*>(data);
-    while (size > 0) {
-      ssize_t written = ::write(fd_, p, std::min<size_t>(size, size_t{1} << 30));
-      if (written < 0 && errno == EINTR) continue;
-      if (written < 0) FailWithErrno("writing");
-      p += written;
-      size -= static_cast<size_t>(written);
-    }
-  }
-
-  void Commit(const fs::path& target) {
-    if (::fsync(fd_) != 0) FailWithErrno("fsync of");
-    if (::close(std::exchange(fd_, -1)) != 0) FailWithErrno("closing");
-    if (::rename(path_.c_str(), target.c_str()) != 0) FailWithErrno("renaming into place");
-    committed_ = true;
-  }
-
- private:
-  [[noreturn]] void FailWithErrno(std::string_view action) const {
-    int err = errno;
-    FailIn(label_, "{} '{}' failed: {}", action, path_.string(), ErrnoMessage(err));
-  }
-
-  std::string label_;
-  fs::path path_;
-  int fd_ = -1;
-  bool committed_ = false;
-};
-
-// Makes the rename durable. A filesystem that cannot fsync directories (EINVAL) is not an error.
-void SyncDirectory(const fs::path& dir, std::string_view label) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) {
-    int err = errno;
-    FailIn(label, "file written, but opening its directory to fsync failed: {}", ErrnoMessage(err));
-  }
-  int result = ::fsync(fd);
-  int err = errno;
-  ::close(fd);
-  if (result != 0 && err != EINVAL) {
-    FailIn(label, "file written, but fsync of its directory failed: {}", ErrnoMessage(err));
-  }
-}
-
 }  // namespace
 
 std::optional<DType> DTypeFromSafetensorsName(std::string_view name) {
@@ -495,12 +431,68 @@ void WriteSafetensors(const std::string& path, const std::vector<TensorData>& te
   std::string prefix;
   AppendLittleEndian64(prefix, header.size());
 
-  TempFile temp(target, path);
-  temp.Write(prefix.data(), prefix.size());
-  temp.Write(header.data(), header.size());
-  for (const TensorData& t : tensors) temp.Write(t.bytes.data(), t.bytes.size());
-  temp.Commit(target);
-  SyncDirectory(target.has_parent_path() ? target.parent_path() : fs::path("."), path);
+  std::vector<std::string_view> pieces = {prefix, header};
+  for (const TensorData& t : tensors)
+    pieces.emplace_back(reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size());
+  WriteFileAtomically(path, pieces);
+}
+
+void WriteFileAtomically(const std::string& path, const std::vector<std::string_view>& pieces) {
+  const fs::path target(path);
+  const std::string label = target.string();
+  if (!target.has_filename()) FailIn(label, "expected a file path, got a directory path");
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+
+  struct Temp {
+    fs::path path;
+    int fd = -1;
+    bool renamed = false;
+    ~Temp() {
+      if (fd >= 0) ::close(fd);
+      if (!renamed && !path.empty()) ::unlink(path.c_str());
+    }
+  } temp;
+  auto fail_with_errno = [&](std::string_view action, const fs::path& path) {
+    int err = errno;
+    FailIn(label, "{} '{}' failed: {}", action, path.string(), ErrnoMessage(err));
+  };
+
+  static std::atomic<uint64_t> counter{0};
+  for (int attempt = 0; temp.fd < 0; ++attempt) {
+    temp.path =
+        dir / fmt::format(".{}.tmp-{}-{}", target.filename().string(), ::getpid(), counter++);
+    temp.fd = ::open(temp.path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (temp.fd >= 0) break;
+    int err = errno;
+    if (err == EEXIST && attempt < 100) continue;
+    fs::path failed = std::exchange(temp.path, fs::path());  // not ours: must not be unlinked
+    FailIn(label, "creating temporary file '{}' failed: {}", failed.string(), ErrnoMessage(err));
+  }
+  for (std::string_view text : pieces) {
+    while (!text.empty()) {
+      ssize_t written =
+          ::write(temp.fd, text.data(), std::min<size_t>(text.size(), size_t{1} << 30));
+      if (written < 0 && errno == EINTR) continue;
+      if (written < 0) fail_with_errno("writing", temp.path);
+      text.remove_prefix(static_cast<size_t>(written));
+    }
+  }
+  if (::fsync(temp.fd) != 0) fail_with_errno("fsync of", temp.path);
+  if (::close(std::exchange(temp.fd, -1)) != 0) fail_with_errno("closing", temp.path);
+  if (::rename(temp.path.c_str(), target.c_str()) != 0) {
+    fail_with_errno("renaming into place", temp.path);
+  }
+  temp.renamed = true;
+
+  // A filesystem that cannot fsync directories (EINVAL) is not an error.
+  int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) fail_with_errno("file written, but opening its directory to fsync", dir);
+  int result = ::fsync(dir_fd);
+  int err = errno;
+  ::close(dir_fd);
+  if (result != 0 && err != EINVAL) {
+    FailIn(label, "file written, but fsync of its directory failed: {}", ErrnoMessage(err));
+  }
 }
 
 // ---------------------------------------------------------------------------

@@ -83,6 +83,11 @@ void WriteSafetensors(const std::string& path, const std::vector<TensorData>& te
 
 // A checkpoint split across shard files by `model.safetensors.index.json`
 // ({"metadata": {...}, "weight_map": {tensor: shard file}}), or one file.
+// Writes `pieces` one after another to a temporary file next to `path`,
+// fsyncs it, renames it over `path` and fsyncs the directory: a crash leaves
+// the old file or the new one, never part of one. Errors name `path`.
+void WriteFileAtomically(const std::string& path, const std::vector<std::string_view>& pieces);
+
 class ShardedCheckpoint {
  public:
   // Accepts an index JSON, a directory (its model.safetensors.index.json if
