@@ -242,7 +242,7 @@ class Lowerer {
   std::vector<hlo::Instruction*> LowerLoop(hlo::Builder& b, const LoopBody& body,
                                            const std::vector<hlo::Instruction*>& operands,
                                            const std::vector<bool>& wanted) {
-    const int64_t c = body.num_carries, x = body.num_xs, inv = body.num_invariants();
+    const int64_t c = body.num_carries, x = body.num_xs;
     const int64_t ny = body.num_ys(), length = body.length;
     const int64_t nr = static_cast<int64_t>(body.residuals.size());
     const int64_t unroll = std::clamp<int64_t>(body.unroll, 1, std::max<int64_t>(length, 1));
