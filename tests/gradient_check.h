@@ -18,6 +18,8 @@ namespace strata {
 using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 
 struct Input {
+  Input(std::vector<int64_t> d, std::vector<double> v = {})  // NOLINT: {{dims}} reads well
+      : dims(std::move(d)), values(std::move(v)) {}
   std::vector<int64_t> dims;
   std::vector<double> values;  // random when empty
 };
