@@ -2,7 +2,13 @@
 // into scratch only when its dimension order fits neither GEMM layout. f32
 // goes to oneDNN's sgemm (fastest measured here, see bench/RESULTS.md); f64
 // and integers use a blocked loop.
+//
+// oneDNN's sgemm runs single-threaded: strata's pool splits the GEMMs (by
+// batch, else by rows) and each piece calls sgemm with a one-thread OpenMP
+// team. oneDNN's own OpenMP team would spin after every GEMM while the pool
+// runs the next kernels: on 2 busy cores that cost up to 2.5x (bench/RESULTS.md).
 #include <dnnl.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cstring>
@@ -125,17 +131,45 @@ KernelInfo MakeDotKernel(const hlo::Instruction& inst, ThreadPool& pool_ref) {
         std::memset(C, 0, out_bytes);
         return;
       }
+      if constexpr (std::is_same_v<T, float>) {
+        // Pieces: (batch, row block); rows split only when batches are fewer
+        // than threads, and never below 16 rows per piece.
+        int64_t threads = pool ? pool->num_threads() : 1;
+        int64_t blocks = batch >= threads ? 1 : std::clamp<int64_t>(m / 16, 1, threads);
+        int64_t rows = (m + blocks - 1) / blocks;
+        auto piece = [&](int64_t lo, int64_t hi) {
+          // This thread's teams only (a per-thread ICV), restored after.
+          int saved = omp_get_max_threads();
+          omp_set_num_threads(1);
+          struct Restore {
+            int n;
+            ~Restore() { omp_set_num_threads(n); }
+          } restore{saved};
+          for (int64_t p = lo; p < hi; ++p) {
+            int64_t b = p / blocks, r0 = (p % blocks) * rows, r1 = std::min(m, r0 + rows);
+            if (r0 >= r1) continue;
+            const T* Ab = A + b * m * k + (lv.transposed ? r0 : r0 * k);
+            const T* Bb = B + b * k * n;
+            T* Cb = C + b * m * n + r0 * n;
+            dnnl_status_t status =
+                dnnl_sgemm(lv.transposed ? 'T' : 'N', rv.transposed ? 'T' : 'N', r1 - r0, n, k,
+                           1.0f, Ab, lv.transposed ? m : k, Bb, rv.transposed ? k : n, 0.0f, Cb, n);
+            if (status != dnnl_success)
+              Fail("[runtime] dnnl_sgemm failed with status {}", static_cast<int>(status));
+          }
+        };
+        if (pool && batch * blocks > 1 && 2.0 * m * n * k * batch >= 1 << 17) {
+          pool->ParallelFor(batch * blocks, 1, piece);
+        } else {
+          piece(0, batch * blocks);
+        }
+        return;
+      }
       for (int64_t b = 0; b < batch; ++b) {
         const T* Ab = A + b * m * k;
         const T* Bb = B + b * k * n;
         T* Cb = C + b * m * n;
-        if constexpr (std::is_same_v<T, float>) {
-          dnnl_status_t status =
-              dnnl_sgemm(lv.transposed ? 'T' : 'N', rv.transposed ? 'T' : 'N', m, n, k, 1.0f, Ab,
-                         lv.transposed ? m : k, Bb, rv.transposed ? k : n, 0.0f, Cb, n);
-          if (status != dnnl_success)
-            Fail("[runtime] dnnl_sgemm failed with status {}", static_cast<int>(status));
-        } else if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, uint16_t>) {
+        if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, uint16_t>) {
           Fail("[runtime] unsupported dot type");
         } else {
           LoopGemm<T>(m, n, k, Ab, lv.transposed, Bb, rv.transposed, Cb, *pool);
