@@ -62,8 +62,8 @@ void BM_CompileTrainStep(benchmark::State& state) {
     auto t0 = std::chrono::steady_clock::now();
     std::vector<Tensor> roots = TrainStep(model, ids, labels);
     lazy::LoweringContext lowering(roots);
-    trace_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                   .count();
+    trace_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     auto exe = runtime::Executable::Compile(lowering.module());
     instructions = 0;
     for (const auto& comp : exe->module().computations())

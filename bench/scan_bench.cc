@@ -46,11 +46,10 @@ struct Layer {
 
 void BM_TraceDecoderBody(benchmark::State& state) {
   const int64_t h = 512, heads = 8, kv = 4, hd = h / heads, inter = 1536, b = 4, s = 256, n = 8;
-  Tree::Dict stacked{{"ln1", zeros({n, h})},          {"q", zeros({n, h, h})},
-                     {"k", zeros({n, h, kv * hd})},   {"v", zeros({n, h, kv * hd})},
-                     {"o", zeros({n, h, h})},         {"ln2", zeros({n, h})},
-                     {"gate", zeros({n, h, inter})},  {"up", zeros({n, h, inter})},
-                     {"down", zeros({n, inter, h})}};
+  Tree::Dict stacked{
+      {"ln1", zeros({n, h})},         {"q", zeros({n, h, h})},      {"k", zeros({n, h, kv * hd})},
+      {"v", zeros({n, h, kv * hd})},  {"o", zeros({n, h, h})},      {"ln2", zeros({n, h})},
+      {"gate", zeros({n, h, inter})}, {"up", zeros({n, h, inter})}, {"down", zeros({n, inter, h})}};
   Tensor x0 = zeros({b, s, h});
   nn::RotaryTables rope = nn::rotary_tables(s, hd);
   auto body = [&](const Tree& c, const Tree& p) {

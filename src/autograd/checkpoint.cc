@@ -15,8 +15,6 @@ namespace {
 
 using Key = std::pair<const ir::Node*, int64_t>;
 
-bool Differentiable(const Shape& s) { return s.is_array() && IsFloating(s.dtype()); }
-
 // Outer floating-point values the region from `inputs` to `outputs` reads:
 // operands of a node that depends on an input which do not themselves.
 std::vector<ir::Value> CapturedValues(const std::vector<ir::Value>& outputs,

@@ -15,9 +15,7 @@ Tree FreshLeaves(std::string_view op, const Tree& primals) {
            t.shape().ToString());
     }
   }
-  return primals.map([](const Tensor& t) {
-    return Tensor(Fresh(t.value()));
-  });
+  return primals.map([](const Tensor& t) { return Tensor(Fresh(t.value())); });
 }
 
 std::pair<Tensor, Tree> ValueAndGrad(const std::function<Tensor(const Tree&)>& f,

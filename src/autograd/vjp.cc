@@ -22,8 +22,6 @@ using Key = std::pair<const ir::Node*, int64_t>;
 
 Tensor T(const ir::Value& v) { return Tensor(v); }
 
-bool Differentiable(const Shape& s) { return s.is_array() && IsFloating(s.dtype()); }
-
 // x broadcast to `shape`, operand dim i landing on result dim mapping[i].
 Tensor BroadcastInDim(const Tensor& x, const Shape& shape, std::vector<int64_t> mapping) {
   hlo::Attributes a;

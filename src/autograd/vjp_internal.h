@@ -14,6 +14,9 @@ std::vector<Tensor> VjpImpl(const std::vector<Tensor>& outputs,
                             const std::vector<Tensor>& cotangents,
                             const std::vector<Tensor>& inputs, bool fill_zeros);
 
+// Values that carry gradients: floating-point arrays.
+inline bool Differentiable(const Shape& s) { return s.is_array() && IsFloating(s.dtype()); }
+
 // `v` behind an identity node of its own: a separate variable for a VJP
 // (differentiating with respect to it does not reach through to what `v`
 // is computed from). The identity folds away when compiled.

@@ -219,9 +219,10 @@ void Context::Sync(const std::vector<TensorImpl*>& only) {
       if (v.node->placeholder_level() > 0) {
         // A value inside a scan body being traced has no data yet.
         if (only.empty()) continue;
-        Fail("[sync] cannot materialize a {} computed inside a scan body: it stands for every "
-             "step at once (return it as a carry or y instead)",
-             v.shape().ToString());
+        Fail(
+            "[sync] cannot materialize a {} computed inside a scan body: it stands for every "
+            "step at once (return it as a carry or y instead)",
+            v.shape().ToString());
       }
       if (v.node->kind() == ir::NodeKind::kScalar) {  // a host value: upload, nothing to compile
         const hlo::Literal& lit = v.node->scalar();

@@ -30,8 +30,6 @@ struct DepthScope {
   ~DepthScope() { --scan_depth; }
 };
 
-bool Differentiable(const Shape& s) { return s.is_array() && IsFloating(s.dtype()); }
-
 Shape SliceShape(const Shape& s) {
   return Shape(s.dtype(), std::vector<int64_t>(s.dims().begin() + 1, s.dims().end()));
 }

@@ -118,7 +118,8 @@ TEST(Checkpoint, BackwardRecomputesAndPlansLessMemory) {
   EXPECT_EQ(Count(plain->module(), hlo::Opcode::kOptimizationBarrier), 0);
   EXPECT_EQ(Count(ckpt->module(), hlo::Opcode::kOptimizationBarrier), 8);
   EXPECT_EQ(Count(ckpt->module(), hlo::Opcode::kSin), Count(plain->module(), hlo::Opcode::kSin) + 8)
-      << Count(ckpt->module(), hlo::Opcode::kSin) << " " << Count(plain->module(), hlo::Opcode::kSin);
+      << Count(ckpt->module(), hlo::Opcode::kSin) << " "
+      << Count(plain->module(), hlo::Opcode::kSin);
   EXPECT_GT(Count(ckpt->module(), hlo::Opcode::kDot), Count(plain->module(), hlo::Opcode::kDot));
   // Without checkpointing every layer's [64, 256] intermediates live until
   // its backward step; with it, only each layer's input does.

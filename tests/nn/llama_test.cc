@@ -95,7 +95,8 @@ Mat ReferenceLogits(LlamaForCausalLM& model, const io::LlamaConfig& c,
           for (int64_t j = 0; j <= i; ++j) {
             double dot = 0;
             for (int64_t e = 0; e < d; ++e)
-              dot += q[((b * seq + i) * heads + head) * d + e] * k[((b * seq + j) * kv + g) * d + e];
+              dot +=
+                  q[((b * seq + i) * heads + head) * d + e] * k[((b * seq + j) * kv + g) * d + e];
             score[j] = dot / std::sqrt(static_cast<double>(d));
             top = std::max(top, score[j]);
           }
@@ -219,8 +220,7 @@ TEST(Llama, SavedDirectoryLoadsBackBitIdentical) {
   } catch (const Error& e) {
     std::string m = e.what();
     EXPECT_NE(m.find("missing: model.norm.weight"), std::string::npos) << m;
-    EXPECT_NE(m.find("lm_head.weight (expected bf16[11,12], found bf16[10,12])"),
-              std::string::npos)
+    EXPECT_NE(m.find("lm_head.weight (expected bf16[11,12], found bf16[10,12])"), std::string::npos)
         << m;
   }
   std::filesystem::remove_all(dir);
