@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include "strata/train/trainer.h"
+
 namespace strata::tools {
 
 // Builds a small program, prints its HLO text and runs it.
@@ -31,5 +33,19 @@ struct LmOptions {
 // `strata lm`: loads a Llama checkpoint, runs forward (and backward) and
 // writes logits, loss and gradients.
 int RunLm(const LmOptions& options);
+
+struct TrainCommandOptions {
+  train::TrainOptions train;
+  std::string corpus = "data/corpus.txt";
+  std::string out = "runs/train";  // checkpoints/ and loss.svg go here
+  int64_t checkpoint_every = 100;  // 0: only at the end
+  bool resume = false;             // continue from <out>/checkpoints/latest
+  int64_t sample_tokens = 300;
+  double temperature = 0.8;
+  std::string prompt = "Tom ";
+  bool quiet = false;
+};
+// `strata train`: trains a byte-level Llama on a text corpus.
+int RunTrain(const TrainCommandOptions& options);
 
 }  // namespace strata::tools

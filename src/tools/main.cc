@@ -36,12 +36,71 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"scan", "unrolled"}));
   lm->add_flag("--quiet", lm_options.quiet, "print nothing on success");
 
+  strata::tools::TrainCommandOptions train_options;
+  strata::train::TrainOptions& t = train_options.train;
+  auto* train = app.add_subcommand(
+      "train", "train a small Llama on a text corpus (byte tokens), evaluate, checkpoint, sample");
+  // A later occurrence of an option wins (scripts append overrides).
+  train->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  train->add_option("--corpus", train_options.corpus, "text file to train on")
+      ->capture_default_str();
+  train->add_option("--out", train_options.out, "directory for checkpoints/ and loss.svg")
+      ->capture_default_str();
+  train->add_option("--hidden", t.hidden, "model width")->capture_default_str();
+  train->add_option("--num-layers", t.num_layers, "decoder layers")->capture_default_str();
+  train->add_option("--heads", t.heads, "attention heads")->capture_default_str();
+  train->add_option("--kv-heads", t.kv_heads, "key/value heads (grouped-query attention)")
+      ->capture_default_str();
+  train->add_option("--intermediate", t.intermediate, "MLP width (0: 8/3 hidden, rounded to 32)")
+      ->capture_default_str();
+  train->add_option("--layers", t.layers, "scan (apply_layers) or unrolled")
+      ->check(CLI::IsMember({"scan", "unrolled"}))
+      ->capture_default_str();
+  train->add_option("--batch", t.batch, "windows per step")->capture_default_str();
+  train->add_option("--seq", t.seq, "tokens per window (and the sampling context)")
+      ->capture_default_str();
+  train->add_option("--heldout", t.heldout, "fraction of the corpus held out (its end)")
+      ->capture_default_str();
+  train->add_option("--steps", t.steps, "training steps")->capture_default_str();
+  train->add_option("--warmup", t.warmup, "linear warm-up steps")->capture_default_str();
+  train->add_option("--lr", t.lr, "peak learning rate")->capture_default_str();
+  train->add_option("--min-lr", t.min_lr, "learning rate at the end of the cosine")
+      ->capture_default_str();
+  train->add_option("--weight-decay", t.weight_decay, "AdamW's decoupled weight decay")
+      ->capture_default_str();
+  train->add_option("--beta1", t.beta1, "AdamW beta1")->capture_default_str();
+  train->add_option("--beta2", t.beta2, "AdamW beta2")->capture_default_str();
+  train->add_option("--clip", t.clip, "clip the global gradient norm to this (0: off)")
+      ->capture_default_str();
+  train->add_option("--seed", t.seed, "seeds the weights, the batches and sampling")
+      ->capture_default_str();
+  train->add_option("--eval-every", t.eval_every, "held-out loss every N steps (0: at the end)")
+      ->capture_default_str();
+  train->add_option("--eval-batches", t.eval_batches, "held-out batches per evaluation")
+      ->capture_default_str();
+  train
+      ->add_option("--checkpoint-every", train_options.checkpoint_every,
+                   "checkpoint every N steps (0: at the end only)")
+      ->capture_default_str();
+  train->add_flag("--resume", train_options.resume,
+                  "continue from the latest checkpoint in <out>/checkpoints");
+  train
+      ->add_option("--sample-tokens", train_options.sample_tokens,
+                   "bytes to generate at the end (greedy, then with --temperature)")
+      ->capture_default_str();
+  train->add_option("--temperature", train_options.temperature, "sampling temperature")
+      ->capture_default_str();
+  train->add_option("--prompt", train_options.prompt, "text the samples continue")
+      ->capture_default_str();
+  train->add_flag("--quiet", train_options.quiet, "print nothing on success");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (*demo) return strata::tools::RunDemo();
     if (*devices) return strata::tools::ListDevices();
     if (*run) return strata::tools::RunProgram(run_options);
     if (*lm) return strata::tools::RunLm(lm_options);
+    if (*train) return strata::tools::RunTrain(train_options);
   } catch (const strata::Error& e) {
     fmt::print(stderr, "strata: error: {}\n", e.what());
     return 1;

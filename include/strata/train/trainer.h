@@ -1,0 +1,133 @@
+// Training a Llama model on a byte-level corpus: the engine behind
+// `strata train`. One step (forward, backward, gradient clipping, AdamW with
+// a warm-up + cosine rate) is one cached graph; evaluation and sampling are
+// one more graph each, whatever the prompt length.
+//
+// Checkpoints are directories: <dir>/step-NNNNNNN/ holds config.json and
+// model.safetensors (a Hugging Face Llama directory: `strata lm` reads it),
+// optimizer.safetensors (AdamW's moments) and trainer_state.json (options,
+// step, loss history). <dir>/latest names the newest complete one and is
+// replaced atomically after it is written, so a crash leaves the previous
+// checkpoint in place.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "strata/io/llama_config.h"
+#include "strata/nn/llama.h"
+#include "strata/nn/optim.h"
+#include "strata/train/data.h"
+
+namespace strata::train {
+
+struct TrainOptions {
+  // The model (vocabulary: the 256 bytes).
+  int64_t hidden = 128;
+  int64_t num_layers = 4;
+  int64_t heads = 4;
+  int64_t kv_heads = 2;
+  int64_t intermediate = 0;     // 0: Llama's 8/3 * hidden, rounded up to a multiple of 32
+  std::string layers = "scan";  // "scan" (apply_layers) or "unrolled"
+  // Data.
+  int64_t batch = 16;
+  int64_t seq = 128;  // tokens per window; also the sampling context
+  double heldout = 0.1;
+  // Optimization.
+  int64_t steps = 400;
+  int64_t warmup = 40;  // linear warm-up steps (at most `steps`)
+  double lr = 3e-3;
+  double min_lr = 3e-4;
+  double weight_decay = 0.1;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double clip = 1.0;  // global gradient norm; 0 = no clipping
+  uint64_t seed = 1234;
+  // Evaluation: the held-out loss every `eval_every` steps (0 = never) over
+  // `eval_batches` fixed batches.
+  int64_t eval_every = 100;
+  int64_t eval_batches = 4;
+
+  // Errors name the first option out of range.
+  void Validate() const;
+  // The Llama configuration these options describe.
+  io::LlamaConfig ModelConfig() const;
+};
+
+struct StepStats {
+  int64_t step = 0;  // 1-based: the number of updates done after it
+  float loss = 0;
+  float grad_norm = 0;  // before clipping
+  double lr = 0;
+  double seconds = 0;  // wall time of the step
+};
+
+struct EvalPoint {
+  int64_t step = 0;
+  float loss = 0;
+};
+
+class Trainer {
+ public:
+  // A new model initialized from options.seed.
+  Trainer(const TrainOptions& options, Corpus corpus);
+  // Continues from a checkpoint: a step directory, or a checkpoint directory
+  // whose `latest` names one. The options that shape the model, the data or
+  // the updates must equal the checkpoint's (an error names the first that
+  // differs); `steps` may grow, and evaluation options are free.
+  static std::unique_ptr<Trainer> Resume(const std::string& checkpoint, const TrainOptions& options,
+                                         Corpus corpus);
+
+  // One update on batch number step(); returns its statistics.
+  StepStats Step();
+  // Mean loss over the held-out batches (model in eval mode, no gradients);
+  // recorded in evals().
+  float Evaluate();
+  // Writes <dir>/step-NNNNNNN atomically and points <dir>/latest at it;
+  // keeps the newest `keep` step directories. Returns the step directory.
+  std::string SaveCheckpoint(const std::string& dir, int keep = 2) const;
+  // `count` tokens continuing `prompt` (not included in the result).
+  // temperature 0 is greedy; otherwise tokens are drawn from
+  // softmax(logits / temperature) by a generator seeded with `seed`. The
+  // model reads a fixed window of the last `seq` tokens, so sampling
+  // compiles once whatever the length.
+  std::vector<int64_t> Sample(const std::vector<int64_t>& prompt, int64_t count, double temperature,
+                              uint64_t seed);
+
+  int64_t step() const { return step_; }
+  const TrainOptions& options() const { return options_; }
+  const std::vector<StepStats>& history() const { return history_; }
+  const std::vector<EvalPoint>& evals() const { return evals_; }
+  nn::LlamaForCausalLM& model() { return *model_; }
+  int64_t parameter_count() const;
+  // Host time spent building step graphs (model code, autodiff, optimizer).
+  double build_seconds() const { return build_seconds_; }
+
+ private:
+  Trainer(const TrainOptions& options, Corpus corpus, std::unique_ptr<nn::LlamaForCausalLM> model);
+
+  TrainOptions options_;
+  Corpus corpus_;
+  std::unique_ptr<nn::LlamaForCausalLM> model_;
+  std::vector<Tensor*> params_;
+  std::vector<std::string> names_;
+  std::unique_ptr<nn::AdamW> optimizer_;
+  int64_t step_ = 0;
+  std::vector<StepStats> history_;
+  std::vector<EvalPoint> evals_;
+  double build_seconds_ = 0;
+};
+
+// One token drawn from softmax(logits / temperature) (temperature > 0) by
+// inverting the cumulative distribution at rng.Uniform(); the first maximum
+// when temperature is 0.
+int64_t DrawToken(const std::vector<float>& logits, double temperature, SplitMix64& rng);
+
+// A loss curve as a standalone SVG: the training loss per step (raw, faint,
+// and smoothed) and the held-out points, with labelled axes.
+std::string LossCurveSvg(const std::vector<StepStats>& history, const std::vector<EvalPoint>& evals,
+                         const std::string& title);
+
+}  // namespace strata::train

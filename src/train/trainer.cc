@@ -1,0 +1,446 @@
+#include "strata/train/trainer.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "strata/autograd/grad.h"
+#include "strata/core/error.h"
+#include "strata/io/safetensors.h"
+#include "strata/lazy/ops.h"
+
+namespace strata::train {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+constexpr const char* kStateFormat = "strata-train-1";
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+// The options as JSON, keyed by their command-line names.
+json OptionsToJson(const TrainOptions& o) {
+  return json{{"hidden", o.hidden},
+              {"num-layers", o.num_layers},
+              {"heads", o.heads},
+              {"kv-heads", o.kv_heads},
+              {"intermediate", o.intermediate},
+              {"layers", o.layers},
+              {"batch", o.batch},
+              {"seq", o.seq},
+              {"heldout", o.heldout},
+              {"steps", o.steps},
+              {"warmup", o.warmup},
+              {"lr", o.lr},
+              {"min-lr", o.min_lr},
+              {"weight-decay", o.weight_decay},
+              {"beta1", o.beta1},
+              {"beta2", o.beta2},
+              {"clip", o.clip},
+              {"seed", o.seed},
+              {"eval-every", o.eval_every},
+              {"eval-batches", o.eval_batches}};
+}
+
+// Options a resumed run may change: they do not touch the updates.
+bool FreeOnResume(const std::string& key) {
+  return key == "steps" || key == "eval-every" || key == "eval-batches";
+}
+
+json ReadJson(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) Fail("[train] cannot open '{}'", path.string());
+  try {
+    return json::parse(in);
+  } catch (const json::exception& e) {
+    Fail("[train] '{}' is not valid JSON: {}", path.string(), e.what());
+  }
+}
+
+template <typename T>
+T Field(const json& object, const char* key, const fs::path& file) {
+  auto it = object.find(key);
+  if (it == object.end()) Fail("[train] '{}' has no \"{}\"", file.string(), key);
+  try {
+    return it->get<T>();
+  } catch (const json::exception&) {
+    Fail("[train] \"{}\" in '{}' has the wrong type: {}", key, file.string(), it->dump());
+  }
+}
+
+// The step directory a checkpoint path names: itself, or what its `latest`
+// file points at.
+fs::path StepDirectory(const fs::path& checkpoint) {
+  if (!fs::exists(checkpoint)) Fail("[train] no checkpoint at '{}'", checkpoint.string());
+  if (fs::exists(checkpoint / "trainer_state.json")) return checkpoint;
+  fs::path latest = checkpoint / "latest";
+  if (!fs::exists(latest)) {
+    Fail(
+        "[train] '{}' is not a checkpoint: expected trainer_state.json in it (a step directory) "
+        "or a 'latest' file naming one",
+        checkpoint.string());
+  }
+  std::ifstream in(latest);
+  std::string name;
+  std::getline(in, name);
+  if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
+    Fail("[train] '{}' should name a step directory, found '{}'", latest.string(), name);
+  fs::path dir = checkpoint / name;
+  if (!fs::exists(dir / "trainer_state.json"))
+    Fail("[train] '{}' names '{}', which holds no trainer_state.json", latest.string(), name);
+  return dir;
+}
+
+bool IsStepDirectoryName(const std::string& name) {
+  return name.size() == 12 && name.rfind("step-", 0) == 0 &&
+         std::all_of(name.begin() + 5, name.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+}  // namespace
+
+void TrainOptions::Validate() const {
+  auto require = [](bool ok, const char* what, auto value) {
+    if (!ok) Fail("[train] {} (got {})", what, value);
+  };
+  require(hidden > 0, "--hidden must be positive", hidden);
+  require(num_layers > 0, "--num-layers must be positive", num_layers);
+  require(heads > 0 && hidden % heads == 0, "--heads must divide --hidden", heads);
+  require((hidden / std::max<int64_t>(heads, 1)) % 2 == 0,
+          "hidden / heads (the head size) must be even for rotary embeddings", hidden / heads);
+  require(kv_heads > 0 && heads % kv_heads == 0, "--kv-heads must divide --heads", kv_heads);
+  require(intermediate >= 0, "--intermediate must be positive (or 0 for 8/3 hidden)", intermediate);
+  require(layers == "scan" || layers == "unrolled", "--layers must be scan or unrolled", layers);
+  require(batch > 0, "--batch must be positive", batch);
+  require(seq >= 2, "--seq must be at least 2 (a token and the one it predicts)", seq);
+  require(heldout > 0 && heldout < 1, "--heldout must be in (0, 1)", heldout);
+  require(steps >= 0, "--steps must not be negative", steps);
+  require(warmup >= 0, "--warmup must not be negative", warmup);
+  require(lr > 0 && std::isfinite(lr), "--lr must be positive", lr);
+  require(min_lr >= 0 && min_lr <= lr, "--min-lr must be in [0, lr]", min_lr);
+  require(weight_decay >= 0, "--weight-decay must not be negative", weight_decay);
+  require(beta1 >= 0 && beta1 < 1, "--beta1 must be in [0, 1)", beta1);
+  require(beta2 >= 0 && beta2 < 1, "--beta2 must be in [0, 1)", beta2);
+  require(clip >= 0, "--clip must not be negative (0 turns clipping off)", clip);
+  require(eval_every >= 0, "--eval-every must not be negative (0 turns evaluation off)",
+          eval_every);
+  require(eval_batches > 0, "--eval-batches must be positive", eval_batches);
+}
+
+io::LlamaConfig TrainOptions::ModelConfig() const {
+  io::LlamaConfig c;
+  c.vocab_size = ByteTokenizer::kVocabSize;
+  c.hidden_size = hidden;
+  c.intermediate_size = intermediate > 0 ? intermediate : (8 * hidden / 3 + 31) / 32 * 32;
+  c.num_hidden_layers = num_layers;
+  c.num_attention_heads = heads;
+  c.num_key_value_heads = kv_heads;
+  c.head_dim = hidden / heads;
+  c.max_position_embeddings = seq;
+  c.rms_norm_eps = 1e-5;
+  c.bos_token_id = std::nullopt;  // bytes: no special tokens
+  c.eos_token_id = std::nullopt;
+  c.torch_dtype = DType::kF32;
+  return c;
+}
+
+Trainer::Trainer(const TrainOptions& options, Corpus corpus)
+    : Trainer(options, std::move(corpus), [&] {
+        options.Validate();
+        return std::make_unique<nn::LlamaForCausalLM>(options.ModelConfig(),
+                                                      random_key(options.seed));
+      }()) {
+  // The initial weights and moments become data now, so the first step runs
+  // the same cached graph as every later one.
+  std::vector<Tensor*> state = params_;
+  for (Tensor& t : optimizer_->exp_avg()) state.push_back(&t);
+  for (Tensor& t : optimizer_->exp_avg_sq()) state.push_back(&t);
+  sync(state);
+}
+
+Trainer::Trainer(const TrainOptions& options, Corpus corpus,
+                 std::unique_ptr<nn::LlamaForCausalLM> model)
+    : options_(options), corpus_(std::move(corpus)), model_(std::move(model)) {
+  options_.Validate();
+  const int64_t need = options_.seq;
+  if (static_cast<int64_t>(corpus_.train.size()) < need ||
+      static_cast<int64_t>(corpus_.heldout.size()) < need) {
+    Fail("[train] the corpus has {} training and {} held-out tokens; a window needs {}",
+         corpus_.train.size(), corpus_.heldout.size(), need);
+  }
+  model_->layer_mode =
+      options_.layers == "unrolled" ? nn::LayerMode::kUnrolled : nn::LayerMode::kScan;
+  for (auto& [name, tensor] : model_->named_parameters()) {
+    names_.push_back(name);
+    params_.push_back(tensor);
+  }
+  optimizer_ = std::make_unique<nn::AdamW>(params_, nn::AdamWOptions{
+                                                        .lr = options_.lr,
+                                                        .beta1 = options_.beta1,
+                                                        .beta2 = options_.beta2,
+                                                        .eps = 1e-8,
+                                                        .weight_decay = options_.weight_decay,
+                                                    });
+}
+
+int64_t Trainer::parameter_count() const {
+  int64_t n = 0;
+  for (const Tensor* p : params_) n += p->shape().num_elements();
+  return n;
+}
+
+StepStats Trainer::Step() {
+  const auto start = std::chrono::steady_clock::now();
+  const double lr = nn::warmup_cosine_lr(step_, std::min(options_.warmup, options_.steps),
+                                         options_.steps, options_.lr, options_.min_lr);
+  optimizer_->set_lr(lr);
+  Tensor ids = MakeBatch(corpus_.train,
+                         WindowStarts(options_.seed, step_, options_.batch, options_.seq,
+                                      static_cast<int64_t>(corpus_.train.size())),
+                         options_.seq);
+  // Hugging Face's loss with labels = input_ids: position s predicts s + 1.
+  Tensor loss = model_->loss(model_->forward(ids), ids);
+  std::vector<Tensor> values;
+  for (Tensor* p : params_) values.push_back(*p);
+  std::vector<Tensor> grads = gradients(loss, values);
+  values.clear();
+  Tensor norm = nn::clip_grad_norm(
+      grads, options_.clip > 0 ? options_.clip : std::numeric_limits<double>::infinity());
+  optimizer_->step(grads);
+  grads.clear();
+  build_seconds_ += Seconds(start);
+
+  // Everything the next step reads, plus what we report: one graph.
+  std::vector<Tensor*> roots = params_;
+  for (Tensor& t : optimizer_->exp_avg()) roots.push_back(&t);
+  for (Tensor& t : optimizer_->exp_avg_sq()) roots.push_back(&t);
+  roots.push_back(&loss);
+  roots.push_back(&norm);
+  sync(roots);
+
+  ++step_;
+  StepStats stats{.step = step_,
+                  .loss = loss.item<float>(),
+                  .grad_norm = norm.item<float>(),
+                  .lr = lr,
+                  .seconds = Seconds(start)};
+  history_.push_back(stats);
+  return stats;
+}
+
+float Trainer::Evaluate() {
+  NoGrad no_grad;
+  model_->eval();
+  struct Restore {
+    nn::LlamaForCausalLM& model;
+    ~Restore() { model.train(); }
+  } restore{*model_};
+  const int64_t b = options_.batch;
+  std::vector<int64_t> starts = EvenWindowStarts(options_.eval_batches * b, options_.seq,
+                                                 static_cast<int64_t>(corpus_.heldout.size()));
+  double total = 0;
+  for (int64_t i = 0; i < options_.eval_batches; ++i) {
+    std::vector<int64_t> part(starts.begin() + i * b, starts.begin() + (i + 1) * b);
+    Tensor ids = MakeBatch(corpus_.heldout, part, options_.seq);
+    total += model_->loss(model_->forward(ids), ids).item<float>();
+  }
+  float mean = static_cast<float>(total / static_cast<double>(options_.eval_batches));
+  evals_.push_back({step_, mean});
+  return mean;
+}
+
+std::vector<int64_t> Trainer::Sample(const std::vector<int64_t>& prompt, int64_t count,
+                                     double temperature, uint64_t seed) {
+  if (prompt.empty()) Fail("[sample] the prompt must hold at least one token");
+  if (count < 0) Fail("[sample] cannot sample {} tokens", count);
+  if (!(temperature >= 0) || !std::isfinite(temperature))
+    Fail("[sample] the temperature must be >= 0 (0 is greedy), got {}", temperature);
+  const int64_t vocab = ByteTokenizer::kVocabSize;
+  for (int64_t id : prompt) {
+    if (id < 0 || id >= vocab) Fail("[sample] prompt token {} is outside [0, {})", id, vocab);
+  }
+  NoGrad no_grad;
+  model_->eval();
+  struct Restore {
+    nn::LlamaForCausalLM& model;
+    ~Restore() { model.train(); }
+  } restore{*model_};
+  const int64_t window = options_.seq;
+  SplitMix64 rng(seed);
+  std::vector<int64_t> context = prompt, generated;
+  for (int64_t i = 0; i < count; ++i) {
+    // The last `window` tokens, left-aligned and padded after: attention is
+    // causal, so the padding never reaches the position we read.
+    const int64_t n = std::min<int64_t>(window, static_cast<int64_t>(context.size()));
+    std::vector<int64_t> ids(context.end() - n, context.end());
+    ids.resize(window, 0);
+    Tensor logits = model_->forward(Tensor::FromVector(ids, {1, window}));
+    Tensor row = index_select(reshape(logits, {window, vocab}), 0,
+                              Tensor::FromVector<int64_t>({n - 1}, {1}));
+    const int64_t next = DrawToken(row.to_vector<float>(), temperature, rng);
+    context.push_back(next);
+    generated.push_back(next);
+  }
+  return generated;
+}
+
+int64_t DrawToken(const std::vector<float>& logits, double temperature, SplitMix64& rng) {
+  if (logits.empty()) Fail("[sample] no logits to draw from");
+  if (!(temperature >= 0) || !std::isfinite(temperature))
+    Fail("[sample] the temperature must be >= 0 (0 is greedy), got {}", temperature);
+  const auto top = std::max_element(logits.begin(), logits.end());
+  if (!std::isfinite(*top)) Fail("[sample] the logits are not finite (largest: {})", *top);
+  if (temperature == 0) return top - logits.begin();
+  std::vector<double> weights(logits.size());
+  double sum = 0;
+  for (size_t j = 0; j < logits.size(); ++j)
+    sum += weights[j] = std::exp((static_cast<double>(logits[j]) - *top) / temperature);
+  double u = rng.Uniform() * sum;
+  for (size_t j = 0; j < logits.size(); ++j) {
+    if ((u -= weights[j]) < 0) return static_cast<int64_t>(j);
+  }
+  return top - logits.begin();  // u landed on the rounding slack: the likeliest token
+}
+
+std::string Trainer::SaveCheckpoint(const std::string& dir, int keep) const {
+  if (keep < 1) Fail("[checkpoint] must keep at least one checkpoint, got {}", keep);
+  const fs::path root(dir);
+  fs::create_directories(root);
+  const std::string name = fmt::format("step-{:07d}", step_);
+  const fs::path tmp = root / (name + ".tmp");
+  fs::remove_all(tmp);
+  nn::SaveLlama(*model_, tmp.string());
+
+  std::vector<io::TensorData> moments;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& m = optimizer_->exp_avg()[i];
+    const Tensor& v = optimizer_->exp_avg_sq()[i];
+    moments.push_back({"exp_avg." + names_[i], m.dtype(), m.shape().dims(), m.bytes()});
+    moments.push_back({"exp_avg_sq." + names_[i], v.dtype(), v.shape().dims(), v.bytes()});
+  }
+  io::WriteSafetensors((tmp / "optimizer.safetensors").string(), moments,
+                       {{"step", std::to_string(step_)}});
+
+  json state;
+  state["format"] = kStateFormat;
+  state["step"] = step_;
+  state["options"] = OptionsToJson(options_);
+  json history = json::array();
+  for (const StepStats& s : history_)
+    history.push_back({s.step, s.loss, s.grad_norm, s.lr, s.seconds});
+  state["history"] = std::move(history);  // [step, loss, grad_norm, lr, seconds]
+  json evals = json::array();
+  for (const EvalPoint& e : evals_) evals.push_back({e.step, e.loss});
+  state["evals"] = std::move(evals);  // [step, held-out loss]
+  std::string text = state.dump(1);
+  io::WriteFileAtomically((tmp / "trainer_state.json").string(), {text});
+
+  // The step directory appears whole or not at all; then `latest` moves.
+  const fs::path final_dir = root / name;
+  fs::remove_all(final_dir);
+  fs::rename(tmp, final_dir);
+  std::string latest = name + "\n";
+  io::WriteFileAtomically((root / "latest").string(), {latest});
+
+  std::vector<std::string> steps;
+  for (const fs::directory_entry& entry : fs::directory_iterator(root)) {
+    std::string n = entry.path().filename().string();
+    if (!entry.is_directory()) continue;
+    if (IsStepDirectoryName(n)) {
+      steps.push_back(n);
+    } else if (n.size() > 4 && n.ends_with(".tmp") && IsStepDirectoryName(n.substr(0, 12))) {
+      fs::remove_all(entry.path());  // left by an interrupted save
+    }
+  }
+  std::sort(steps.begin(), steps.end());
+  for (size_t i = 0; i + keep < steps.size(); ++i) {
+    if (steps[i] != name) fs::remove_all(root / steps[i]);
+  }
+  return final_dir.string();
+}
+
+std::unique_ptr<Trainer> Trainer::Resume(const std::string& checkpoint, const TrainOptions& options,
+                                         Corpus corpus) {
+  options.Validate();
+  const fs::path dir = StepDirectory(checkpoint);
+  const fs::path state_file = dir / "trainer_state.json";
+  json state = ReadJson(state_file);
+  if (!state.is_object() || state.value("format", "") != kStateFormat) {
+    Fail("[train] '{}' is not a strata training state (expected \"format\": \"{}\")",
+         state_file.string(), kStateFormat);
+  }
+  const int64_t step = Field<int64_t>(state, "step", state_file);
+  if (step < 0) Fail("[train] '{}' has a negative step {}", state_file.string(), step);
+  json saved = Field<json>(state, "options", state_file);
+  json given = OptionsToJson(options);
+  for (auto& [key, value] : given.items()) {
+    if (FreeOnResume(key)) continue;
+    auto it = saved.find(key);
+    if (it == saved.end()) Fail("[train] '{}' lacks the option \"{}\"", state_file.string(), key);
+    if (*it != value) {
+      Fail(
+          "[train] the checkpoint in '{}' was trained with --{} {}, this run asks for --{} {}; "
+          "resume with the checkpoint's options",
+          dir.string(), key, it->dump(), key, value.dump());
+    }
+  }
+  if (step > options.steps)
+    Fail("[train] the checkpoint is at step {}, past --steps {}", step, options.steps);
+
+  std::unique_ptr<nn::LlamaForCausalLM> model = nn::LoadLlama(dir.string());
+  std::unique_ptr<Trainer> trainer(new Trainer(options, std::move(corpus), std::move(model)));
+
+  const fs::path moments_file = dir / "optimizer.safetensors";
+  io::SafetensorsFile moments = io::SafetensorsFile::Open(moments_file.string());
+  auto load = [&](const std::string& key, const Tensor& like) {
+    if (!moments.contains(key)) Fail("[train] '{}' has no tensor '{}'", moments_file.string(), key);
+    const io::TensorView& v = moments.Get(key);
+    if (v.dtype != like.dtype() || v.shape != like.shape().dims()) {
+      Fail("[train] '{}' in '{}' is {}, its parameter {}", key, moments_file.string(),
+           Shape(v.dtype, v.shape).ToString(), like.shape().ToString());
+    }
+    return Tensor::FromBytes(Shape(v.dtype, v.shape), v.data);
+  };
+  if (moments.names().size() != 2 * trainer->params_.size()) {
+    Fail("[train] '{}' holds {} tensors, expected {} (two moments per parameter)",
+         moments_file.string(), moments.names().size(), 2 * trainer->params_.size());
+  }
+  for (size_t i = 0; i < trainer->params_.size(); ++i) {
+    const Tensor& p = *trainer->params_[i];
+    trainer->optimizer_->exp_avg()[i] = load("exp_avg." + trainer->names_[i], p);
+    trainer->optimizer_->exp_avg_sq()[i] = load("exp_avg_sq." + trainer->names_[i], p);
+  }
+  trainer->optimizer_->set_steps(step);
+  trainer->step_ = step;
+
+  json history = Field<json>(state, "history", state_file);
+  json evals = Field<json>(state, "evals", state_file);
+  try {
+    for (const json& h : history) {
+      trainer->history_.push_back({.step = h.at(0).get<int64_t>(),
+                                   .loss = h.at(1).get<float>(),
+                                   .grad_norm = h.at(2).get<float>(),
+                                   .lr = h.at(3).get<double>(),
+                                   .seconds = h.at(4).get<double>()});
+    }
+    for (const json& e : evals)
+      trainer->evals_.push_back({.step = e.at(0).get<int64_t>(), .loss = e.at(1).get<float>()});
+  } catch (const json::exception& e) {
+    Fail("[train] the history in '{}' is malformed: {}", state_file.string(), e.what());
+  }
+  if (static_cast<int64_t>(trainer->history_.size()) != step) {
+    Fail("[train] '{}' records {} steps of history for step {}", state_file.string(),
+         trainer->history_.size(), step);
+  }
+  return trainer;
+}
+
+}  // namespace strata::train

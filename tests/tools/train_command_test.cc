@@ -1,0 +1,134 @@
+// `strata train` end to end, as separate processes: the run's outputs, the
+// same losses bit for bit from the same seed, and a run killed after a
+// checkpoint and resumed giving the losses of the run that never stopped.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace fs = std::filesystem;
+
+namespace strata {
+namespace {
+
+class TrainCommand : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("strata_train_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  fs::path Path(const std::string& name) const { return dir_ / name; }
+
+  // Runs `strata train` with a tiny model; returns the exit status and
+  // fills stdout / stderr.
+  int Run(const std::string& args, std::string* out, std::string* err) const {
+    std::string command = std::string(STRATA_BINARY) +
+                          " train --corpus " STRATA_SOURCE_DIR
+                          "/data/corpus.txt --hidden 16 --num-layers 2 --heads 2 --kv-heads 1 "
+                          "--intermediate 32 --batch 2 --seq 8 --steps 6 --warmup 2 "
+                          "--eval-every 3 --eval-batches 2 --checkpoint-every 3 --seed 5 " +
+                          args + " > " + Path("stdout.txt").string() + " 2> " +
+                          Path("stderr.txt").string();
+    int status = std::system(command.c_str());
+    *out = Read(Path("stdout.txt"));
+    *err = Read(Path("stderr.txt"));
+    return WEXITSTATUS(status);
+  }
+
+  static std::string Read(const fs::path& path) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+
+  static nlohmann::json State(const fs::path& out, const std::string& step) {
+    return nlohmann::json::parse(Read(out / "checkpoints" / step / "trainer_state.json"));
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(TrainCommand, RunsEvaluatesCheckpointsSamplesAndSummarizes) {
+  std::string out, err;
+  ASSERT_EQ(Run("--out " + Path("a").string() + " --sample-tokens 20", &out, &err), 0) << err;
+  for (const char* part :
+       {"strata train: Llama, 2 layers (apply_layers)", "step 3: held-out loss", "--- greedy ---",
+        "--- temperature 0.8 ---", "summary: 6 steps", "graphs:", "time: trace", "execute"}) {
+    EXPECT_NE(out.find(part), std::string::npos) << part << "\n" << out;
+  }
+  std::string svg = Read(Path("a") / "loss.svg");
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  EXPECT_EQ(Read(Path("a") / "checkpoints" / "latest"), "step-0000006\n");
+  EXPECT_TRUE(fs::exists(Path("a") / "checkpoints" / "step-0000003" / "model.safetensors"));
+  nlohmann::json state = State(Path("a"), "step-0000006");
+  EXPECT_EQ(state["step"], 6);
+  EXPECT_EQ(state["history"].size(), 6u);
+  EXPECT_EQ(state["evals"].size(), 2u);  // step 3, and the end
+  // Sampling compiles one graph for all 40 positions.
+  EXPECT_NE(out.find("(1 compiled while sampling 20 tokens twice)"), std::string::npos) << out;
+}
+
+TEST_F(TrainCommand, SameSeedSameLossesAcrossProcesses) {
+  std::string out, err;
+  ASSERT_EQ(Run("--quiet --sample-tokens 0 --out " + Path("a").string(), &out, &err), 0) << err;
+  ASSERT_EQ(Run("--quiet --sample-tokens 0 --out " + Path("b").string(), &out, &err), 0) << err;
+  EXPECT_TRUE(out.empty()) << out;  // --quiet
+  nlohmann::json a = State(Path("a"), "step-0000006"), b = State(Path("b"), "step-0000006");
+  for (size_t i = 0; i < 6; ++i) {
+    // [step, loss, grad_norm, lr, seconds]: all but the time must agree exactly.
+    for (size_t k = 0; k < 4; ++k) EXPECT_EQ(a["history"][i][k], b["history"][i][k]) << i;
+  }
+  EXPECT_EQ(a["evals"], b["evals"]);
+  ASSERT_EQ(Run("--quiet --sample-tokens 0 --seed 6 --out " + Path("c").string(), &out, &err), 0);
+  EXPECT_NE(State(Path("c"), "step-0000006")["history"][0][1], a["history"][0][1]);
+}
+
+TEST_F(TrainCommand, ResumeAfterAKillGivesTheUninterruptedLosses) {
+  std::string out, err;
+  ASSERT_EQ(Run("--quiet --sample-tokens 0 --out " + Path("whole").string(), &out, &err), 0) << err;
+  // The run that died after its step-3 checkpoint: what it left on disk.
+  fs::create_directories(Path("killed") / "checkpoints");
+  fs::copy(Path("whole") / "checkpoints" / "step-0000003",
+           Path("killed") / "checkpoints" / "step-0000003", fs::copy_options::recursive);
+  std::ofstream(Path("killed") / "checkpoints" / "latest") << "step-0000003\n";
+  ASSERT_EQ(Run("--sample-tokens 0 --resume --out " + Path("killed").string(), &out, &err), 0)
+      << err;
+  EXPECT_NE(out.find("resumed from step 3"), std::string::npos) << out;
+  EXPECT_NE(out.find("summary: 3 steps"), std::string::npos) << out;
+  nlohmann::json whole = State(Path("whole"), "step-0000006");
+  nlohmann::json resumed = State(Path("killed"), "step-0000006");
+  for (size_t i = 0; i < 6; ++i) {
+    for (size_t k = 0; k < 4; ++k)
+      EXPECT_EQ(whole["history"][i][k], resumed["history"][i][k]) << "step " << i + 1;
+  }
+  EXPECT_EQ(whole["evals"], resumed["evals"]);
+  // The weights too.
+  EXPECT_EQ(Read(Path("whole") / "checkpoints" / "step-0000006" / "model.safetensors"),
+            Read(Path("killed") / "checkpoints" / "step-0000006" / "model.safetensors"));
+}
+
+TEST_F(TrainCommand, BadInputIsAnErrorThatSaysWhat) {
+  std::string out, err;
+  EXPECT_EQ(Run("--resume --out " + Path("none").string(), &out, &err), 1);
+  EXPECT_NE(err.find("no checkpoint"), std::string::npos) << err;
+  EXPECT_EQ(Run("--seq 1 --out " + Path("x").string(), &out, &err), 1);
+  EXPECT_NE(err.find("--seq must be at least 2"), std::string::npos) << err;
+  EXPECT_EQ(Run("--heads 3 --out " + Path("x").string(), &out, &err), 1);
+  EXPECT_NE(err.find("--heads must divide --hidden"), std::string::npos) << err;
+  std::ofstream(Path("tiny.txt")) << "too short";
+  EXPECT_EQ(
+      Run("--corpus " + Path("tiny.txt").string() + " --out " + Path("x").string(), &out, &err), 1);
+  EXPECT_NE(err.find("has 9 bytes"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace strata
