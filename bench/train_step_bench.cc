@@ -1,0 +1,77 @@
+// A full training step (forward, backward, AdamW) of the Llama bench config
+// (V=4096, H=512, 8 heads, 4 kv heads, I=1536, batch 4, seq 256) at a given
+// number of layers: tokens per second and the process's peak RSS. Run one
+// layer count per process (--benchmark_filter=BM_TrainStep/8/) so the peak
+// is that configuration's; bench/run_train_bench.sh runs it beside the
+// PyTorch peer (bench/train_torch.py).
+#include <benchmark/benchmark.h>
+#include <sys/resource.h>
+
+#include "strata/autograd/grad.h"
+#include "strata/lazy/ops.h"
+#include "strata/nn/llama.h"
+#include "strata/nn/optim.h"
+
+namespace strata {
+namespace {
+
+constexpr int64_t kBatch = 4, kSeq = 256;
+
+io::LlamaConfig BenchConfig(int64_t layers) {
+  io::LlamaConfig c;
+  c.vocab_size = 4096;
+  c.hidden_size = 512;
+  c.intermediate_size = 1536;
+  c.num_hidden_layers = layers;
+  c.num_attention_heads = 8;
+  c.num_key_value_heads = 4;
+  return c;
+}
+
+Tensor Tokens(int64_t vocab, uint64_t salt) {
+  std::vector<int64_t> ids(kBatch * kSeq);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = (i * 2654435761u + salt) % vocab;
+  return Tensor::FromVector(ids, {kBatch, kSeq});
+}
+
+void BM_TrainStep(benchmark::State& state) {
+  const int64_t layers = state.range(0);
+  const bool scan = state.range(1) == 1;
+  io::LlamaConfig c = BenchConfig(layers);
+  nn::LlamaForCausalLM model(c, random_key(2));
+  model.layer_mode = scan ? nn::LayerMode::kScan : nn::LayerMode::kUnrolled;
+  std::vector<Tensor*> params = model.parameters();
+  nn::AdamW adam(params, {.lr = 1e-4});
+  std::vector<Tensor*> live = params;
+  for (Tensor& t : adam.exp_avg()) live.push_back(&t);
+  for (Tensor& t : adam.exp_avg_sq()) live.push_back(&t);
+  sync(live);  // initial weights and moments are data, as in training
+  Tensor ids = Tokens(c.vocab_size, 3), labels = Tokens(c.vocab_size, 4);
+  auto step = [&] {
+    Tensor loss = model.loss(model.forward(ids), labels);
+    std::vector<Tensor> values;
+    for (Tensor* p : params) values.push_back(*p);
+    adam.step(gradients(loss, values));
+    std::vector<Tensor*> roots = live;
+    roots.push_back(&loss);
+    sync(roots);
+  };
+  step();  // compile
+  for (auto _ : state) step();
+  state.counters["tokens_per_s"] =
+      benchmark::Counter(static_cast<double>(kBatch * kSeq), benchmark::Counter::kIsIterationInvariantRate);
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  state.counters["peak_rss_mib"] = static_cast<double>(usage.ru_maxrss) / 1024.0;
+  state.SetLabel(scan ? "apply_layers" : "unrolled");
+}
+BENCHMARK(BM_TrainStep)
+    ->ArgsProduct({{2, 8, 32}, {1, 0}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(3);
+
+}  // namespace
+}  // namespace strata
+
+BENCHMARK_MAIN();
