@@ -1,8 +1,8 @@
 // A full training step (forward, backward, AdamW) of the Llama bench config
 // (V=4096, H=512, 8 heads, 4 kv heads, I=1536, batch 4, seq 256) at a given
 // number of layers: tokens per second and the process's peak RSS. Run one
-// layer count per process (--benchmark_filter=BM_TrainStep/8/) so the peak
-// is that configuration's; bench/run_train_bench.sh runs it beside the
+// configuration per process (--benchmark_filter=BM_TrainStep/8/1/) so the
+// peak is that configuration's; bench/run_train_bench.sh runs it beside the
 // PyTorch peer (bench/train_torch.py).
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
@@ -36,10 +36,13 @@ Tensor Tokens(int64_t vocab, uint64_t salt) {
 
 void BM_TrainStep(benchmark::State& state) {
   const int64_t layers = state.range(0);
-  const bool scan = state.range(1) == 1;
+  // 0: unrolled layers; 1: apply_layers saving each layer's input;
+  // 2: apply_layers also saving its matrix products (no GEMM recomputed).
+  const int64_t mode = state.range(1);
   io::LlamaConfig c = BenchConfig(layers);
   nn::LlamaForCausalLM model(c, random_key(2));
-  model.layer_mode = scan ? nn::LayerMode::kScan : nn::LayerMode::kUnrolled;
+  model.layer_mode = mode == 0 ? nn::LayerMode::kUnrolled : nn::LayerMode::kScan;
+  model.layer_remat = mode == 2 ? Remat::kSaveDots : Remat::kSaveCarries;
   std::vector<Tensor*> params = model.parameters();
   nn::AdamW adam(params, {.lr = 1e-4});
   std::vector<Tensor*> live = params;
@@ -58,15 +61,17 @@ void BM_TrainStep(benchmark::State& state) {
   };
   step();  // compile
   for (auto _ : state) step();
-  state.counters["tokens_per_s"] =
-      benchmark::Counter(static_cast<double>(kBatch * kSeq), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["tokens_per_s"] = benchmark::Counter(
+      static_cast<double>(kBatch * kSeq), benchmark::Counter::kIsIterationInvariantRate);
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   state.counters["peak_rss_mib"] = static_cast<double>(usage.ru_maxrss) / 1024.0;
-  state.SetLabel(scan ? "apply_layers" : "unrolled");
+  state.SetLabel(mode == 0   ? "unrolled"
+                 : mode == 1 ? "apply_layers, save carries"
+                             : "apply_layers, save dots");
 }
 BENCHMARK(BM_TrainStep)
-    ->ArgsProduct({{2, 8, 32}, {1, 0}})
+    ->ArgsProduct({{2, 8, 32}, {1, 2, 0}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(3);

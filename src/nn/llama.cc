@@ -121,7 +121,7 @@ LlamaModel::LlamaModel(const io::LlamaConfig& c, const Tensor& key, DType dtype)
   embed_tokens.weight = normal(split_key(key, 3)[2], {c.vocab_size, c.hidden_size}, 0, 0.02, dtype);
 }
 
-Tensor LlamaModel::forward(const Tensor& input_ids, LayerMode mode) const {
+Tensor LlamaModel::forward(const Tensor& input_ids, LayerMode mode, Remat remat) const {
   if (input_ids.rank() != 2 || !IsInteger(input_ids.dtype())) {
     Fail("[llama] input_ids must be an integer [batch, seq] tensor, got {}",
          input_ids.shape().ToString());
@@ -133,7 +133,7 @@ Tensor LlamaModel::forward(const Tensor& input_ids, LayerMode mode) const {
     return static_cast<LlamaDecoderLayer&>(layer).forward(x, rope.cos, rope.sin);
   };
   if (mode == LayerMode::kScan) {
-    h = apply_layers(layers.items(), h, run);
+    h = apply_layers(layers.items(), h, run, {.remat = remat});
   } else {
     for (Module* layer : layers.items()) h = run(*layer, h);
   }
@@ -158,7 +158,7 @@ const Tensor& LlamaForCausalLM::lm_head_weight() const {
 }
 
 Tensor LlamaForCausalLM::forward(const Tensor& input_ids) const {
-  Tensor h = model.forward(input_ids, layer_mode);
+  Tensor h = model.forward(input_ids, layer_mode, layer_remat);
   return matmul(h, transpose(lm_head_weight(), 0, 1));
 }
 

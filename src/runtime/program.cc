@@ -1,8 +1,14 @@
 #include "program.h"
 
+#include <fmt/core.h>
+
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <unordered_map>
 
 namespace strata::runtime {
@@ -127,10 +133,15 @@ class Planner {
       const Instruction* inst = instructions[i].get();
       std::vector<int64_t>& out = leaves_[inst];
       std::vector<int64_t> operand_slots;
+      // A get-tuple-element reads nothing: its users read the one element's
+      // slots. Counting it as a use of every element kept all loop state
+      // alive past its last real read (no in-place update after any later
+      // get-tuple-element of the state).
+      const bool view_only = inst->opcode() == Opcode::kGetTupleElement;
       for (const Instruction* op : inst->operands()) {
         for (int64_t s : leaves_.at(op)) {
           operand_slots.push_back(s);
-          last_use_[s] = std::max<int64_t>(last_use_[s], static_cast<int64_t>(i));
+          if (!view_only) last_use_[s] = std::max<int64_t>(last_use_[s], static_cast<int64_t>(i));
         }
       }
       switch (inst->opcode()) {
@@ -386,16 +397,70 @@ void Program::Bind(Frame& frame, uint8_t* arena, const uint8_t* const* parameter
   }
 }
 
+namespace {
+
+// STRATA_PROFILE=1: time every kernel and print, at exit, the total per
+// opcode and result shape, largest first (a developer's tool: it
+// serializes nothing, but adds a clock read per kernel).
+class KernelProfile {
+ public:
+  static KernelProfile* Get() {
+    static KernelProfile* profile = std::getenv("STRATA_PROFILE") ? new KernelProfile : nullptr;
+    return profile;
+  }
+  void Add(const Instruction& inst, int64_t ns) {
+    std::string key =
+        fmt::format("{:<22} {}", hlo::OpcodeName(inst.opcode()), inst.shape().ToString());
+    std::lock_guard<std::mutex> lock(mutex_);
+    Entry& e = entries_[key];
+    e.ns += ns;
+    ++e.count;
+  }
+
+ private:
+  struct Entry {
+    int64_t ns = 0, count = 0;
+  };
+  KernelProfile() {
+    std::atexit([] { Get()->Print(); });
+  }
+  void Print() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<std::pair<std::string, Entry>> rows(entries_.begin(), entries_.end());
+    std::sort(rows.begin(), rows.end(),
+              [](const auto& a, const auto& b) { return a.second.ns > b.second.ns; });
+    int64_t total = 0;
+    for (const auto& [key, e] : rows) total += e.ns;
+    fmt::print(stderr, "strata kernel profile: {:.1f} ms in kernels\n", total / 1e6);
+    for (size_t i = 0; i < rows.size() && i < 60; ++i) {
+      const auto& [key, e] = rows[i];
+      fmt::print(stderr, "{:>6.1f}% {:>10.1f} ms {:>8} x  {}\n", 100.0 * e.ns / total, e.ns / 1e6,
+                 e.count, key);
+    }
+  }
+  std::mutex mutex_;
+  std::map<std::string, Entry> entries_;
+};
+
+}  // namespace
+
 void Program::Execute(Frame& frame, uint8_t* arena) const {
+  KernelProfile* profile = KernelProfile::Get();
   for (size_t k = 0; k < steps_.size(); ++k) {
     const Step& step = steps_[k];
     if (!step.kernel) {
       RunWhile(step, frame, arena, k);
       continue;
     }
+    auto t0 = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     step.kernel(KernelArgs{frame.operands.data() + frame.operand_begin[k],
                            frame.outputs.data() + frame.output_begin[k],
                            arena + step.scratch_offset});
+    if (profile) {
+      profile->Add(*step.inst, std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now() - t0)
+                                   .count());
+    }
   }
 }
 

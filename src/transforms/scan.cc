@@ -49,9 +49,21 @@ Body Extract(const std::vector<ir::Value>& roots, int32_t level, int64_t first_i
   std::map<Key, ir::Value> captured;
   auto inside = [&](const ir::Node* n) { return n->placeholder_level() >= level; };
   // Outer values become invariants, except that literals stay in the body
-  // (where they fold), and so do broadcasts, reshapes and converts of outer
-  // values: the loop then carries the small operand (a scalar learning
-  // rate), not its expansion.
+  // (where they fold), and so do broadcasts, reshapes and converts of
+  // values no gradient can ask for (scalar parameters, constants, integers):
+  // the loop then carries the small operand (a scalar learning rate), not
+  // its expansion. A broadcast of a differentiable tensor is captured as it
+  // is: pulled into the body, a gradient asked for that tensor (rather than
+  // its operand) would find no path through the loop.
+  std::function<bool(const ir::Value&)> gradient_free = [&](const ir::Value& v) {
+    const ir::Node& n = *v.node;
+    if (!Differentiable(v.shape()) || n.kind() == ir::NodeKind::kScalar) return true;
+    if (n.kind() != ir::NodeKind::kOp || n.num_outputs() != 1 || n.gradient_rule()) return false;
+    if (n.opcode() == hlo::Opcode::kConstant) return true;
+    return (n.opcode() == hlo::Opcode::kBroadcast || n.opcode() == hlo::Opcode::kReshape ||
+            n.opcode() == hlo::Opcode::kConvert) &&
+           gradient_free(n.operands()[0]);
+  };
   std::function<ir::Value(const ir::Value&)> map_value = [&](const ir::Value& v) -> ir::Value {
     if (inside(v.node.get())) return {rebuilt.at(v.node.get()), v.index};
     const ir::Node& n = *v.node;
@@ -61,7 +73,8 @@ Body Extract(const std::vector<ir::Value>& roots, int32_t level, int64_t first_i
     if (it != captured.end()) return it->second;
     if (n.kind() == ir::NodeKind::kOp && n.num_outputs() == 1 && !n.gradient_rule() &&
         (n.opcode() == hlo::Opcode::kBroadcast || n.opcode() == hlo::Opcode::kReshape ||
-         n.opcode() == hlo::Opcode::kConvert)) {
+         n.opcode() == hlo::Opcode::kConvert) &&
+        gradient_free(v)) {
       ir::Value operand = map_value(n.operands()[0]);
       return captured[key] = ir::Value{n.Clone({operand}), 0};
     }
@@ -415,9 +428,11 @@ std::pair<Tree, Tree> scan(const ScanFn& fn, const Tree& init, const Tree& xs,
   loop->placeholders = std::move(placeholders);
   loop->placeholders.insert(loop->placeholders.end(), body.invariants.begin(),
                             body.invariants.end());
-  if (options.remat == Remat::kSaveAll && !ir::StopGradientScope::active()) {
-    // Every floating-point value the body computes may be stacked for the
-    // backward pass; lowering builds only the stacks the pullback reads.
+  if (options.remat != Remat::kSaveCarries && !ir::StopGradientScope::active()) {
+    // Every floating-point value the body computes (kSaveAll), or every
+    // matrix product (kSaveDots), may be stacked for the backward pass;
+    // lowering builds only the stacks the pullback reads.
+    const bool dots_only = options.remat == Remat::kSaveDots;
     ir::Graph graph = ir::BuildGraph(loop->roots);
     std::unordered_map<const ir::Node*, ir::NodePtr> owners;
     for (const ir::Value& r : loop->roots) owners.emplace(r.node.get(), r.node);
@@ -426,7 +441,7 @@ std::pair<Tree, Tree> scan(const ScanFn& fn, const Tree& init, const Tree& xs,
     }
     for (const ir::Node* n : graph.post_order) {
       if (n->kind() != ir::NodeKind::kOp || n->placeholder_level() < level ||
-          n->opcode() == hlo::Opcode::kTuple)
+          n->opcode() == hlo::Opcode::kTuple || (dots_only && n->opcode() != hlo::Opcode::kDot))
         continue;
       for (int64_t k = 0; k < n->num_outputs(); ++k) {
         if (!Differentiable(n->shape(k))) continue;

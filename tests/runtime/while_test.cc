@@ -136,5 +136,52 @@ TEST(While, RowUpdatesHappenInPlace) {
   EXPECT_EQ(init[0], -1.0f);
 }
 
+TEST(While, AnUpdateStaysInPlaceWhenOtherStateIsReadAfterIt) {
+  // state (i, buf[rows, cols], acc[2]); the body writes row i of buf, then
+  // reads acc. Reading another element of the state after the update must
+  // not keep buf's old value alive (it once did: get-tuple-element counted
+  // as a read of every element, and the update copied the whole buffer).
+  const int64_t rows = 256, cols = 1024;
+  Shape buf(DType::kF32, {rows, cols}), acc(DType::kF32, {2});
+  Shape state = Shape::Tuple({S64(), buf, acc});
+  hlo::Module m("rows_then_acc");
+  Builder cb("cond");
+  {
+    auto* s = cb.Parameter(0, state, "s");
+    m.AddComputation(cb.Build(
+        cb.Compare(cb.GetTupleElement(s, 0), cb.ConstantScalar<int64_t>(rows), Comparison::kLt)));
+  }
+  auto* cond = m.computations().back().get();
+  Builder bb("body");
+  {
+    auto* s = bb.Parameter(0, state, "s");
+    auto* i = bb.GetTupleElement(s, 0);
+    auto* next = bb.Add(i, bb.ConstantScalar<int64_t>(1));
+    auto* x = bb.GetTupleElement(s, 1);
+    auto* value = bb.Broadcast(bb.Convert(i, DType::kF32), {1, cols}, {});
+    auto* updated = bb.DynamicUpdateSlice(x, value, {i, bb.ConstantScalar<int64_t>(0)});
+    auto* a = bb.GetTupleElement(s, 2);  // read after the update
+    auto* a2 = bb.Add(a, bb.Broadcast(bb.ConstantScalar<float>(1), {2}, {}));
+    m.AddComputation(bb.Build(bb.Tuple({next, updated, a2})));
+  }
+  auto* body = m.computations().back().get();
+  Builder b("main");
+  auto* x0 = b.Parameter(0, buf, "x0");
+  auto* a0 = b.Parameter(1, acc, "a0");
+  auto* loop = b.While(cond, body, b.Tuple({b.ConstantScalar<int64_t>(0), x0, a0}));
+  m.AddEntryComputation(b.Build(b.Tuple({b.GetTupleElement(loop, 1), b.GetTupleElement(loop, 2)})));
+  auto exe = Executable::Compile(m);
+  const Device* cpu = Client::Default().device(0);
+  auto out =
+      exe->Run({Buffer::FromVector(std::vector<float>(rows * cols, -1.0f), {rows, cols}, cpu),
+                Buffer::FromVector(std::vector<float>{0.5f, 2.0f}, {2}, cpu)});
+  auto v = out[0].ToVector<float>();
+  for (int64_t r = 0; r < rows; ++r) ASSERT_EQ(v[r * cols + cols - 1], static_cast<float>(r));
+  EXPECT_EQ(out[1].ToVector<float>(), (std::vector<float>{0.5f + rows, 2.0f + rows}));
+  // The loop state holds buf once; an update that is not in place needs a
+  // second buffer of its size in the body's arena.
+  EXPECT_LT(exe->stats().temp_bytes, 2 * buf.byte_size()) << exe->stats().temp_bytes;
+}
+
 }  // namespace
 }  // namespace strata::runtime

@@ -119,5 +119,54 @@ TEST(ScanRemat, SavingOnlyCarriesPlansLessMemoryAsLengthGrows) {
   EXPECT_GT(grow_all, 2 * grow_carries);
 }
 
+// h' = sin(tanh(h w1) w2 + x): two matrix products per step.
+std::pair<Tree, Tree> DotStep(const Tree& c, const Tree& x, const Tensor& w1, const Tensor& w2) {
+  Tensor h = sin(matmul(tanh(matmul(c.leaf(), w1)), w2) + x.leaf());
+  return {Tree(h), Tree(h * h)};
+}
+
+TEST(ScanRemat, SavingDotsMatchesTheForLoopAndRunsNoProductTwice) {
+  const int64_t length = 5, width = 3;
+  Tensor w1 =
+      reshape(Tensor::FromVector(Range(width * width, 0.8, 0.1), {width * width}), {width, width});
+  Tensor w2 =
+      reshape(Tensor::FromVector(Range(width * width, 0.7, 1.3), {width * width}), {width, width});
+  Tensor h0 = Tensor::FromVector(Range(2 * width, 0.5, 2.0), {2, width});
+  Tensor xs = Tensor::FromVector(Range(length * 2 * width, 0.6, 0.4), {length, 2, width});
+  // The reference: a plain loop.
+  Tensor h = h0, ref = zeros({}, DType::kF64);
+  for (int64_t t = 0; t < length; ++t) {
+    h = sin(matmul(tanh(matmul(h, w1)), w2) + reshape(slice(xs, 0, t, t + 1), {2, width}));
+    ref = ref + sum(h * h) * static_cast<double>(t + 1);
+  }
+  ref = ref + sum(h);
+  std::vector<Tensor> expected = gradients(ref, {w1, w2, h0, xs});
+  Tensor weights = reshape(arange(1, length + 1, 1, DType::kF64), {length, 1, 1});
+  std::map<Remat, int64_t> dots;
+  for (Remat remat : {Remat::kSaveCarries, Remat::kSaveDots}) {
+    SCOPED_TRACE(remat == Remat::kSaveDots ? "save dots" : "save carries");
+    auto [carry, ys] = scan([&](const Tree& c, const Tree& x) { return DotStep(c, x, w1, w2); },
+                            Tree(h0), Tree(xs), {.remat = remat});
+    Tensor loss = sum(ys.leaf() * weights) + sum(carry.leaf());
+    std::vector<Tensor> got = gradients(loss, {w1, w2, h0, xs});
+    {
+      lazy::LoweringContext lowering(got);  // the program, before anything runs
+      dots[remat] =
+          Count(runtime::Executable::Compile(lowering.module())->module(), hlo::Opcode::kDot);
+    }
+    EXPECT_NEAR(loss.item<double>(), ref.item<double>(), 1e-10 * std::abs(ref.item<double>()));
+    for (size_t i = 0; i < got.size(); ++i) {
+      auto a = got[i].to_vector<double>(), b = expected[i].to_vector<double>();
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t k = 0; k < a.size(); ++k)
+        EXPECT_NEAR(a[k], b[k], 1e-10 * std::max(1.0, std::abs(b[k]))) << i << "," << k;
+    }
+  }
+  // Forward: 2 products. Backward: 2 per product (d lhs, d rhs), plus the
+  // forward's 2 again when only carries are saved.
+  EXPECT_EQ(dots[Remat::kSaveCarries], 2 + 2 + 4);
+  EXPECT_EQ(dots[Remat::kSaveDots], 2 + 4);
+}
+
 }  // namespace
 }  // namespace strata

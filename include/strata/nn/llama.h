@@ -12,6 +12,7 @@
 
 #include "strata/io/llama_config.h"
 #include "strata/nn/layers.h"
+#include "strata/transforms/scan.h"
 
 namespace strata::nn {
 
@@ -71,7 +72,9 @@ enum class LayerMode { kScan, kUnrolled };
 class LlamaModel : public Module {
  public:
   LlamaModel(const io::LlamaConfig& config, const Tensor& key, DType dtype);
-  Tensor forward(const Tensor& input_ids, LayerMode mode) const;  // final hidden states
+  // Final hidden states. With kScan, `remat` is what the backward pass of
+  // the layer loop keeps of the forward (scan's Remat).
+  Tensor forward(const Tensor& input_ids, LayerMode mode, Remat remat = Remat::kSaveCarries) const;
   Embedding& embed_tokens;
   ModuleList& layers;
   RMSNorm& norm;
@@ -95,6 +98,10 @@ class LlamaForCausalLM : public Module {
   LlamaModel& model;
   Linear* lm_head;  // null when tied
   LayerMode layer_mode = LayerMode::kScan;
+  // What backward keeps of the scanned layers: each layer's input only
+  // (kSaveCarries, least memory), or also its matrix products (kSaveDots:
+  // no GEMM runs twice).
+  Remat layer_remat = Remat::kSaveCarries;
 };
 
 // A Hugging Face model directory: config.json, then model.safetensors or

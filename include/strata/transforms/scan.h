@@ -26,6 +26,10 @@ namespace strata {
 enum class Remat : uint8_t {
   kSaveCarries,  // only each step's carry; the backward loop recomputes the step
   kSaveAll,      // every intermediate the backward step reads, stacked over steps
+  // The results of matrix products (dot) the backward step reads, stacked
+  // over steps; the backward loop recomputes only the cheap rest (JAX's
+  // checkpoint_dots policy). No GEMM runs twice.
+  kSaveDots,
 };
 
 struct ScanOptions {
