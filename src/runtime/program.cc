@@ -129,6 +129,18 @@ class Planner {
       parameter_leaves += static_cast<int64_t>(p->shape().Leaves().size());
     }
     const auto& instructions = c_.instructions();
+    // Broadcasts of a scalar whose every user reads it as a scalar are never
+    // materialized (AcceptsScalarBroadcast): their slot is the scalar's.
+    std::unordered_map<const Instruction*, bool> scalar_view;
+    for (const auto& owned : instructions) {
+      if (IsScalarBroadcast(*owned) && owned.get() != c_.root()) scalar_view[owned.get()] = true;
+    }
+    for (const auto& owned : instructions) {
+      for (int64_t k = 0; k < owned->operand_count(); ++k) {
+        auto it = scalar_view.find(owned->operand(k));
+        if (it != scalar_view.end() && !AcceptsScalarBroadcast(*owned, k)) it->second = false;
+      }
+    }
     for (size_t i = 0; i < instructions.size(); ++i) {
       const Instruction* inst = instructions[i].get();
       std::vector<int64_t>& out = leaves_[inst];
@@ -169,6 +181,12 @@ class Planner {
         case Opcode::kOptimizationBarrier:
           out = operand_slots;
           continue;
+        case Opcode::kBroadcast:
+          if (scalar_view.count(inst) && scalar_view.at(inst)) {
+            out = operand_slots;
+            continue;
+          }
+          break;
         case Opcode::kGetTupleElement: {
           const Shape& t = inst->operand(0)->shape();
           int64_t begin = LeafOffset(t, inst->tuple_index);

@@ -74,6 +74,11 @@ class Program {
   int64_t slot_size(int64_t slot) const { return storages_[slot_storage_[slot]].size; }
   const Storage& storage_of(int64_t slot) const { return storages_[slot_storage_[slot]]; }
   int64_t in_place_updates() const { return in_place_updates_; }
+  int64_t kernel_count() const {
+    int64_t n = 0;
+    for (const Step& step : steps_) n += step.kernel ? 1 : 0;
+    return n;
+  }
 
  private:
   friend class Planner;

@@ -1,7 +1,9 @@
 // Elementwise kernels: unary and binary math, compare, select, clamp,
 // is-finite. Semantics follow XLA, including the integer corner cases that
 // would trap in C++ (division by zero, INT_MIN / -1, oversized shifts).
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -198,42 +200,105 @@ struct BinaryOp {
   }
 };
 
+// Which operands are broadcasts of one value (read as a scalar: only their
+// first element, read before anything is written, since the output may
+// share the broadcast's storage).
+struct ScalarOperands {
+  bool a = false, b = false;
+};
+
 // The hot arithmetic ops get loops the compiler can vectorize.
 template <typename T, typename F>
-void MapBinary(const T* a, const T* b, T* out, int64_t n, F f, ThreadPool& pool) {
-  pool.ParallelFor(n, kElementwiseGrain, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) out[i] = f(a[i], b[i]);
-  });
+void MapBinary(const T* a, const T* b, T* out, int64_t n, F f, ThreadPool& pool,
+               ScalarOperands scalar = {}) {
+  if (n == 0) return;
+  if (scalar.a && scalar.b) {
+    const T v = f(a[0], b[0]);
+    pool.ParallelFor(n, kElementwiseGrain, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) out[i] = v;
+    });
+  } else if (scalar.a) {
+    const T av = a[0];
+    pool.ParallelFor(n, kElementwiseGrain, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) out[i] = f(av, b[i]);
+    });
+  } else if (scalar.b) {
+    const T bv = b[0];
+    pool.ParallelFor(n, kElementwiseGrain, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) out[i] = f(a[i], bv);
+    });
+  } else {
+    pool.ParallelFor(n, kElementwiseGrain, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) out[i] = f(a[i], b[i]);
+    });
+  }
 }
 
 template <typename T>
-void RunBinary(Opcode op, const T* a, const T* b, T* out, int64_t n, ThreadPool& pool) {
+void RunBinary(Opcode op, const T* a, const T* b, T* out, int64_t n, ThreadPool& pool,
+               ScalarOperands scalar) {
   if constexpr (!kIsBool<T>) {
     switch (op) {
       case Opcode::kAdd:  // BinaryOp wraps integers (signed overflow is UB in C++)
         return MapBinary(
-            a, b, out, n, [](T x, T y) { return BinaryOp<T>{Opcode::kAdd}(x, y); }, pool);
+            a, b, out, n, [](T x, T y) { return BinaryOp<T>{Opcode::kAdd}(x, y); }, pool, scalar);
       case Opcode::kSubtract:
         if constexpr (kIsFloat<T>)
           return MapBinary(
-              a, b, out, n, [](T x, T y) { return x - y; }, pool);
+              a, b, out, n, [](T x, T y) { return x - y; }, pool, scalar);
         break;
       case Opcode::kMultiply:
         if constexpr (kIsFloat<T>)
           return MapBinary(
-              a, b, out, n, [](T x, T y) { return x * y; }, pool);
+              a, b, out, n, [](T x, T y) { return x * y; }, pool, scalar);
         break;
       case Opcode::kDivide:
         if constexpr (kIsFloat<T>)
           return MapBinary(
-              a, b, out, n, [](T x, T y) { return x / y; }, pool);
+              a, b, out, n, [](T x, T y) { return x / y; }, pool, scalar);
         break;
       default:
         break;
     }
   }
   BinaryOp<T> f{op};
-  MapBinary(a, b, out, n, f, pool);
+  MapBinary(a, b, out, n, f, pool, scalar);
+}
+
+// exp over floats, vectorizable: x = k ln2 + r with |r| <= ln2 / 2 (ln2 in
+// two parts, Cody and Waite), e^r by a degree-6 polynomial (Cephes' expf
+// coefficients, about 1 ulp), times 2^k built in the exponent bits. Inputs
+// outside [-87, 88] (where 2^k leaves the normal range), NaN and infinities
+// take std::exp in a second pass.
+void ExpFloats(const float* x, float* out, int64_t n) {
+  constexpr float kLo = -87.0f, kHi = 88.0f;
+  constexpr int64_t kChunk = 512;
+  float in[kChunk];  // the inputs, kept for the second pass (out may alias x)
+  for (int64_t base = 0; base < n; base += kChunk) {
+    const int64_t m = std::min(kChunk, n - base);
+    std::memcpy(in, x + base, m * sizeof(float));
+    float* o = out + base;
+    for (int64_t i = 0; i < m; ++i) {
+      float v = std::min(std::max(in[i], kLo), kHi);
+      float k = std::nearbyint(v * 1.44269504088896341f);
+      float r = v - k * 0.693359375f;
+      r = r - k * -2.12194440e-4f;
+      float p = 1.9875691500e-4f;
+      p = p * r + 1.3981999507e-3f;
+      p = p * r + 8.3334519073e-3f;
+      p = p * r + 4.1665795894e-2f;
+      p = p * r + 1.6666665459e-1f;
+      p = p * r + 5.0000001201e-1f;
+      p = p * r * r + r + 1.0f;
+      int32_t bits = (static_cast<int32_t>(k) + 127) << 23;
+      float scale;
+      std::memcpy(&scale, &bits, sizeof scale);
+      o[i] = p * scale;
+    }
+    for (int64_t i = 0; i < m; ++i) {
+      if (!(in[i] >= kLo && in[i] <= kHi)) o[i] = std::exp(in[i]);
+    }
+  }
 }
 
 template <typename T>
@@ -245,8 +310,20 @@ void RunUnary(Opcode op, const T* x, T* out, int64_t n, ThreadPool& pool) {
         return;
       }
       if (op == Opcode::kExp) {
-        for (int64_t i = lo; i < hi; ++i) out[i] = std::exp(x[i]);
+        if constexpr (std::is_same_v<T, float>) {
+          ExpFloats(x + lo, out + lo, hi - lo);
+        } else {
+          for (int64_t i = lo; i < hi; ++i) out[i] = std::exp(x[i]);
+        }
         return;
+      }
+      if constexpr (std::is_same_v<T, float>) {
+        if (op == Opcode::kLogistic) {  // 1 / (1 + e^-x), e^-x vectorized
+          for (int64_t i = lo; i < hi; ++i) out[i] = -x[i];
+          ExpFloats(out + lo, out + lo, hi - lo);
+          for (int64_t i = lo; i < hi; ++i) out[i] = 1.0f / (1.0f + out[i]);
+          return;
+        }
       }
     }
     for (int64_t i = lo; i < hi; ++i) out[i] = Unary<T>(op, x[i]);
@@ -276,6 +353,18 @@ bool IsHalfType(DType t) { return t == DType::kF16 || t == DType::kBF16; }
 
 }  // namespace
 
+bool IsScalarBroadcast(const hlo::Instruction& inst) {
+  return inst.opcode() == Opcode::kBroadcast && inst.operand(0)->shape().is_array() &&
+         inst.operand(0)->shape().rank() == 0;
+}
+
+bool AcceptsScalarBroadcast(const hlo::Instruction& user, int64_t operand) {
+  const Opcode op = user.opcode();
+  if (IsHalfType(user.operand(op == Opcode::kSelect ? 1 : 0)->shape().dtype())) return false;
+  if (hlo::IsElementwiseBinary(op) || op == Opcode::kCompare) return true;
+  return op == Opcode::kSelect && operand >= 1;
+}
+
 KernelInfo MakeElementwiseKernel(const hlo::Instruction& inst, ThreadPool& pool_ref) {
   ThreadPool* pool = &pool_ref;
   Opcode op = inst.opcode();
@@ -292,18 +381,21 @@ KernelInfo MakeElementwiseKernel(const hlo::Instruction& inst, ThreadPool& pool_
     })};
   }
   if (hlo::IsElementwiseBinary(op)) {
+    ScalarOperands scalar{IsScalarBroadcast(*inst.operand(0)), IsScalarBroadcast(*inst.operand(1))};
     return {DispatchAnyType(operand_type, [&](auto tag) -> Kernel {
       using T = typename decltype(tag)::type;
       return [=](const KernelArgs& a) {
         RunBinary<T>(op, reinterpret_cast<const T*>(a.operands[0]),
                      reinterpret_cast<const T*>(a.operands[1]), reinterpret_cast<T*>(a.outputs[0]),
-                     n, *pool);
+                     n, *pool, scalar);
       };
     })};
   }
   switch (op) {
     case Opcode::kCompare: {
       hlo::Comparison c = inst.direction;
+      const int64_t sx = IsScalarBroadcast(*inst.operand(0)) ? 0 : 1;
+      const int64_t sy = IsScalarBroadcast(*inst.operand(1)) ? 0 : 1;
       return {DispatchAnyType(operand_type, [&](auto tag) -> Kernel {
         using T = typename decltype(tag)::type;
         return [=](const KernelArgs& a) {
@@ -311,7 +403,7 @@ KernelInfo MakeElementwiseKernel(const hlo::Instruction& inst, ThreadPool& pool_
           auto* y = reinterpret_cast<const T*>(a.operands[1]);
           auto* out = reinterpret_cast<bool*>(a.outputs[0]);
           pool->ParallelFor(n, kElementwiseGrain, [&](int64_t lo, int64_t hi) {
-            for (int64_t i = lo; i < hi; ++i) out[i] = CompareValues(c, x[i], y[i]);
+            for (int64_t i = lo; i < hi; ++i) out[i] = CompareValues(c, x[i * sx], y[i * sy]);
           });
         };
       })};
@@ -333,6 +425,8 @@ KernelInfo MakeElementwiseKernel(const hlo::Instruction& inst, ThreadPool& pool_
     case Opcode::kSelect: {
       bool scalar_pred = inst.operand(0)->shape().is_scalar();
       int64_t size = DTypeSize(operand_type);
+      const bool scalar_x = IsScalarBroadcast(*inst.operand(1));
+      const bool scalar_y = IsScalarBroadcast(*inst.operand(2));
       return {DispatchAnyType(operand_type, [&](auto tag) -> Kernel {
         using T = typename decltype(tag)::type;
         return [=](const KernelArgs& a) {
@@ -340,13 +434,29 @@ KernelInfo MakeElementwiseKernel(const hlo::Instruction& inst, ThreadPool& pool_
           auto* x = reinterpret_cast<const T*>(a.operands[1]);
           auto* y = reinterpret_cast<const T*>(a.operands[2]);
           auto* out = reinterpret_cast<T*>(a.outputs[0]);
+          if (n == 0) return;
+          const T xv = x[0], yv = y[0];  // before the output (maybe x or y) is written
           if (scalar_pred) {
-            const T* src = p[0] ? x : y;
-            if (src != out) std::memcpy(out, src, n * size);
+            const bool take_x = p[0];
+            const T* src = take_x ? x : y;
+            if ((take_x && scalar_x) || (!take_x && scalar_y)) {
+              const T v = take_x ? xv : yv;
+              std::fill_n(out, n, v);
+            } else if (src != out) {
+              std::memcpy(out, src, n * size);
+            }
             return;
           }
           pool->ParallelFor(n, kElementwiseGrain, [&](int64_t lo, int64_t hi) {
-            for (int64_t i = lo; i < hi; ++i) out[i] = p[i] ? x[i] : y[i];
+            if (scalar_x && scalar_y) {
+              for (int64_t i = lo; i < hi; ++i) out[i] = p[i] ? xv : yv;
+            } else if (scalar_x) {
+              for (int64_t i = lo; i < hi; ++i) out[i] = p[i] ? xv : y[i];
+            } else if (scalar_y) {
+              for (int64_t i = lo; i < hi; ++i) out[i] = p[i] ? x[i] : yv;
+            } else {
+              for (int64_t i = lo; i < hi; ++i) out[i] = p[i] ? x[i] : y[i];
+            }
           });
         };
       })};

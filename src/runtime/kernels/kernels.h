@@ -53,6 +53,13 @@ KernelInfo MakeRngKernel(const hlo::Instruction& inst, ThreadPool& pool);
 // that operand is dead afterwards (same size, read-before-write per element).
 bool CanRunInPlace(const hlo::Instruction& inst, int64_t index);
 
+// A broadcast of a rank-0 value. Elementwise kernels read such an operand
+// as a scalar (its first element), so when every user of one accepts that
+// (AcceptsScalarBroadcast: binary ops, compare, select's values) the
+// planner never materializes it: its slot is the scalar's.
+bool IsScalarBroadcast(const hlo::Instruction& inst);
+bool AcceptsScalarBroadcast(const hlo::Instruction& user, int64_t operand);
+
 // Copies an N-d strided view: dst[i] = src[i] for every index i < dims, with
 // per-dimension strides in elements (may be negative or zero).
 void CopyStrided(int64_t element_size, std::span<const int64_t> dims, const uint8_t* src,
