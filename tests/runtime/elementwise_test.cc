@@ -126,6 +126,30 @@ TEST(ElementwiseUnary, FloatOpsMatchStdMath) {
   CheckFloatUnary<double>();
 }
 
+TEST(ElementwiseUnary, ExpAtTheEdgesOfFloat) {
+  // The vectorized exp leaves its polynomial where 2^k stops being normal:
+  // subnormal results, overflow, 0 below -104 (and for masked -inf scores),
+  // NaN. Mixed into a long run of ordinary values so every path runs in one
+  // call, and in both halves of the 512-element chunks.
+  std::vector<float> edges = {-INFINITY, -1000.f, -104.5f, -104.f, -103.9f, -100.f, -95.f,
+                              -90.f,     -87.5f,  -87.f,   -86.9f, 0.f,     -0.f,   1e-30f,
+                              87.9f,     88.f,    88.5f,   88.72f, 88.8f,   100.f,  INFINITY};
+  std::vector<float> x = Random<float>(3000, 11, -30, 30);
+  for (size_t i = 0; i < edges.size(); ++i) x[i * 97 + 5] = edges[i];
+  x[2999] = NAN;
+  std::vector<float> got = RunUnary(Opcode::kExp, x);
+  for (size_t i = 0; i < x.size(); ++i) {
+    float want = std::exp(x[i]);
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(got[i])) << x[i];
+    } else if (want == 0 || std::isinf(want) || want < 1.2e-38f) {
+      EXPECT_EQ(got[i], want) << "exp(" << x[i] << ")";  // zero, subnormal, infinity: exact
+    } else {
+      EXPECT_NEAR(got[i], want, 2.5e-7 * want) << "exp(" << x[i] << ")";
+    }
+  }
+}
+
 TEST(ElementwiseUnary, SignedZeroAndNaN) {
   auto sign_bits = [](const std::vector<float>& v) {
     std::vector<bool> bits;
