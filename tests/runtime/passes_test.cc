@@ -237,6 +237,49 @@ TEST(Passes, ComposedTransposesKeepTheirMeaning) {
   EXPECT_EQ(Count(exe->module(), Opcode::kTranspose), 1) << hlo::ToText(exe->module());
 }
 
+// x @ W^T as Linear writes it, its weight gradient transpose(dy^T x), and a
+// batched product whose transpose reorders free dims (which must stay).
+TEST(Passes, TransposesFoldIntoMatrixProducts) {
+  const int64_t m = 5, k = 4, n = 3;
+  std::vector<float> x = Random<float>(m * k, 1, -1, 1), w = Random<float>(n * k, 2, -1, 1);
+  std::vector<float> dy = Random<float>(m * n, 3, -1, 1);
+  std::vector<float> y(m * n, 0), dw(n * k, 0);  // y = x W^T, dW = dy^T x
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t p = 0; p < k; ++p) y[i * n + j] += x[i * k + p] * w[j * k + p];
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t p = 0; p < k; ++p)
+      for (int64_t i = 0; i < m; ++i) dw[j * k + p] += dy[i * n + j] * x[i * k + p];
+  auto exe = CompileBoth(
+      [&](Graph& g) {
+        hlo::DotDims plain{{}, {}, {1}, {0}};
+        auto* forward = g.b.Dot(g.params[0], g.b.Transpose(g.params[1], {1, 0}), plain);
+        // (x^T dy) is [k, n]; its transpose is dW [n, k].
+        hlo::DotDims over_rows{{}, {}, {0}, {0}};
+        auto* grad = g.b.Transpose(g.b.Dot(g.params[0], g.params[2], over_rows), {1, 0});
+        return g.b.Tuple({forward, grad});
+      },
+      {F32({m, k}), F32({n, k}), F32({m, n})}, {Arg(x, {m, k}), Arg(w, {n, k}), Arg(dy, {m, n})},
+      {y, dw}, 1e-5);
+  EXPECT_EQ(Count(exe->module(), Opcode::kTranspose), 0) << hlo::ToText(exe->module());
+  EXPECT_EQ(Count(exe->module(), Opcode::kDot), 2);
+
+  // a [2, 3, 4] with free dims 0 and 1 (contracting 2): transposing a to
+  // [3, 2, 4] swaps the free dims, so the output order would change.
+  std::vector<float> a = Random<float>(24, 4, -1, 1), b = Random<float>(4, 5, -1, 1);
+  std::vector<float> out(6, 0);  // out[i][j] = sum_p a[j][i][p] b[p]
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < 2; ++j)
+      for (int64_t p = 0; p < 4; ++p) out[i * 2 + j] += a[(j * 3 + i) * 4 + p] * b[p];
+  auto kept = CompileBoth(
+      [&](Graph& g) {
+        hlo::DotDims last{{}, {}, {2}, {0}};
+        return g.b.Dot(g.b.Transpose(g.params[0], {1, 0, 2}), g.params[1], last);
+      },
+      {F32({2, 3, 4}), F32({4})}, {Arg(a, {2, 3, 4}), Arg(b, {4})}, {out}, 1e-5);
+  EXPECT_EQ(Count(kept->module(), Opcode::kTranspose), 1) << hlo::ToText(kept->module());
+}
+
 // square_plus(a, b) = a * a + b, called twice and through a nested call.
 TEST(Passes, CallsAreInlined) {
   std::vector<float> x = {1, 2, -3}, y = {0.5f, -1, 4};

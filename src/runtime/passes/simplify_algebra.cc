@@ -1,6 +1,7 @@
 // Algebraic simplification: rewrites that remove work without changing
 // results (x+0, x*1, identity reshapes/transposes/broadcasts/converts/slices,
 // nested reshapes and transposes, get-tuple-element of a tuple, copies).
+#include <algorithm>
 #include <numeric>
 
 #include "strata/runtime/passes.h"
@@ -28,6 +29,68 @@ bool IsIdentityPermutation(const std::vector<int64_t>& p) {
     if (p[i] != static_cast<int64_t>(i)) return false;
   }
   return true;
+}
+
+// The dims of `side` (0 lhs, 1 rhs) of a dot that are neither batch nor
+// contracting, ascending: the order they take in the dot's output.
+std::vector<int64_t> FreeDims(const Instruction& dot, int side) {
+  const hlo::DotDims& d = dot.dot;
+  const auto& batch = side == 0 ? d.lhs_batch : d.rhs_batch;
+  const auto& contracting = side == 0 ? d.lhs_contracting : d.rhs_contracting;
+  std::vector<int64_t> free;
+  for (int64_t i = 0; i < dot.operand(side)->shape().rank(); ++i) {
+    if (std::find(batch.begin(), batch.end(), i) == batch.end() &&
+        std::find(contracting.begin(), contracting.end(), i) == contracting.end()) {
+      free.push_back(i);
+    }
+  }
+  return free;
+}
+
+// dot(transpose(x), y) -> dot(x, y) with x's dims, when the transpose keeps
+// the free dims in order (the output is unchanged). The dot kernel reads a
+// transposed matrix directly (sgemm's 'T'), so Linear's x @ W^T copies no
+// weight. Returns whether it rewrote.
+bool FoldOperandTransposes(Instruction* dot) {
+  bool folded = false;
+  for (int side = 0; side < 2; ++side) {
+    Instruction* t = dot->operand(side);
+    if (t->opcode() != Opcode::kTranspose) continue;
+    const std::vector<int64_t>& perm = t->dimensions;  // output dim d is input dim perm[d]
+    std::vector<int64_t> mapped;
+    for (int64_t f : FreeDims(*dot, side)) mapped.push_back(perm[f]);
+    if (!std::is_sorted(mapped.begin(), mapped.end())) continue;
+    hlo::DotDims& d = dot->dot;
+    for (int64_t& b : side == 0 ? d.lhs_batch : d.rhs_batch) b = perm[b];
+    for (int64_t& c : side == 0 ? d.lhs_contracting : d.rhs_contracting) c = perm[c];
+    dot->set_operand(side, t->operand(0));
+    folded = true;
+  }
+  return folded;
+}
+
+// transpose(dot(a, b)) that puts b's free dims before a's (batch dims in
+// place, each block in order) is dot(b, a): the weight gradient of x @ W^T
+// comes out in W's layout without a copy.
+Instruction* SwapDotForTranspose(hlo::Computation& c, Instruction* transpose) {
+  Instruction* dot = transpose->operand(0);
+  if (dot->opcode() != Opcode::kDot) return nullptr;
+  const int64_t nb = static_cast<int64_t>(dot->dot.lhs_batch.size());
+  const int64_t nl = static_cast<int64_t>(FreeDims(*dot, 0).size());
+  const int64_t nr = static_cast<int64_t>(FreeDims(*dot, 1).size());
+  std::vector<int64_t> want;
+  for (int64_t i = 0; i < nb; ++i) want.push_back(i);
+  for (int64_t i = 0; i < nr; ++i) want.push_back(nb + nl + i);
+  for (int64_t i = 0; i < nl; ++i) want.push_back(nb + i);
+  if (transpose->dimensions != want || nl == 0 || nr == 0) return nullptr;
+  hlo::DotDims swapped{dot->dot.rhs_batch, dot->dot.lhs_batch, dot->dot.rhs_contracting,
+                       dot->dot.lhs_contracting};
+  auto fresh =
+      std::make_unique<Instruction>(Opcode::kDot, transpose->shape(),
+                                    std::vector<Instruction*>{dot->operand(1), dot->operand(0)});
+  fresh->dot = swapped;
+  fresh->set_name(transpose->name() + ".dot");  // the transpose it replaces is gone
+  return c.AddInstruction(std::move(fresh));
 }
 
 // The instruction `inst` can be replaced by, or null.
@@ -59,6 +122,7 @@ Instruction* Simplify(hlo::Computation& c, Instruction* inst) {
       return nullptr;
     case Opcode::kTranspose:
       if (IsIdentityPermutation(inst->dimensions)) return inst->operand(0);
+      if (Instruction* swapped = SwapDotForTranspose(c, inst)) return swapped;
       if (inst->operand(0)->opcode() == Opcode::kTranspose) {  // compose permutations
         const auto& inner = inst->operand(0)->dimensions;
         std::vector<int64_t> composed;
@@ -107,14 +171,18 @@ bool SimplifyAlgebra(hlo::Module& module) {
     std::vector<Instruction*> order;
     for (const auto& inst : c->instructions()) order.push_back(inst.get());
     hlo::Computation::Replacements replaced;
+    bool rewritten = false;  // an instruction changed in place
     for (Instruction* inst : order) {
       hlo::Computation::UpdateOperands(inst, replaced);  // operands come first
+      if (inst->opcode() == Opcode::kDot) rewritten |= FoldOperandTransposes(inst);
       if (Instruction* replacement = Simplify(*c, inst)) replaced[inst] = replacement;
     }
+    changed |= rewritten;
     bool local = !replaced.empty();
     if (local) {
       c->ApplyReplacements(replaced);
       c->RemoveDeadInstructions();
+      c->SortTopologically();  // new dots were appended after their users
     }
     changed |= local;
   }
