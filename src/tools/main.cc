@@ -56,6 +56,12 @@ int main(int argc, char** argv) {
   train->add_option("--layers", t.layers, "scan (apply_layers) or unrolled")
       ->check(CLI::IsMember({"scan", "unrolled"}))
       ->capture_default_str();
+  train
+      ->add_option("--remat", t.remat,
+                   "what backward keeps of the layer loop: carries (least memory) or dots (also "
+                   "the matrix products: no GEMM runs twice)")
+      ->check(CLI::IsMember({"carries", "dots"}))
+      ->capture_default_str();
   train->add_option("--batch", t.batch, "windows per step")->capture_default_str();
   train->add_option("--seq", t.seq, "tokens per window (and the sampling context)")
       ->capture_default_str();

@@ -4,6 +4,8 @@
 #include <fmt/core.h>
 #include <unistd.h>
 
+#include <csignal>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -100,6 +102,39 @@ class Progress {
   double timed_seconds_ = 0;
 };
 
+// Ctrl-C (SIGINT) or SIGTERM: the step running finishes, a checkpoint is
+// written, and the run stops; a second signal stops at once.
+volatile std::sig_atomic_t stop_requested = 0;
+
+extern "C" void RequestStop(int signal) {
+  if (stop_requested) {
+    std::signal(signal, SIG_DFL);
+    std::raise(signal);
+    return;
+  }
+  stop_requested = 1;
+}
+
+// Installs RequestStop for the run and puts the old handlers back after.
+class StopOnSignal {
+ public:
+  StopOnSignal() {
+    stop_requested = 0;
+    old_int_ = std::signal(SIGINT, RequestStop);
+    old_term_ = std::signal(SIGTERM, RequestStop);
+  }
+  ~StopOnSignal() {
+    std::signal(SIGINT, old_int_);
+    std::signal(SIGTERM, old_term_);
+  }
+  StopOnSignal(const StopOnSignal&) = delete;
+  StopOnSignal& operator=(const StopOnSignal&) = delete;
+
+ private:
+  void (*old_int_)(int);
+  void (*old_term_)(int);
+};
+
 }  // namespace
 
 int RunTrain(const TrainCommandOptions& options) {
@@ -144,7 +179,17 @@ int RunTrain(const TrainCommandOptions& options) {
   Progress progress(o.steps, tokens_per_step, options.quiet);
   std::string last_checkpoint;
   const int64_t first = trainer->step();
+  StopOnSignal on_signal;
   while (trainer->step() < o.steps) {
+    if (stop_requested) {
+      progress.Finish();
+      last_checkpoint = trainer->SaveCheckpoint(checkpoints.string());
+      if (!options.quiet) {
+        fmt::print("interrupted after step {} of {}: saved {}; continue with --resume\n",
+                   trainer->step(), o.steps, last_checkpoint);
+      }
+      return 130;  // as a shell reports a run stopped by SIGINT
+    }
     train::StepStats s = trainer->Step();
     if (!std::isfinite(s.loss)) {
       progress.Finish();

@@ -35,6 +35,7 @@ json OptionsToJson(const TrainOptions& o) {
               {"kv-heads", o.kv_heads},
               {"intermediate", o.intermediate},
               {"layers", o.layers},
+              {"remat", o.remat},
               {"batch", o.batch},
               {"seq", o.seq},
               {"heldout", o.heldout},
@@ -119,6 +120,7 @@ void TrainOptions::Validate() const {
   require(kv_heads > 0 && heads % kv_heads == 0, "--kv-heads must divide --heads", kv_heads);
   require(intermediate >= 0, "--intermediate must be positive (or 0 for 8/3 hidden)", intermediate);
   require(layers == "scan" || layers == "unrolled", "--layers must be scan or unrolled", layers);
+  require(remat == "carries" || remat == "dots", "--remat must be carries or dots", remat);
   require(batch > 0, "--batch must be positive", batch);
   require(seq >= 2, "--seq must be at least 2 (a token and the one it predicts)", seq);
   require(heldout > 0 && heldout < 1, "--heldout must be in (0, 1)", heldout);

@@ -1,8 +1,14 @@
 // `strata train` end to end, as separate processes: the run's outputs, the
 // same losses bit for bit from the same seed, and a run killed after a
 // checkpoint and resumed giving the losses of the run that never stopped.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <chrono>
+#include <thread>
 
 #include <filesystem>
 #include <fstream>
@@ -114,6 +120,54 @@ TEST_F(TrainCommand, ResumeAfterAKillGivesTheUninterruptedLosses) {
   // The weights too.
   EXPECT_EQ(Read(Path("whole") / "checkpoints" / "step-0000006" / "model.safetensors"),
             Read(Path("killed") / "checkpoints" / "step-0000006" / "model.safetensors"));
+}
+
+TEST_F(TrainCommand, CtrlCCheckpointsAndResumeFinishes) {
+  // A long run interrupted by SIGINT finishes its step, writes a checkpoint
+  // and exits 130; --resume continues from there.
+  const std::string out_dir = Path("run").string(), log = Path("log.txt").string();
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    execl(STRATA_BINARY, STRATA_BINARY, "train", "--corpus", STRATA_SOURCE_DIR "/data/corpus.txt",
+          "--hidden", "16", "--num-layers", "1", "--heads", "2", "--kv-heads", "1", "--batch", "2",
+          "--seq", "8", "--steps", "1000000", "--eval-every", "0", "--checkpoint-every", "0",
+          "--sample-tokens", "0", "--out", out_dir.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Wait until it is training (its header is printed before the first step).
+  for (int i = 0; i < 600 && Read(log).find("AdamW lr") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  kill(pid, SIGINT);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << Read(log);
+  EXPECT_EQ(WEXITSTATUS(status), 130) << Read(log);
+  std::string text = Read(log);
+  size_t at = text.find("interrupted after step ");
+  ASSERT_NE(at, std::string::npos) << text;
+  const int64_t step = std::stoll(text.substr(at + 23));
+  EXPECT_GT(step, 0);
+  nlohmann::json state = nlohmann::json::parse(
+      Read(Path("run") / "checkpoints" /
+           Read(Path("run") / "checkpoints" / "latest").substr(0, 12) / "trainer_state.json"));
+  EXPECT_EQ(state["step"], step);
+  // Resume with the same options for two more steps.
+  std::string resume_out, err;
+  std::string command = std::string(STRATA_BINARY) +
+                        " train --corpus " STRATA_SOURCE_DIR
+                        "/data/corpus.txt --hidden 16 --num-layers 1 --heads 2 --kv-heads 1 "
+                        "--batch 2 --seq 8 --eval-every 0 --checkpoint-every 0 --sample-tokens 0 "
+                        "--resume --out " +
+                        out_dir + " --steps " + std::to_string(step + 2) + " > " +
+                        Path("resume.txt").string() + " 2>&1";
+  ASSERT_EQ(WEXITSTATUS(std::system(command.c_str())), 0) << Read(Path("resume.txt"));
+  EXPECT_NE(Read(Path("resume.txt")).find("summary: 2 steps"), std::string::npos)
+      << Read(Path("resume.txt"));
 }
 
 TEST_F(TrainCommand, BadInputIsAnErrorThatSaysWhat) {

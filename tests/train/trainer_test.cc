@@ -104,6 +104,22 @@ TEST(Trainer, FirstStepIsClippedAdamWOnTheLossGradient) {
   }
 }
 
+TEST(Trainer, SavingMatrixProductsGivesTheSameLosses) {
+  // --remat dots keeps the forward's products instead of recomputing them:
+  // the same numbers, computed once.
+  TrainOptions o = Tiny();
+  Trainer carries(o, TestCorpus());
+  o.remat = "dots";
+  Trainer dots(o, TestCorpus());
+  for (int i = 0; i < 4; ++i) {
+    StepStats a = carries.Step(), b = dots.Step();
+    EXPECT_NEAR(a.loss, b.loss, 1e-6 * std::abs(a.loss)) << i;
+    EXPECT_NEAR(a.grad_norm, b.grad_norm, 1e-5 * std::abs(a.grad_norm)) << i;
+  }
+  o.remat = "everything";
+  EXPECT_THROW(Trainer(o, TestCorpus()), Error);
+}
+
 TEST(Trainer, SameSeedSameLossesBitForBit) {
   TrainOptions o = Tiny();
   Trainer a(o, TestCorpus()), b(o, TestCorpus());

@@ -31,6 +31,10 @@ struct TrainOptions {
   int64_t kv_heads = 2;
   int64_t intermediate = 0;     // 0: Llama's 8/3 * hidden, rounded up to a multiple of 32
   std::string layers = "scan";  // "scan" (apply_layers) or "unrolled"
+  // What the backward pass of the layer loop keeps: "carries" (each layer's
+  // input; least memory) or "dots" (also its matrix products; no GEMM runs
+  // twice). The same numbers either way.
+  std::string remat = "carries";
   // Data.
   int64_t batch = 16;
   int64_t seq = 128;  // tokens per window; also the sampling context
