@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 
 #include "strata/autograd/grad.h"
+#include "strata/lazy/context.h"
 #include "strata/lazy/ops.h"
 #include "strata/nn/llama.h"
 #include "strata/nn/optim.h"
@@ -49,6 +50,9 @@ void BM_TrainStep(benchmark::State& state) {
   for (Tensor& t : adam.exp_avg()) live.push_back(&t);
   for (Tensor& t : adam.exp_avg_sq()) live.push_back(&t);
   sync(live);  // initial weights and moments are data, as in training
+  // The step's new weights and moments take the old ones' buffers, as
+  // strata train's steps do (buffer donation).
+  lazy::Context::Get().set_buffer_donation(true);
   Tensor ids = Tokens(c.vocab_size, 3), labels = Tokens(c.vocab_size, 4);
   auto step = [&] {
     Tensor loss = model.loss(model.forward(ids), labels);
@@ -66,6 +70,7 @@ void BM_TrainStep(benchmark::State& state) {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   state.counters["peak_rss_mib"] = static_cast<double>(usage.ru_maxrss) / 1024.0;
+  lazy::Context::Get().set_buffer_donation(false);
   state.SetLabel(mode == 0   ? "unrolled"
                  : mode == 1 ? "apply_layers, save carries"
                              : "apply_layers, save dots");

@@ -203,6 +203,55 @@ void Context::SetValue(TensorImpl* impl, ir::Value value) {
   impl->value = std::move(value);
 }
 
+// Which parameters' buffers nothing but this sync can still read: device
+// data whose node (and every node of the graph above it) is referenced only
+// from inside the graph, from the sync's own bookkeeping, or by the tensors
+// being overwritten, and whose bytes no other buffer handle shares. Their
+// bytes may then hold results.
+std::vector<bool> Context::DonatableParameters(const ir::Graph& graph,
+                                               const std::vector<ir::Value>& roots,
+                                               const std::vector<TensorImpl*>& targets,
+                                               const std::vector<runtime::Buffer>& arguments) {
+  std::unordered_map<const ir::Node*, int64_t> internal;
+  for (const ir::Node* n : graph.post_order) {
+    for (const ir::Value& v : n->operands()) ++internal[v.node.get()];
+  }
+  for (const ir::Value& r : graph.roots) ++internal[r.node.get()];
+  for (const ir::Value& r : roots) ++internal[r.node.get()];
+  std::lock_guard<std::mutex> lock(tensors_mutex_);
+  for (TensorImpl* t : targets) ++internal[t->value.node.get()];
+  // Every node of the graph is an operand of another or a root: read its
+  // reference count through one of those handles.
+  std::unordered_map<const ir::Node*, long> use_count;
+  for (const ir::Node* n : graph.post_order) {
+    for (const ir::Value& v : n->operands()) use_count[v.node.get()] = v.node.use_count();
+  }
+  for (const ir::Value& r : roots) use_count[r.node.get()] = r.node.use_count();
+  // Users come after their operands in post_order: walk it backwards and
+  // taint everything below a node that something outside the graph holds.
+  std::unordered_set<const ir::Node*> tainted;
+  for (auto it = graph.post_order.rbegin(); it != graph.post_order.rend(); ++it) {
+    const ir::Node* n = *it;
+    auto count = use_count.find(n);
+    const bool escapes = count == use_count.end() || count->second > internal[n];
+    if (escapes || tainted.count(n)) {
+      tainted.insert(n);
+      for (const ir::Value& v : n->operands()) tainted.insert(v.node.get());
+    }
+  }
+  std::vector<bool> donated(graph.parameters.size(), false);
+  for (size_t i = 0; i < graph.parameters.size(); ++i) {
+    const ir::Node* p = graph.parameters[i];
+    // Held from inside the graph only (leaves may not be in post_order),
+    // and its bytes by the node's buffer handle and the argument copy only.
+    auto count = use_count.find(p);
+    donated[i] = p->kind() == ir::NodeKind::kDeviceData && !tainted.count(p) &&
+                 count != use_count.end() && count->second <= internal[p] &&
+                 arguments[i].use_count() == 2;
+  }
+  return donated;
+}
+
 void Context::Sync(const std::vector<TensorImpl*>& only) {
   std::vector<TensorImpl*> targets;
   std::vector<ir::Value> roots;
@@ -286,8 +335,16 @@ void Context::Sync(const std::vector<TensorImpl*>& only) {
       metrics_.bytes_to_device += lit.size_bytes();
     }
   }
+  std::vector<bool> donated;
+  if (donate_buffers_) donated = DonatableParameters(graph, roots, targets, arguments);
   int64_t t1 = NowNs();
-  std::vector<runtime::Buffer> outputs = entry->executable->Run(arguments, device);
+  std::vector<runtime::Buffer> outputs = entry->executable->Run(arguments, device, donated);
+  for (size_t i = 0; i < donated.size(); ++i) {  // count the bytes results actually took
+    if (!donated[i]) continue;
+    for (const runtime::Buffer& out : outputs) {
+      if (out.data() == arguments[i].data()) metrics_.bytes_donated += out.size_bytes();
+    }
+  }
   metrics_.execute_ns += NowNs() - t1;
   metrics_.executions++;
   std::lock_guard<std::mutex> lock(tensors_mutex_);
@@ -310,18 +367,20 @@ std::string Context::MetricsReport() const {
       "Metric: GraphsTraced {}\nMetric: Compiles {}\nMetric: CacheHits {}\nMetric: CacheMisses {}\n"
       "Metric: Executions {}\nMetric: TraceTime {:.3f} ms\nMetric: LowerTime {:.3f} ms\n"
       "Metric: CompileTime {:.3f} ms\nMetric: ExecuteTime {:.3f} ms\nMetric: BytesToDevice {}\n"
-      "Metric: BytesFromDevice {}\nMetric: CachedGraphs {}\n",
+      "Metric: BytesFromDevice {}\nMetric: BytesDonated {}\nMetric: CachedGraphs {}\n",
       metrics_.graphs_traced.load(), metrics_.compiles.load(), metrics_.cache_hits.load(),
       metrics_.cache_misses.load(), metrics_.executions.load(), ms(metrics_.trace_ns),
       ms(metrics_.lower_ns), ms(metrics_.compile_ns), ms(metrics_.execute_ns),
-      metrics_.bytes_to_device.load(), metrics_.bytes_from_device.load(), cache_size());
+      metrics_.bytes_to_device.load(), metrics_.bytes_from_device.load(),
+      metrics_.bytes_donated.load(), cache_size());
 }
 
 void Context::ResetMetrics() {
   for (auto* c :
        {&metrics_.graphs_traced, &metrics_.compiles, &metrics_.cache_hits, &metrics_.cache_misses,
         &metrics_.executions, &metrics_.trace_ns, &metrics_.lower_ns, &metrics_.compile_ns,
-        &metrics_.execute_ns, &metrics_.bytes_to_device, &metrics_.bytes_from_device}) {
+        &metrics_.execute_ns, &metrics_.bytes_to_device, &metrics_.bytes_from_device,
+        &metrics_.bytes_donated}) {
     c->store(0);
   }
 }

@@ -71,6 +71,15 @@ int64_t Device::cached_bytes() const {
   return cache_->cached;
 }
 
+Buffer Buffer::Alias(const Shape& shape, const Buffer& storage) {
+  if (!shape.is_array() || shape.byte_size() != storage.size_bytes()) {
+    Fail("[buffer] cannot view {} bytes as {}", storage.size_bytes(), shape.ToString());
+  }
+  Buffer b = storage;
+  b.shape_ = shape;
+  return b;
+}
+
 Buffer Buffer::Allocate(const Shape& shape, const Device* device) {
   if (!shape.is_array()) Fail("[buffer] cannot allocate tuple shape {}", shape.ToString());
   Buffer b;

@@ -57,8 +57,8 @@ std::unique_ptr<Executable> Executable::Compile(const hlo::Module& module,
   return exe;
 }
 
-std::vector<Buffer> Executable::Run(const std::vector<Buffer>& arguments,
-                                    const Device* device) const {
+std::vector<Buffer> Executable::Run(const std::vector<Buffer>& arguments, const Device* device,
+                                    const std::vector<bool>& donated) const {
   if (!device) device = arguments.empty() ? client_->device(0) : arguments[0].device();
   if (arguments.size() != parameter_shapes_.size()) {
     std::string expected;
@@ -81,10 +81,22 @@ std::vector<Buffer> Executable::Run(const std::vector<Buffer>& arguments,
     }
     params.push_back(b.data());
   }
+  if (!donated.empty() && donated.size() != arguments.size())
+    Fail("[execute] {} donation flags for {} arguments", donated.size(), arguments.size());
+  std::vector<bool> taken(donated.size(), false);
   std::vector<Buffer> results;
   std::vector<uint8_t*> outputs;
-  for (const Shape& s : result_shapes_) {
-    results.push_back(Buffer::Allocate(s, device));
+  for (size_t k = 0; k < result_shapes_.size(); ++k) {
+    const Shape& s = result_shapes_[k];
+    Buffer out;
+    for (size_t i = 0; i < donated.size() && !out.defined(); ++i) {
+      if (donated[i] && !taken[i] && arguments[i].size_bytes() == s.byte_size() &&
+          program_->CanWriteResultInto(static_cast<int64_t>(k), static_cast<int64_t>(i))) {
+        taken[i] = true;
+        out = Buffer::Alias(s, arguments[i]);
+      }
+    }
+    results.push_back(out.defined() ? out : Buffer::Allocate(s, device));
     outputs.push_back(results.back().data());
   }
   std::shared_ptr<uint8_t> arena = arenas_->Acquire();

@@ -286,13 +286,29 @@ class Planner {
     }
     if (root_is_output_) {
       program_->root_needs_copy_.assign(program_->root_slots_.size(), true);
+      program_->root_first_write_.assign(program_->root_slots_.size(), -1);
+      program_->root_writer_elementwise_.assign(program_->root_slots_.size(), false);
       for (size_t k = 0; k < program_->root_slots_.size(); ++k) {
         Storage& st = storages[slot_storage[program_->root_slots_[k]]];
         if (st.kind == StorageKind::kArena) {  // first use of this storage as a result
           st.kind = StorageKind::kOutput;
           st.index = static_cast<int64_t>(k);
           program_->root_needs_copy_[k] = false;
+          program_->root_first_write_[k] = st.first;
+          // An elementwise op reads each element before writing it: it may
+          // write into the very parameter it reads last.
+          const Instruction& writer = *c_.instructions()[st.first];
+          program_->root_writer_elementwise_[k] = hlo::IsElementwiseUnary(writer.opcode()) ||
+                                                  hlo::IsElementwiseBinary(writer.opcode()) ||
+                                                  writer.opcode() == Opcode::kSelect;
         }
+      }
+      for (size_t s = 0; s < slot_storage.size(); ++s) {
+        const Storage& st = storages[slot_storage[s]];
+        if (st.kind != StorageKind::kParameter) continue;
+        auto& last = program_->parameter_last_read_;
+        if (last.size() <= static_cast<size_t>(st.index)) last.resize(st.index + 1, -1);
+        last[st.index] = std::max(last[st.index], last_use_[s]);
       }
     }
   }
@@ -524,6 +540,18 @@ void Program::RunWhile(const Step& step, Frame& frame, uint8_t* arena, size_t in
     for (auto [i, offset] : swapped)
       std::memcpy(state[i], swap + offset, step.body->slot_size(body_roots[i]));
   }
+}
+
+bool Program::CanWriteResultInto(int64_t result, int64_t parameter) const {
+  if (result < 0 || result >= static_cast<int64_t>(root_first_write_.size()) ||
+      root_first_write_[result] < 0) {
+    return false;
+  }
+  const int64_t last_read = parameter < static_cast<int64_t>(parameter_last_read_.size())
+                                ? parameter_last_read_[parameter]
+                                : -1;
+  return last_read < root_first_write_[result] ||
+         (last_read == root_first_write_[result] && root_writer_elementwise_[result]);
 }
 
 void Program::CopyOutputs(const Frame& frame, uint8_t* const* outputs) const {

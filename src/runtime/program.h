@@ -74,6 +74,11 @@ class Program {
   int64_t slot_size(int64_t slot) const { return storages_[slot_storage_[slot]].size; }
   const Storage& storage_of(int64_t slot) const { return storages_[slot_storage_[slot]]; }
   int64_t in_place_updates() const { return in_place_updates_; }
+  // Donation (entry programs): result k may be written straight into the
+  // buffer of parameter leaf p when it is computed into its own result
+  // storage, that storage is first written after p's last read, and the
+  // sizes agree. The caller must then never read p's old bytes again.
+  bool CanWriteResultInto(int64_t result, int64_t parameter) const;
   int64_t kernel_count() const {
     int64_t n = 0;
     for (const Step& step : steps_) n += step.kernel ? 1 : 0;
@@ -89,6 +94,9 @@ class Program {
   std::vector<Step> steps_;
   std::vector<int64_t> root_slots_;
   std::vector<bool> root_needs_copy_;
+  std::vector<int64_t> parameter_last_read_;   // per parameter leaf: instruction index, -1 unread
+  std::vector<int64_t> root_first_write_;      // per result: its storage's first write, or -1
+  std::vector<bool> root_writer_elementwise_;  // that first write is an elementwise op
   int64_t arena_bytes_ = 0;
   int64_t in_place_updates_ = 0;
 };

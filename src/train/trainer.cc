@@ -13,6 +13,7 @@
 #include "strata/autograd/grad.h"
 #include "strata/core/error.h"
 #include "strata/io/safetensors.h"
+#include "strata/lazy/context.h"
 #include "strata/lazy/ops.h"
 
 namespace strata::train {
@@ -220,13 +221,24 @@ StepStats Trainer::Step() {
   grads.clear();
   build_seconds_ += Seconds(start);
 
-  // Everything the next step reads, plus what we report: one graph.
+  // Everything the next step reads, plus what we report: one graph. The old
+  // weights and moments are read by nothing else, so the new ones may take
+  // their buffers (donation): a step does not hold two copies of them.
   std::vector<Tensor*> roots = params_;
   for (Tensor& t : optimizer_->exp_avg()) roots.push_back(&t);
   for (Tensor& t : optimizer_->exp_avg_sq()) roots.push_back(&t);
   roots.push_back(&loss);
   roots.push_back(&norm);
-  sync(roots);
+  lazy::Context& context = lazy::Context::Get();
+  const bool donating = context.buffer_donation();
+  context.set_buffer_donation(true);
+  try {
+    sync(roots);
+  } catch (...) {
+    context.set_buffer_donation(donating);
+    throw;
+  }
+  context.set_buffer_donation(donating);
 
   ++step_;
   StepStats stats{.step = step_,

@@ -110,6 +110,36 @@ TEST(Plan, ScalarBroadcastsAreReadNotMaterialized) {
   EXPECT_EQ(exe->stats().kernels, 4);  // bs is a result: built; bt is not
 }
 
+// Donated arguments: a result is written into one only when the program no
+// longer reads it. out0 = exp(p) is written while p is still to be read by
+// out1 = p * out0, so out0 cannot take p's bytes; out1 (an elementwise op
+// that reads p last) can.
+TEST(Plan, DonatedArgumentsTakeOnlyResultsWrittenAfterTheirLastRead) {
+  const int64_t n = 1000;
+  std::vector<float> x = Random<float>(n, 5, -1, 1);
+  std::vector<float> e(n), prod(n);
+  for (int64_t i = 0; i < n; ++i) {
+    e[i] = std::exp(x[i]);
+    prod[i] = x[i] * e[i];
+  }
+  Graph g({F32({n})});
+  auto* out0 = g.b.Unary(Opcode::kExp, g.params[0]);
+  auto* out1 = g.b.Multiply(g.params[0], out0);
+  auto exe = g.Compile(g.b.Tuple({out0, out1}));
+  Buffer arg = Arg(x, {n});
+  auto out = exe->Run({arg}, nullptr, {true});
+  EXPECT_TRUE(AllClose(e, out[0].ToVector<float>(), 1e-6, 0));
+  EXPECT_TRUE(AllClose(prod, out[1].ToVector<float>(), 1e-6, 0));
+  EXPECT_NE(out[0].data(), arg.data());
+  EXPECT_EQ(out[1].data(), arg.data());
+  // Not donated: nothing is written into the argument.
+  Buffer kept = Arg(x, {n});
+  auto fresh = exe->Run({kept});
+  EXPECT_NE(fresh[1].data(), kept.data());
+  EXPECT_EQ(kept.ToVector<float>(), x);
+  EXPECT_THROW(exe->Run({kept}, nullptr, {true, false}), Error);
+}
+
 // Runs `build` over (x f32[2,3], y f32[2,3]) with passes on and off.
 void ExpectOutputs(const std::function<Instruction*(Graph&)>& build,
                    const std::vector<std::vector<float>>& expected) {

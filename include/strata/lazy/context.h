@@ -40,6 +40,7 @@ struct Metrics {
   std::atomic<int64_t> graphs_traced{0}, compiles{0}, cache_hits{0}, cache_misses{0}, executions{0};
   std::atomic<int64_t> trace_ns{0}, lower_ns{0}, compile_ns{0}, execute_ns{0};
   std::atomic<int64_t> bytes_to_device{0}, bytes_from_device{0};
+  std::atomic<int64_t> bytes_donated{0};  // argument bytes a sync let results reuse
 };
 
 // What the lowering of a set of tensors looks like, without running it
@@ -90,6 +91,15 @@ class Context {
   ir::Hash128 CacheKey(const ir::Graph& graph) const;
   // Whether a compiled program for `graph` is cached (no metrics touched).
   bool IsCached(const ir::Graph& graph);
+  // Buffer donation (off by default): a sync may write results into the
+  // buffers of device data that nothing but the graph being run can still
+  // read — an optimizer step's old weights and moments — instead of new
+  // buffers, so a step does not hold two copies of them. The analysis
+  // counts references at the start of the run: turn it on only where no
+  // other thread builds on the tensors being synced while they sync (the
+  // trainer's step).
+  void set_buffer_donation(bool on) { donate_buffers_ = on; }
+  bool buffer_donation() const { return donate_buffers_; }
 
  private:
   Context();
@@ -98,6 +108,9 @@ class Context {
   std::shared_ptr<const Entry> CompileAndInsert(const ir::Hash128& key, const ir::Graph& graph);
   std::string ExplainMiss(const Entry& fresh) const;
   void Dump(const ir::Graph& graph, const hlo::Module& module) const;
+  std::vector<bool> DonatableParameters(const ir::Graph& graph, const std::vector<ir::Value>& roots,
+                                        const std::vector<TensorImpl*>& targets,
+                                        const std::vector<runtime::Buffer>& arguments);
 
   mutable std::mutex tensors_mutex_;
   TensorImpl* tensors_ = nullptr;  // head of the live list
@@ -115,6 +128,7 @@ class Context {
   std::string last_miss_explanation_;
   std::string dump_dir_;
   Metrics metrics_;
+  std::atomic<bool> donate_buffers_{false};
 };
 
 }  // namespace strata::lazy

@@ -46,6 +46,8 @@ class Buffer {
   Buffer() = default;
   static Buffer Allocate(const Shape& shape, const Device* device);
   static Buffer FromHost(const Shape& shape, std::span<const uint8_t> bytes, const Device* device);
+  // `storage`'s bytes seen as `shape` (the same byte size), shared.
+  static Buffer Alias(const Shape& shape, const Buffer& storage);
   template <typename T>
   static Buffer FromVector(const std::vector<T>& values, std::vector<int64_t> dims,
                            const Device* device);
@@ -55,6 +57,8 @@ class Buffer {
   const Device* device() const { return device_; }
   uint8_t* data() const { return data_.get(); }
   int64_t size_bytes() const { return shape_.byte_size(); }
+  // Handles sharing these bytes (this one included).
+  int64_t use_count() const { return data_.use_count(); }
   template <typename T>
   T* data_as() const {
     return reinterpret_cast<T*>(data_.get());

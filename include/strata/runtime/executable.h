@@ -37,8 +37,14 @@ class Executable {
 
   // Arguments are the entry parameters' array leaves, in parameter order.
   // Returns the root's array leaves (one buffer for an array root).
-  std::vector<Buffer> Run(const std::vector<Buffer>& arguments,
-                          const Device* device = nullptr) const;
+  //
+  // `donated[i]` gives argument i's bytes to the run (buffer donation, as
+  // XLA's): a result may be written straight into them instead of a new
+  // buffer (it then shares the argument's storage), when the program reads
+  // that argument for the last time before it first writes that result.
+  // The caller must not read a donated argument afterwards.
+  std::vector<Buffer> Run(const std::vector<Buffer>& arguments, const Device* device = nullptr,
+                          const std::vector<bool>& donated = {}) const;
 
   // The module after passes, as it is executed.
   const hlo::Module& module() const { return *module_; }
