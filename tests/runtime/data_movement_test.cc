@@ -2,6 +2,7 @@
 // broadcast, reshape, transpose, copy, slice, dynamic-slice,
 // dynamic-update-slice, concatenate, pad and reverse, with zero-sized
 // dimensions and out-of-range dynamic starts (clamped as XLA clamps them).
+#include <fmt/core.h>
 #include <algorithm>
 #include <numeric>
 
@@ -299,10 +300,8 @@ TEST(Concatenate, SeveralOperandsEachDimension) {
 // Input element k of a dimension lands at low + k * (interior + 1); outside
 // [0, size) it is cropped; every other position is the padding value.
 void CheckPad(const Dims& dims, const std::vector<hlo::PadRange>& padding) {
-  std::string what = "pad " + DimsToString(dims);
-  for (const auto& p : padding)
-    what += " " + std::to_string(p.low) + "_" + std::to_string(p.high) + "_" +
-            std::to_string(p.interior);
+  std::string what = fmt::format("pad {}", DimsToString(dims));
+  for (const auto& p : padding) what += fmt::format(" {}_{}_{}", p.low, p.high, p.interior);
   SCOPED_TRACE(what);
   std::vector<float> x = Values(dims);
   Dims out;

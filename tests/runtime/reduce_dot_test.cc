@@ -238,7 +238,9 @@ TEST(Reduce, VariadicArgmaxWithTies) {
                                 {dim}, AddArgmax(g));
       auto out = g.Run(only_index ? g.b.GetTupleElement(reduce, 1) : reduce, {Arg(x, dims)});
       EXPECT_EQ(out.back().ToVector<int32_t>(), best_index);
-      if (!only_index) EXPECT_EQ(out[0].ToVector<float>(), best);
+      if (!only_index) {
+        EXPECT_EQ(out[0].ToVector<float>(), best);
+      }
     }
   }
 }

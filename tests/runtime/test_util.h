@@ -4,6 +4,7 @@
 // computed by the tests themselves with plain loops, never by strata.
 #pragma once
 
+#include <fmt/core.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -58,7 +59,7 @@ struct Graph {
   explicit Graph(const std::vector<Shape>& parameter_shapes = {}) {
     for (size_t i = 0; i < parameter_shapes.size(); ++i) {
       params.push_back(
-          b.Parameter(static_cast<int64_t>(i), parameter_shapes[i], "p" + std::to_string(i)));
+          b.Parameter(static_cast<int64_t>(i), parameter_shapes[i], fmt::format("p{}", i)));
     }
   }
   hlo::Computation* Add(std::unique_ptr<hlo::Computation> c) {

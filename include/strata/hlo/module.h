@@ -26,7 +26,7 @@ struct PadRange {
   bool operator==(const PadRange&) const = default;
 };
 struct DotDims {
-  std::vector<int64_t> lhs_batch, rhs_batch, lhs_contracting, rhs_contracting;
+  std::vector<int64_t> lhs_batch = {}, rhs_batch = {}, lhs_contracting = {}, rhs_contracting = {};
   bool operator==(const DotDims&) const = default;
 };
 struct GatherDims {

@@ -33,9 +33,9 @@ enum class Remat : uint8_t {
 };
 
 struct ScanOptions {
-  bool reverse = false;           // run from the last slice to the first
-  std::optional<int64_t> length;  // trip count (required when xs is empty)
-  int64_t unroll = 1;             // body copies per While iteration
+  bool reverse = false;                          // run from the last slice to the first
+  std::optional<int64_t> length = std::nullopt;  // trip count (required when xs is empty)
+  int64_t unroll = 1;                            // body copies per While iteration
   Remat remat = Remat::kSaveCarries;
 };
 
