@@ -146,6 +146,7 @@ int RunTrain(const TrainCommandOptions& options) {
   if (!(options.temperature > 0)) Fail("[train] --temperature must be positive");
   if (options.prompt.empty()) Fail("[train] --prompt must not be empty");
   train::Corpus corpus = train::LoadCorpus(options.corpus, o.heldout, o.seq + 1);
+  StopOnSignal on_signal;  // before anything is printed: a signal after the header is handled
   const size_t train_bytes = corpus.train.size(), heldout_bytes = corpus.heldout.size();
   const fs::path out(options.out);
   const fs::path checkpoints = out / "checkpoints";
@@ -179,7 +180,6 @@ int RunTrain(const TrainCommandOptions& options) {
   Progress progress(o.steps, tokens_per_step, options.quiet);
   std::string last_checkpoint;
   const int64_t first = trainer->step();
-  StopOnSignal on_signal;
   while (trainer->step() < o.steps) {
     if (stop_requested) {
       progress.Finish();
