@@ -2,6 +2,7 @@
 // bar, held-out evaluation, checkpoints and --resume, samples at the end, a
 // loss curve as SVG and a summary of where the time went.
 #include <fmt/core.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -153,6 +154,7 @@ int RunTrain(const TrainCommandOptions& options) {
 
   auto& metrics = lazy::Context::Get().metrics();
   metrics.compiles = 0;
+  metrics.bytes_donated = 0;
   metrics.cache_hits = 0;
   std::unique_ptr<train::Trainer> trainer =
       options.resume ? train::Trainer::Resume(checkpoints.string(), o, std::move(corpus))
@@ -271,6 +273,15 @@ int RunTrain(const TrainCommandOptions& options) {
         "({:.1f}%: data, evaluation reads, checkpoints, sampling)\n",
         build + walk, pct(build + walk), build, walk, lower, pct(lower), compile, pct(compile),
         execute, pct(execute), other, pct(other));
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    fmt::print(
+        "  memory: peak RSS {:.0f} MiB; each step wrote its new weights and moments over the old "
+        "ones ({:.1f} MiB per step donated)\n",
+        static_cast<double>(usage.ru_maxrss) / 1024.0,
+        steps_run > 0 ? static_cast<double>(metrics.bytes_donated.load()) / (1 << 20) /
+                            static_cast<double>(steps_run)
+                      : 0.0);
     fmt::print("  wrote {} (loss curve) and {} (resume with --resume)\n", svg.string(),
                last_checkpoint);
   }

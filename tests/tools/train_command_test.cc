@@ -79,6 +79,11 @@ TEST_F(TrainCommand, RunsEvaluatesCheckpointsSamplesAndSummarizes) {
   EXPECT_EQ(state["step"], 6);
   EXPECT_EQ(state["history"].size(), 6u);
   EXPECT_EQ(state["evals"].size(), 2u);  // step 3, and the end
+  // Every step's weights and moments were written over the old ones.
+  size_t at = out.find("MiB per step donated");
+  ASSERT_NE(at, std::string::npos) << out;
+  size_t open = out.rfind('(', at);
+  EXPECT_GT(std::stod(out.substr(open + 1)), 0.0) << out;
   // Sampling compiles one graph for all 40 positions.
   EXPECT_NE(out.find("(1 compiled while sampling 20 tokens twice)"), std::string::npos) << out;
 }
