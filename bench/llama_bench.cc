@@ -8,6 +8,7 @@
 
 #include <chrono>
 
+#include "llama_bench_config.h"
 #include "strata/autograd/grad.h"
 #include "strata/lazy/context.h"
 #include "strata/lazy/ops.h"
@@ -17,22 +18,8 @@
 namespace strata {
 namespace {
 
-io::LlamaConfig BenchConfig(int64_t layers) {
-  io::LlamaConfig c;
-  c.vocab_size = 4096;
-  c.hidden_size = 512;
-  c.intermediate_size = 1536;
-  c.num_hidden_layers = layers;
-  c.num_attention_heads = 8;
-  c.num_key_value_heads = 4;
-  return c;
-}
-
-Tensor Tokens(int64_t batch, int64_t seq, int64_t vocab, uint64_t salt) {
-  std::vector<int64_t> ids(batch * seq);
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = (i * 2654435761u + salt) % vocab;
-  return Tensor::FromVector(ids, {batch, seq});
-}
+using bench::BenchConfig;
+using bench::Tokens;
 
 // The training-step graph (loss and every parameter's gradient).
 std::vector<Tensor> TrainStep(nn::LlamaForCausalLM& model, const Tensor& ids,

@@ -7,6 +7,7 @@
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 
+#include "llama_bench_config.h"
 #include "strata/autograd/grad.h"
 #include "strata/lazy/context.h"
 #include "strata/lazy/ops.h"
@@ -16,24 +17,10 @@
 namespace strata {
 namespace {
 
+using bench::BenchConfig;
+using bench::Tokens;
+
 constexpr int64_t kBatch = 4, kSeq = 256;
-
-io::LlamaConfig BenchConfig(int64_t layers) {
-  io::LlamaConfig c;
-  c.vocab_size = 4096;
-  c.hidden_size = 512;
-  c.intermediate_size = 1536;
-  c.num_hidden_layers = layers;
-  c.num_attention_heads = 8;
-  c.num_key_value_heads = 4;
-  return c;
-}
-
-Tensor Tokens(int64_t vocab, uint64_t salt) {
-  std::vector<int64_t> ids(kBatch * kSeq);
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = (i * 2654435761u + salt) % vocab;
-  return Tensor::FromVector(ids, {kBatch, kSeq});
-}
 
 void BM_TrainStep(benchmark::State& state) {
   const int64_t layers = state.range(0);
@@ -53,7 +40,8 @@ void BM_TrainStep(benchmark::State& state) {
   // The step's new weights and moments take the old ones' buffers, as
   // strata train's steps do (buffer donation).
   lazy::Context::Get().set_buffer_donation(true);
-  Tensor ids = Tokens(c.vocab_size, 3), labels = Tokens(c.vocab_size, 4);
+  Tensor ids = Tokens(kBatch, kSeq, c.vocab_size, 3),
+         labels = Tokens(kBatch, kSeq, c.vocab_size, 4);
   auto step = [&] {
     Tensor loss = model.loss(model.forward(ids), labels);
     std::vector<Tensor> values;

@@ -102,6 +102,23 @@ fs::path StepDirectory(const fs::path& checkpoint) {
   return dir;
 }
 
+// The model in eval mode without gradients for a scope, then back in the
+// mode it was in (also when the scope throws).
+class EvalScope {
+ public:
+  explicit EvalScope(nn::Module& model) : model_(model), was_training_(model.is_training()) {
+    model_.eval();
+  }
+  ~EvalScope() { model_.train(was_training_); }
+  EvalScope(const EvalScope&) = delete;
+  EvalScope& operator=(const EvalScope&) = delete;
+
+ private:
+  NoGrad no_grad_;
+  nn::Module& model_;
+  bool was_training_;
+};
+
 bool IsStepDirectoryName(const std::string& name) {
   return name.size() == 12 && name.rfind("step-", 0) == 0 &&
          std::all_of(name.begin() + 5, name.end(), [](char c) { return c >= '0' && c <= '9'; });
@@ -251,12 +268,7 @@ StepStats Trainer::Step() {
 }
 
 float Trainer::Evaluate() {
-  NoGrad no_grad;
-  model_->eval();
-  struct Restore {
-    nn::LlamaForCausalLM& model;
-    ~Restore() { model.train(); }
-  } restore{*model_};
+  EvalScope eval(*model_);
   const int64_t b = options_.batch;
   std::vector<int64_t> starts = EvenWindowStarts(options_.eval_batches * b, options_.seq,
                                                  static_cast<int64_t>(corpus_.heldout.size()));
@@ -281,12 +293,7 @@ std::vector<int64_t> Trainer::Sample(const std::vector<int64_t>& prompt, int64_t
   for (int64_t id : prompt) {
     if (id < 0 || id >= vocab) Fail("[sample] prompt token {} is outside [0, {})", id, vocab);
   }
-  NoGrad no_grad;
-  model_->eval();
-  struct Restore {
-    nn::LlamaForCausalLM& model;
-    ~Restore() { model.train(); }
-  } restore{*model_};
+  EvalScope eval(*model_);
   const int64_t window = options_.seq;
   SplitMix64 rng(seed);
   std::vector<int64_t> context = prompt, generated;
