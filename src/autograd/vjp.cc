@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -30,6 +31,82 @@ Tensor BroadcastInDim(const Tensor& x, const Shape& shape, std::vector<int64_t> 
 }
 
 Tensor Zeros(const Shape& s) { return zeros(s.dims(), s.dtype()); }
+
+// A cotangent placed in a window of zeros along one dimension: what slice's
+// rule gives. {dim, offset} when `g` is such a pad, else nothing.
+std::optional<std::pair<int64_t, int64_t>> ZeroPadWindow(const Tensor& g) {
+  const ir::Node& n = *g.value().node;
+  if (n.kind() != ir::NodeKind::kOp || n.opcode() != Opcode::kPad) return std::nullopt;
+  const ir::Node& value = *n.operands()[1].node;
+  bool zero = value.kind() == ir::NodeKind::kScalar
+                  ? value.scalar().GetAsDouble(0) == 0
+                  : value.kind() == ir::NodeKind::kOp && value.opcode() == Opcode::kConstant &&
+                        value.attributes().literal.GetAsDouble(0) == 0;
+  if (!zero) return std::nullopt;
+  std::optional<std::pair<int64_t, int64_t>> window;
+  const auto& padding = n.attributes().padding;
+  for (int64_t d = 0; d < static_cast<int64_t>(padding.size()); ++d) {
+    const hlo::PadRange& p = padding[d];
+    if (p.interior != 0 || p.low < 0 || p.high < 0) return std::nullopt;
+    if (p.low == 0 && p.high == 0) continue;
+    if (window) return std::nullopt;  // padded along two dimensions
+    window = std::pair{d, p.low};
+  }
+  return window;
+}
+
+// The sum of one value's cotangent contributions. Pads of disjoint windows
+// along one dimension (the rules of slice, split, unstack) are joined into a
+// single concatenate instead of N full-size adds: the gradient of N layers
+// read as slices of one stacked tensor costs one copy of the stack, not N.
+Tensor SumContributions(std::vector<Tensor> parts) {
+  if (parts.size() == 1) return parts[0];
+  const Shape shape = parts[0].shape();
+  std::map<int64_t, std::vector<std::pair<int64_t, Tensor>>> windows;  // dim -> (offset, piece)
+  std::vector<Tensor> rest;
+  for (Tensor& g : parts) {
+    auto w = ZeroPadWindow(g);
+    if (w) {
+      windows[w->first].emplace_back(w->second, T(g.value().node->operands()[0]));
+    } else {
+      rest.push_back(std::move(g));
+    }
+  }
+  for (auto& [dim, pieces] : windows) {
+    std::sort(pieces.begin(), pieces.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    bool disjoint = pieces.size() > 1;
+    for (size_t i = 1; i < pieces.size() && disjoint; ++i)
+      disjoint = pieces[i - 1].first + pieces[i - 1].second.dim(dim) <= pieces[i].first;
+    if (!disjoint) {
+      for (auto& [offset, piece] : pieces) {
+        std::vector<int64_t> low(shape.rank(), 0), high(shape.rank(), 0);
+        low[dim] = offset;
+        high[dim] = shape.dim(dim) - offset - piece.dim(dim);
+        rest.push_back(pad(piece, low, high));
+      }
+      continue;
+    }
+    std::vector<Tensor> row;
+    int64_t at = 0;
+    auto gap = [&](int64_t size) {
+      if (size == 0) return;
+      std::vector<int64_t> dims = shape.dims();
+      dims[dim] = size;
+      row.push_back(zeros(dims, shape.dtype()));
+    };
+    for (auto& [offset, piece] : pieces) {
+      gap(offset - at);
+      row.push_back(piece);
+      at = offset + piece.dim(dim);
+    }
+    gap(shape.dim(dim) - at);
+    rest.push_back(concat(row, dim));
+  }
+  Tensor total = rest[0];
+  for (size_t i = 1; i < rest.size(); ++i) total = total + rest[i];
+  return total;
+}
 
 // Sums g (shaped like a broadcast's output) back to the broadcast operand.
 Tensor UnBroadcast(const Tensor& g, const Shape& operand, const std::vector<int64_t>& mapping) {
@@ -565,12 +642,11 @@ std::vector<Tensor> VjpImpl(const std::vector<Tensor>& outputs,
   for (const ir::Node* n : graph.post_order) {
     for (const ir::Value& v : n->operands()) owners.emplace(v.node.get(), v.node);
   }
-  std::map<Key, Tensor> grads;
+  std::map<Key, std::vector<Tensor>> grads;  // contributions, summed when read
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (!Differentiable(outputs[i].shape())) continue;
-    Tensor g = astype(cotangents[i], outputs[i].dtype());
-    auto [slot, inserted] = grads.emplace(Key{roots[i].node.get(), roots[i].index}, g);
-    if (!inserted) slot->second = slot->second + g;
+    grads[{roots[i].node.get(), roots[i].index}].push_back(
+        astype(cotangents[i], outputs[i].dtype()));
   }
   for (auto it = graph.post_order.rbegin(); it != graph.post_order.rend(); ++it) {
     const ir::Node* n = *it;
@@ -580,7 +656,8 @@ std::vector<Tensor> VjpImpl(const std::vector<Tensor>& outputs,
     for (int64_t k = 0; k < n->num_outputs(); ++k) {
       auto g = grads.find({n, k});
       if (g != grads.end()) {
-        out_grads[k] = g->second;
+        g->second = {SumContributions(std::move(g->second))};  // an input may read it later
+        out_grads[k] = g->second[0];
         any = true;
       }
     }
@@ -590,15 +667,15 @@ std::vector<Tensor> VjpImpl(const std::vector<Tensor>& outputs,
       const ir::Value& v = n->operands()[i];
       if (!in_grads[i].defined() || !relevant.count(v.node.get()) || !Differentiable(v.shape()))
         continue;
-      Key key{v.node.get(), v.index};
-      auto [slot, inserted] = grads.emplace(key, in_grads[i]);
-      if (!inserted) slot->second = slot->second + in_grads[i];
+      grads[{v.node.get(), v.index}].push_back(in_grads[i]);
     }
   }
   std::vector<Tensor> result;
   for (const Tensor& x : inputs) {
     auto g = grads.find({x.value().node.get(), x.value().index});
-    result.push_back(g != grads.end() ? g->second : fill_zeros ? Zeros(x.shape()) : Tensor());
+    result.push_back(g != grads.end() ? SumContributions(g->second)
+                     : fill_zeros     ? Zeros(x.shape())
+                                      : Tensor());
   }
   return result;
 }

@@ -7,6 +7,7 @@
 
 #include "gradient_check.h"
 #include "strata/autograd/grad.h"
+#include "strata/ir/lowering.h"
 #include "strata/lazy/ops.h"
 
 namespace strata {
@@ -129,6 +130,46 @@ TEST(Gradients, GeneralDotDimensionNumbers) {
     return sum(out * out);
   };
   CheckGradients("dot with two contracting dims", fn, {{{3, 2, 4}}, {{2, 4, 3, 5}}});
+}
+
+// Reading a tensor as disjoint slices (layers of a stacked parameter) sums
+// the slices' cotangents into one concatenate, not one full-size add per
+// slice; overlapping slices still add. Values against the hand derivative.
+TEST(Gradients, DisjointSlicesJoinIntoOneConcatenate) {
+  Tensor x = C({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {6, 2});
+  // rows 0, 1, 2 and 4 read with weights 1..4 (row 3 and 5 unread):
+  // d/dx[r] sum(w_r * x[r]^2) = 2 w_r x[r].
+  const std::vector<int64_t> rows{4, 0, 2, 1};
+  auto loss_of = [&](const Tensor& t) {
+    Tensor loss = zeros({}, DType::kF64);
+    for (size_t i = 0; i < rows.size(); ++i)
+      loss = loss + sum(pow(slice(t, 0, rows[i], rows[i] + 1), 2.0)) * double(i + 1);
+    return loss;
+  };
+  Tensor g = gradients(loss_of(x), {x})[0];
+  auto count = [](const Tensor& t, hlo::Opcode op) {
+    int64_t n = 0;
+    for (const ir::Node* node : ir::BuildGraph({t.value()}).post_order)
+      n += node->kind() == ir::NodeKind::kOp && node->opcode() == op;
+    return n;
+  };
+  EXPECT_EQ(count(g, hlo::Opcode::kConcatenate), 1);
+  EXPECT_EQ(count(g, hlo::Opcode::kPad), 0);  // no slice cotangent padded to full size
+  std::vector<double> expected(12, 0.0), xs = x.to_vector<double>();
+  for (size_t i = 0; i < rows.size(); ++i)
+    for (int c = 0; c < 2; ++c) expected[rows[i] * 2 + c] = 2.0 * (i + 1) * xs[rows[i] * 2 + c];
+  EXPECT_EQ(g.to_vector<double>(), expected);
+  // Overlapping windows (rows 0-1 and 1-2) fall back to adds: row 1 gets both.
+  Tensor overlap = sum(pow(slice(x, 0, 0, 2), 2.0)) + sum(pow(slice(x, 0, 1, 3), 2.0));
+  Tensor h = gradients(overlap, {x})[0];
+  EXPECT_EQ(count(h, hlo::Opcode::kConcatenate), 0);
+  EXPECT_EQ(count(h, hlo::Opcode::kPad), 2);
+  std::vector<double> hv = h.to_vector<double>();
+  for (int i = 0; i < 12; ++i) {
+    int row = i / 2;
+    double factor = row == 1 ? 4 : row <= 2 ? 2 : 0;
+    EXPECT_EQ(hv[i], factor * xs[i]) << i;
+  }
 }
 
 }  // namespace
