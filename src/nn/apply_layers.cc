@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "strata/autograd/grad.h"
 #include "strata/core/error.h"
 #include "strata/lazy/ops.h"
 
@@ -102,15 +103,14 @@ void CheckSameAsFirst(size_t i, Module& first, Module& layer) {
   }
 }
 
-}  // namespace
-
-Tensor apply_layers(const std::vector<Module*>& layers, const Tensor& input,
-                    const LayerForward& forward, const ScanOptions& options) {
-  if (layers.empty()) return input;
+// Traces every layer and fails naming the first that differs from layer 0.
+void CheckHomogeneous(const std::vector<Module*>& layers, const Tensor& input,
+                      const LayerForward& forward) {
   if (!forward) Fail("[apply_layers] forward is empty");
   for (size_t i = 0; i < layers.size(); ++i) {
     if (!layers[i]) Fail("[apply_layers] layer {} is null", i);
   }
+  if (layers.empty()) return;
   Module& first = *layers[0];
   Trace reference = TraceLayer(first, input, forward);
   for (size_t i = 1; i < layers.size(); ++i) {
@@ -137,16 +137,88 @@ Tensor apply_layers(const std::vector<Module*>& layers, const Tensor& input,
       }
     }
   }
+}
+
+// One scan of `layer` over the stacked tensors (or `length` steps).
+Tensor ScanLayers(Module& layer, Tree::Dict stacked, int64_t length, const Tensor& input,
+                  const LayerForward& forward, const ScanOptions& options) {
+  ScanOptions run = options;
+  if (stacked.empty()) run.length = length;
+  auto [carry, ys] = scan(Step(layer, forward), Tree(input), Tree(std::move(stacked)), run);
+  return carry.leaf();
+}
+
+}  // namespace
+
+Tensor apply_layers(const std::vector<Module*>& layers, const Tensor& input,
+                    const LayerForward& forward, const ScanOptions& options) {
+  if (layers.empty()) return input;
+  CheckHomogeneous(layers, input, forward);
   Tree::Dict stacked;
-  for (auto& [name, t] : Tensors(first)) {
+  for (auto& [name, t] : Tensors(*layers[0])) {
     std::vector<Tensor> per_layer;
     for (Module* layer : layers) per_layer.push_back(layer->tensor(name));
     stacked[name] = stack(per_layer, 0);
   }
-  ScanOptions run = options;
-  if (stacked.empty()) run.length = static_cast<int64_t>(layers.size());
-  auto [carry, ys] = scan(Step(first, forward), Tree(input), Tree(std::move(stacked)), run);
-  return carry.leaf();
+  return ScanLayers(*layers[0], std::move(stacked), static_cast<int64_t>(layers.size()), input,
+                    forward, options);
+}
+
+LayerStack::LayerStack(std::vector<std::unique_ptr<Module>> layers, const Tensor& example,
+                       const LayerForward& forward)
+    : Module("LayerStack"), size_(static_cast<int64_t>(layers.size())) {
+  std::vector<Module*> pointers;
+  for (auto& layer : layers) pointers.push_back(layer.get());
+  CheckHomogeneous(pointers, example, forward);
+  if (layers.empty()) return;
+  template_ = std::move(layers[0]);
+  template_->train(is_training());
+  std::vector<std::pair<std::string, Tensor*>> params = template_->named_parameters();
+  std::vector<std::pair<std::string, Tensor*>> buffers = template_->named_buffers();
+  for (auto* list : {&params, &buffers}) {
+    const bool buffer = list == &buffers;
+    for (auto& [name, slot] : *list) {
+      std::vector<Tensor> per_layer{*slot};
+      for (size_t i = 1; i < layers.size(); ++i) per_layer.push_back(layers[i]->tensor(name));
+      Tensor& stacked = register_stacked("*." + name, stack(per_layer, 0), buffer);
+      if (!buffer) requires_grad_(stacked, requires_grad(*slot));
+      // The template's own tensor only gives shape and dtype from now on: a
+      // lazy zero, never computed, so no layer's values live twice.
+      *slot = zeros(slot->shape().dims(), slot->dtype());
+      stacked_.emplace_back(name, &stacked);
+    }
+  }
+}
+
+Tensor LayerStack::forward(const Tensor& x, const LayerForward& forward,
+                           const ScanOptions& options) {
+  if (size_ == 0) return x;
+  if (!forward) Fail("[apply_layers] forward is empty");
+  Tree::Dict stacked;
+  for (auto& [name, t] : stacked_) stacked[name] = *t;
+  return ScanLayers(*template_, std::move(stacked), size_, x, forward, options);
+}
+
+Tensor LayerStack::forward_unrolled(const Tensor& x, const LayerForward& forward) {
+  if (!forward) Fail("[apply_layers] forward is empty");
+  Tensor h = x;
+  for (int64_t i = 0; i < size_; ++i)
+    functional_call(*template_, layer_tensors(i), [&] { h = forward(*template_, h); });
+  return h;
+}
+
+std::map<std::string, Tensor> LayerStack::layer_tensors(int64_t i) {
+  if (i < 0 || i >= size_) Fail("[apply_layers] layer {} of a stack of {}", i, size_);
+  std::map<std::string, Tensor> out;
+  for (auto& [name, t] : stacked_) {
+    std::vector<int64_t> dims(t->shape().dims().begin() + 1, t->shape().dims().end());
+    out.emplace(name, reshape(slice(*t, 0, i, i + 1), dims));
+  }
+  return out;
+}
+
+void LayerStack::OnTrain(bool on) {
+  if (template_) template_->train(on);
 }
 
 }  // namespace strata::nn

@@ -38,12 +38,20 @@ io::LlamaConfig Complete(io::LlamaConfig c) {
   return c;
 }
 
-std::unique_ptr<ModuleList> MakeLayers(const io::LlamaConfig& c, const Tensor& key, DType dtype) {
-  auto list = std::make_unique<ModuleList>();
+Tensor RunDecoderLayer(Module& layer, const Tensor& x, const RotaryTables& rope) {
+  return static_cast<LlamaDecoderLayer&>(layer).forward(x, rope.cos, rope.sin);
+}
+
+// The decoder layers, proven homogeneous on a [1, 2, hidden] input.
+std::unique_ptr<LayerStack> MakeLayers(const io::LlamaConfig& c, const Tensor& key, DType dtype) {
+  std::vector<std::unique_ptr<Module>> layers;
   std::vector<Tensor> keys = split_key(key, std::max<int64_t>(c.num_hidden_layers, 1));
   for (int64_t i = 0; i < c.num_hidden_layers; ++i)
-    list->push_back(std::make_unique<LlamaDecoderLayer>(c, keys[i], dtype));
-  return list;
+    layers.push_back(std::make_unique<LlamaDecoderLayer>(c, keys[i], dtype));
+  RotaryTables rope = rotary_tables(2, c.head_dim, c.rope_theta, dtype);
+  return std::make_unique<LayerStack>(
+      std::move(layers), zeros({1, 2, c.hidden_size}, dtype),
+      [&](Module& layer, const Tensor& x) { return RunDecoderLayer(layer, x, rope); });
 }
 
 }  // namespace
@@ -129,14 +137,9 @@ Tensor LlamaModel::forward(const Tensor& input_ids, LayerMode mode, Remat remat)
   const int64_t s = input_ids.dim(1);
   Tensor h = embed_tokens.forward(input_ids);
   RotaryTables rope = rotary_tables(s, config.head_dim, config.rope_theta, h.dtype());
-  auto run = [&](Module& layer, const Tensor& x) {
-    return static_cast<LlamaDecoderLayer&>(layer).forward(x, rope.cos, rope.sin);
-  };
-  if (mode == LayerMode::kScan) {
-    h = apply_layers(layers.items(), h, run, {.remat = remat});
-  } else {
-    for (Module* layer : layers.items()) h = run(*layer, h);
-  }
+  auto run = [&](Module& layer, const Tensor& x) { return RunDecoderLayer(layer, x, rope); };
+  h = mode == LayerMode::kScan ? layers.forward(h, run, {.remat = remat})
+                               : layers.forward_unrolled(h, run);
   return norm.forward(h);
 }
 
@@ -198,8 +201,12 @@ void SaveLlama(LlamaForCausalLM& model, const std::string& directory) {
   std::filesystem::create_directories(directory);
   io::WriteLlamaConfig(std::filesystem::path(directory) / "config.json", model.model.config);
   std::vector<io::TensorData> tensors;
-  for (auto& [name, t] : model.named_parameters())
-    tensors.push_back({name, t->dtype(), t->shape().dims(), t->bytes()});
+  std::vector<std::pair<std::string, Tensor>> state = model.state_entries();
+  std::vector<Tensor*> values;
+  for (auto& [name, t] : state) values.push_back(&t);
+  sync(values);  // one program slices every layer out of its stack
+  for (auto& [name, t] : state)
+    tensors.push_back({name, t.dtype(), t.shape().dims(), t.bytes()});
   io::WriteSafetensors((std::filesystem::path(directory) / "model.safetensors").string(), tensors,
                        {{"format", "pt"}});
 }

@@ -58,8 +58,10 @@ int RunLm(const LmOptions& options) {
       std::vector<Tensor> params;
       for (auto& [name, t] : named) params.push_back(*t);
       std::vector<Tensor> grads = gradients(loss, params);
-      for (size_t i = 0; i < named.size(); ++i)
-        results.emplace_back("grad." + named[i].first, grads[i]);
+      std::vector<std::pair<std::string, Tensor>> by_name;
+      for (size_t i = 0; i < named.size(); ++i) by_name.emplace_back(named[i].first, grads[i]);
+      // Named as the checkpoint names its tensors: one gradient per layer.
+      for (auto& [name, g] : nn::unstack_entries(by_name)) results.emplace_back("grad." + name, g);
     }
   }
   std::vector<Tensor*> all;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "strata/autograd/grad.h"
+#include "strata/ir/lowering.h"
 #include "strata/lazy/context.h"
 #include "strata/lazy/ops.h"
 #include "strata/nn/layers.h"
@@ -180,6 +181,170 @@ TEST(Module, NamesStateDictsAndFunctionalCall) {
   EXPECT_THROW(functional_call(b, {{"nope", zeros({4})}}, [] {}), Error);
   b.eval();
   EXPECT_FALSE(b.drop.is_training());
+}
+
+// ---- LayerStack: the layers' tensors stored stacked ----
+
+std::vector<std::unique_ptr<Module>> AsModules(std::vector<std::unique_ptr<Block>> blocks) {
+  std::vector<std::unique_ptr<Module>> out;
+  for (auto& b : blocks) out.push_back(std::move(b));
+  return out;
+}
+
+int64_t CountOps(const std::vector<Tensor>& roots, hlo::Opcode op) {
+  std::vector<ir::Value> values;
+  for (const Tensor& t : roots) values.push_back(t.value());
+  int64_t n = 0;
+  for (const ir::Node* node : ir::BuildGraph(values).post_order)
+    n += node->kind() == ir::NodeKind::kOp && node->opcode() == op;
+  return n;
+}
+
+// Scan and unrolled over the stack equal the original, separately stored
+// layers applied one after another: values and each layer's gradients
+// (row i of a stacked gradient against layer i's own).
+TEST(LayerStack, EqualsTheOriginalLayersOneAfterAnother) {
+  for (double p : {0.0, 0.3}) {
+    SCOPED_TRACE(p);
+    auto reference = MakeBlocks(4, 8, p);
+    Tensor x = normal(5, {2, 3, 8}), key = random_key(9);
+    LayerForward fwd = [&](Module& m, const Tensor& h) {
+      return static_cast<Block&>(m).forward(h, key);
+    };
+    LayerStack stack(AsModules(MakeBlocks(4, 8, p)), x, fwd);  // same keys, same weights
+    ASSERT_EQ(stack.size(), 4);
+    Tensor expected = x;
+    for (auto& b : reference) expected = b->forward(expected, key);
+    std::vector<Tensor> ref_wrt;
+    for (auto& b : reference) {
+      for (Tensor* t : b->parameters()) ref_wrt.push_back(*t);
+    }
+    std::vector<Tensor> ref_grads = gradients(sum(expected * expected), ref_wrt);
+    std::vector<std::pair<std::string, Tensor*>> stacked = stack.named_parameters();
+    ASSERT_EQ(stacked.size(), 4u);  // norm.weight, norm.bias, fc.weight, fc.bias
+    std::vector<Tensor> wrt;
+    for (auto& [name, t] : stacked) wrt.push_back(*t);
+    for (bool unrolled : {false, true}) {
+      SCOPED_TRACE(unrolled ? "unrolled" : "scan");
+      Tensor y = unrolled ? stack.forward_unrolled(x, fwd) : stack.forward(x, fwd);
+      std::vector<Tensor> grads = gradients(sum(y * y), wrt);
+      ExpectClose(y, expected);
+      for (size_t k = 0; k < stacked.size(); ++k) {
+        for (int64_t layer = 0; layer < 4; ++layer) {
+          SCOPED_TRACE(stacked[k].first + " layer " + std::to_string(layer));
+          Tensor row = reshape(slice(grads[k], 0, layer, layer + 1), ref_grads[k].shape().dims());
+          ExpectClose(row, ref_grads[layer * stacked.size() + k]);
+        }
+      }
+    }
+  }
+}
+
+// A step over a stack traces the layer once, whatever the depth, and its
+// gradient program stacks nothing; apply_layers over a list traces every
+// layer and stacks every parameter.
+TEST(LayerStack, TracesOneLayerAndStacksNothingPerStep) {
+  Tensor x = normal(5, {2, 8});
+  int64_t traces = 0;
+  LayerForward fwd = [&](Module& m, const Tensor& h) {
+    ++traces;
+    return static_cast<Block&>(m).forward(h, Tensor());
+  };
+  std::vector<int64_t> slices;  // per depth: must not grow with it
+  for (int n : {2, 16}) {
+    SCOPED_TRACE(n);
+    LayerStack stack(AsModules(MakeBlocks(n, 8)), x, fwd);
+    sync(stack.parameters());  // weights are data, as in training
+    std::vector<Tensor> wrt;
+    for (Tensor* t : stack.parameters()) wrt.push_back(*t);
+    traces = 0;
+    Tensor y = stack.forward(x, fwd);
+    EXPECT_EQ(traces, 1);
+    std::vector<Tensor> roots = gradients(sum(y), wrt);
+    roots.push_back(y);
+    EXPECT_EQ(CountOps(roots, hlo::Opcode::kConcatenate), 0);
+    slices.push_back(CountOps(roots, hlo::Opcode::kSlice));
+    // The list form of the same layers.
+    auto blocks = MakeBlocks(n, 8);
+    for (auto& b : blocks) sync(b->parameters());
+    traces = 0;
+    Tensor z = apply_layers(Pointers(blocks), x, fwd);
+    EXPECT_EQ(traces, n + 1);  // n proofs, then the scan's own trace
+    EXPECT_GT(CountOps({z}, hlo::Opcode::kConcatenate), 0);
+  }
+  EXPECT_EQ(slices[0], slices[1]);
+}
+
+TEST(LayerStack, StateDictsNameEveryLayer) {
+  Tensor x = normal(5, {2, 4});
+  LayerForward fwd = [&](Module& m, const Tensor& h) {
+    return static_cast<Block&>(m).forward(h, Tensor());
+  };
+  LayerStack stack(AsModules(MakeBlocks(3, 4)), x, fwd);
+  std::vector<std::string> names;
+  for (auto& [n, t] : stack.named_parameters()) names.push_back(n + " " + t->shape().ToString());
+  EXPECT_EQ(names, (std::vector<std::string>{"*.norm.weight f32[3,4]", "*.norm.bias f32[3,4]",
+                                             "*.fc.weight f32[3,4,4]", "*.fc.bias f32[3,4]"}));
+  names.clear();
+  for (auto& [n, t] : stack.state_entries()) names.push_back(n);
+  ASSERT_EQ(names.size(), 12u);  // layer by layer, as checkpoints order them
+  EXPECT_EQ(names[0], "0.norm.weight");
+  EXPECT_EQ(names[3], "0.fc.bias");
+  EXPECT_EQ(names[4], "1.norm.weight");
+  EXPECT_EQ(names[11], "2.fc.bias");
+  // Each entry is that layer's slice: the original layer 1's fc.weight.
+  auto originals = MakeBlocks(3, 4);
+  auto state = stack.state_dict();
+  EXPECT_EQ(state.at("1.fc.weight").to_vector<float>(), originals[1]->fc.weight.to_vector<float>());
+  // Loading a changed entry changes that row of the stack only.
+  state["2.fc.bias"] = Tensor::FromVector<float>({1, 2, 3, 4}, {4});
+  requires_grad_(stack.tensor("*.fc.bias"));
+  stack.load_state_dict(state);
+  std::vector<float> bias = stack.tensor("*.fc.bias").to_vector<float>();
+  EXPECT_EQ(std::vector<float>(bias.begin() + 8, bias.end()), (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EQ(std::vector<float>(bias.begin(), bias.begin() + 4),
+            originals[0]->fc.bias->to_vector<float>());
+  EXPECT_TRUE(requires_grad(stack.tensor("*.fc.bias")));  // the slot's flag is kept
+  // Errors name the layer's entry; nothing changes on error.
+  auto broken = state;
+  broken.erase("1.fc.weight");
+  broken["2.norm.bias"] = zeros({5});
+  std::string e = ErrorOf([&] { stack.load_state_dict(broken); });
+  EXPECT_NE(e.find("missing: 1.fc.weight"), std::string::npos) << e;
+  EXPECT_NE(e.find("2.norm.bias (expected f32[4], found f32[5])"), std::string::npos) << e;
+  EXPECT_EQ(stack.tensor("*.fc.bias").to_vector<float>(), bias);
+  e = ErrorOf([&] { stack.tensor("1.fc.weight"); });
+  EXPECT_NE(e.find("layer 1 of the stacked '*.fc.weight' f32[3,4,4]"), std::string::npos) << e;
+}
+
+TEST(LayerStack, ProvesHomogeneityWhenBuiltAndFollowsTheMode) {
+  Tensor x = normal(5, {2, 8}), key = random_key(9);
+  LayerForward fwd = [&](Module& m, const Tensor& h) {
+    return static_cast<Block&>(m).forward(h, key);
+  };
+  std::vector<Tensor> keys = split_key(random_key(1), 3);
+  std::vector<std::unique_ptr<Module>> layers;
+  layers.push_back(std::make_unique<Block>(8, 0.1, keys[0]));
+  layers.push_back(std::make_unique<Block>(8, 0.2, keys[1]));
+  std::string e = ErrorOf([&] { LayerStack stack(std::move(layers), x, fwd); });
+  EXPECT_NE(e.find("layer 1 differs from layer 0"), std::string::npos) << e;
+  // Dropout follows the stack's mode: in eval mode it is the identity.
+  auto reference = MakeBlocks(3, 8, 0.5);
+  LayerStack stack(AsModules(MakeBlocks(3, 8, 0.5)), x, fwd);
+  stack.eval();
+  Tensor expected = x;
+  for (auto& b : reference) {
+    b->eval();
+    expected = b->forward(expected, key);
+  }
+  ExpectClose(stack.forward(x, fwd), expected);
+  stack.train();
+  Tensor dropped = stack.forward(x, fwd);
+  EXPECT_NE(dropped.to_vector<float>(), expected.to_vector<float>());
+  // No layers: the input.
+  LayerStack empty({}, x, fwd);
+  EXPECT_EQ(empty.forward(x, fwd).value().node, x.value().node);
+  EXPECT_TRUE(empty.state_dict().empty());
 }
 
 }  // namespace

@@ -56,7 +56,7 @@ Mat RmsNorm(const Mat& x, const Mat& w, int64_t rows, int64_t dim, double eps) {
 Mat ReferenceLogits(LlamaForCausalLM& model, const io::LlamaConfig& c,
                     const std::vector<int64_t>& ids, int64_t batch, int64_t seq) {
   std::map<std::string, Mat> w;
-  for (auto& [name, t] : model.named_parameters()) w[name] = Values(*t);
+  for (auto& [name, t] : model.state_dict()) w[name] = Values(t);  // per-layer names
   const int64_t h = c.hidden_size, heads = c.num_attention_heads, kv = c.num_key_value_heads;
   const int64_t d = h / heads, rows = batch * seq, inter = c.intermediate_size;
   Mat x(rows * h);

@@ -11,28 +11,11 @@
 #include <vector>
 
 #include "strata/io/llama_config.h"
+#include "strata/nn/apply_layers.h"
 #include "strata/nn/layers.h"
 #include "strata/transforms/scan.h"
 
 namespace strata::nn {
-
-// Submodules named "0", "1", ... (torch.nn.ModuleList).
-class ModuleList : public Module {
- public:
-  ModuleList() : Module("ModuleList") {}
-  template <typename M>
-  M& push_back(std::unique_ptr<M> module) {
-    M& ref = register_module(std::to_string(items_.size()), std::move(module));
-    items_.push_back(&ref);
-    return ref;
-  }
-  size_t size() const { return items_.size(); }
-  Module& operator[](size_t i) const { return *items_.at(i); }
-  const std::vector<Module*>& items() const { return items_; }
-
- private:
-  std::vector<Module*> items_;
-};
 
 class LlamaAttention : public Module {
  public:
@@ -69,6 +52,11 @@ class LlamaDecoderLayer : public Module {
 // (apply_layers; compiles as fast for 64 layers as for 1) or unrolled.
 enum class LayerMode { kScan, kUnrolled };
 
+// The decoder layers are a LayerStack: their parameters are stored stacked,
+// named "model.layers.*.self_attn.q_proj.weight" [num_layers, ...] in
+// named_parameters(), and "model.layers.3.self_attn.q_proj.weight" in
+// state_dict() and checkpoints, as Hugging Face names them.
+
 class LlamaModel : public Module {
  public:
   LlamaModel(const io::LlamaConfig& config, const Tensor& key, DType dtype);
@@ -76,7 +64,7 @@ class LlamaModel : public Module {
   // the layer loop keeps of the forward (scan's Remat).
   Tensor forward(const Tensor& input_ids, LayerMode mode, Remat remat = Remat::kSaveCarries) const;
   Embedding& embed_tokens;
-  ModuleList& layers;
+  LayerStack& layers;
   RMSNorm& norm;
   io::LlamaConfig config;
 };

@@ -1,6 +1,12 @@
 // Modules: named parameters, buffers and submodules (PyTorch's nn.Module).
 // Names are dotted paths ("layers.3.self_attn.q_proj.weight"), in the order
 // things were registered, as Hugging Face state dicts name them.
+//
+// Stacked tensors: a LayerStack (apply_layers.h) stores the same parameter of
+// its N layers as one [N, ...] tensor whose name has "*" for the layer index
+// ("layers.*.mlp.up_proj.weight"). named_parameters() lists that tensor (what
+// optimizers and gradients see); state_dict() and load_state_dict() name each
+// layer's slice ("layers.0.mlp.up_proj.weight", ...), as checkpoints do.
 #pragma once
 
 #include <functional>
@@ -38,16 +44,21 @@ class Module {
   void eval() { train(false); }
   bool is_training() const { return training_; }
 
-  // Parameters and buffers by dotted name.
+  // Parameters and buffers by dotted name, stacked ones one entry per layer.
   std::map<std::string, Tensor> state_dict();
+  // The same entries in registration order (layers in order within a stack).
+  std::vector<std::pair<std::string, Tensor>> state_entries();
   // Copies values in by name. Strict: every name must match both ways.
-  // Shapes must match; dtypes are converted to the parameter's. Errors name
-  // the missing, unexpected or mismatched entries; on error nothing changed.
+  // Shapes must match; dtypes are converted to the parameter's; a stacked
+  // tensor takes its layers' entries. Errors name the missing, unexpected or
+  // mismatched entries; on error nothing changed.
   void load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);
 
  protected:
   Tensor& register_parameter(std::string name, Tensor value);
   Tensor& register_buffer(std::string name, Tensor value);
+  // A stacked tensor under a dotted path starting "*." (LayerStack).
+  Tensor& register_stacked(std::string path, Tensor value, bool buffer);
   template <typename M>
   M& register_module(std::string name, std::unique_ptr<M> module) {
     M& ref = *module;
@@ -68,6 +79,12 @@ class Module {
   std::vector<std::pair<std::string, std::unique_ptr<Tensor>>> parameters_, buffers_;
   std::vector<std::pair<std::string, std::unique_ptr<Module>>> children_;
 };
+
+// Per-tensor values named like named_parameters() (gradients, optimizer
+// moments) in state-dict form: a stacked name's [N, ...] value becomes N
+// entries, one per layer, in order; other entries pass through.
+std::vector<std::pair<std::string, Tensor>> unstack_entries(
+    const std::vector<std::pair<std::string, Tensor>>& entries);
 
 // Runs f with some of the module's parameters and buffers replaced by the
 // given tensors (torch.func.functional_call), restoring them afterwards,
