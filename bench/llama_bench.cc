@@ -6,7 +6,9 @@
 //    bench/llama_torch.py, run side by side by bench/run_llama_bench.sh).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <chrono>
+#include <memory>
 
 #include "llama_bench_config.h"
 #include "strata/autograd/grad.h"
@@ -32,39 +34,79 @@ std::vector<Tensor> TrainStep(nn::LlamaForCausalLM& model, const Tensor& ids,
   return out;
 }
 
+// One model of `layers` layers for the compile benchmark, weights as data.
+struct CompileModel {
+  CompileModel(int64_t layers, bool scan) : config(BenchConfig(layers)) {
+    config.vocab_size = 256;  // compile time does not depend on sizes; keep setup cheap
+    config.hidden_size = 64;
+    config.intermediate_size = 128;
+    model = std::make_unique<nn::LlamaForCausalLM>(config, random_key(1));
+    model->layer_mode = scan ? nn::LayerMode::kScan : nn::LayerMode::kUnrolled;
+    sync(model->parameters());  // weights are data, as in training (not their init graph)
+  }
+  io::LlamaConfig config;
+  std::unique_ptr<nn::LlamaForCausalLM> model;
+};
+
+struct CompileTimes {
+  double trace_ms = 0, lower_ms = 0, total_ms = 0, instructions = 0;
+};
+
+// Trace (forward, loss, gradients), lower and compile one training step.
+CompileTimes CompileStep(nn::LlamaForCausalLM& model, const Tensor& ids, const Tensor& labels) {
+  auto since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+  };
+  CompileTimes times;
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<Tensor> roots = TrainStep(model, ids, labels);
+  times.trace_ms = since(t0);
+  auto t1 = std::chrono::steady_clock::now();
+  lazy::LoweringContext lowering(roots);
+  times.lower_ms = since(t1);
+  auto exe = runtime::Executable::Compile(lowering.module());
+  times.total_ms = since(t0);
+  for (const auto& comp : exe->module().computations())
+    times.instructions += static_cast<double>(comp->instruction_count());
+  return times;
+}
+
+// The compile time of an N-layer step, and of a 1-layer step measured
+// alternately with it in the same process: both models are built before
+// either is timed, so both compile against the same heap. (Building a deep
+// model leaves glibc's heap with many free chunks, which makes every later
+// small allocation slower; timed in separate processes that alone made the
+// 64-layer step look 1.5-2x slower than the 1-layer one with the same
+// instructions.) The time is the N-layer step's; `vs_1_layer` the ratio.
 void BM_CompileTrainStep(benchmark::State& state) {
   const int64_t layers = state.range(0);
   const bool scan = state.range(1) == 1;
-  io::LlamaConfig c = BenchConfig(layers);
-  c.vocab_size = 256;  // compile time does not depend on sizes; keep setup cheap
-  c.hidden_size = 64;
-  c.intermediate_size = 128;
-  nn::LlamaForCausalLM model(c, random_key(1));
-  model.layer_mode = scan ? nn::LayerMode::kScan : nn::LayerMode::kUnrolled;
-  std::vector<Tensor*> params = model.parameters();
-  sync(params);  // weights are data, as in training (not their init graph)
-  Tensor ids = Tokens(2, 16, c.vocab_size, 1), labels = Tokens(2, 16, c.vocab_size, 2);
-  double trace_ms = 0, instructions = 0;
+  CompileModel one(1, scan), deep(layers, scan);
+  Tensor ids = Tokens(2, 16, 256, 1), labels = Tokens(2, 16, 256, 2);
+  std::vector<double> one_ms, deep_ms;
+  CompileTimes last;
   for (auto _ : state) {
-    auto t0 = std::chrono::steady_clock::now();
-    std::vector<Tensor> roots = TrainStep(model, ids, labels);
-    lazy::LoweringContext lowering(roots);
-    trace_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    auto exe = runtime::Executable::Compile(lowering.module());
-    instructions = 0;
-    for (const auto& comp : exe->module().computations())
-      instructions += static_cast<double>(comp->instruction_count());
-    benchmark::DoNotOptimize(exe.get());
+    one_ms.push_back(CompileStep(*one.model, ids, labels).total_ms);
+    last = CompileStep(*deep.model, ids, labels);
+    deep_ms.push_back(last.total_ms);
+    state.SetIterationTime(last.total_ms / 1e3);
   }
-  state.counters["trace_lower_ms"] = trace_ms;
-  state.counters["instructions"] = instructions;
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  state.counters["one_layer_ms"] = median(one_ms);
+  state.counters["vs_1_layer"] = median(deep_ms) / median(one_ms);
+  state.counters["trace_ms"] = last.trace_ms;
+  state.counters["lower_ms"] = last.lower_ms;
+  state.counters["instructions"] = last.instructions;
   state.SetLabel(scan ? "apply_layers" : "unrolled");
 }
 BENCHMARK(BM_CompileTrainStep)
     ->ArgsProduct({{1, 2, 4, 8, 16, 32, 64}, {1, 0}})
     ->Unit(benchmark::kMillisecond)
-    ->Iterations(1)
+    ->UseManualTime()
+    ->Iterations(5)
     ->Repetitions(3);
 
 // Forward (logits) or a full forward + backward at the bench config.
