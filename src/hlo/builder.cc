@@ -206,6 +206,12 @@ Instruction* Builder::Call(Computation* computation, std::vector<Instruction*> a
   return Finish(c);
 }
 
+Instruction* Builder::Fusion(Computation* computation, std::vector<Instruction*> arguments) {
+  Instruction* f = Make(Opcode::kFusion, Shape(), std::move(arguments));
+  f->called = {computation};
+  return Finish(f);
+}
+
 Instruction* Builder::OptimizationBarrier(Instruction* value) {
   return Finish(Make(Opcode::kOptimizationBarrier, Shape(), {value}));
 }

@@ -144,6 +144,13 @@ Computation* Module::AddComputation(std::unique_ptr<Computation> computation) {
   return computations_.back().get();
 }
 
+Computation* Module::AddComputationBefore(std::unique_ptr<Computation> computation,
+                                          const Computation* caller) {
+  auto at = std::find_if(computations_.begin(), computations_.end(),
+                         [&](const auto& c) { return c.get() == caller; });
+  return computations_.insert(at, std::move(computation))->get();
+}
+
 Computation* Module::AddEntryComputation(std::unique_ptr<Computation> computation) {
   entry_ = AddComputation(std::move(computation));
   return entry_;

@@ -247,6 +247,7 @@ struct Parser {
   std::vector<PadRange> ParsePadding();
   Comparison ParseDirection();
   std::string ParseRngAlgorithm();
+  void ParseFusionKind();
   std::string ParseSharding();
   Computation* ParseCalledComputation();
   Literal ParseLiteral(const Shape& shape, const Token& shape_token);
@@ -307,6 +308,8 @@ const AttributeRule kAttributeRules[] = {
     {Opcode::kWhile, "condition", true, CALLED_INTO(0)},
     {Opcode::kWhile, "body", true, CALLED_INTO(1)},
     {Opcode::kCall, "to_apply", true, CALLED_INTO(0)},
+    {Opcode::kFusion, "calls", true, CALLED_INTO(0)},
+    {Opcode::kFusion, "kind", false, [](Parser& p, Instruction&) { p.ParseFusionKind(); }},
     {Opcode::kRngBitGenerator, "algorithm", false,
      [](Parser& p, Instruction& i) { i.rng_algorithm = p.ParseRngAlgorithm(); }},
 };
@@ -744,6 +747,12 @@ std::string Parser::ParseRngAlgorithm() {
     FailAt(t, "expected rng algorithm rng_philox or rng_default, found {}", Describe(t));
   }
   return std::string(t.text);
+}
+
+// strata makes loop fusions only (elementwise, one output).
+void Parser::ParseFusionKind() {
+  Token t = Take();
+  if (!t.IsName("kLoop")) FailAt(t, "expected fusion kind kLoop, found {}", Describe(t));
 }
 
 // Kept verbatim, braces included: "{devices=[2,1]0,1}".

@@ -85,6 +85,10 @@ std::string AttributesText(const Instruction& inst) {
     case Opcode::kCall:
       add("to_apply", inst.called.at(0)->name());
       break;
+    case Opcode::kFusion:
+      add("kind", "kLoop");
+      add("calls", inst.called.at(0)->name());
+      break;
     case Opcode::kRngBitGenerator:
       add("algorithm", inst.rng_algorithm.empty() ? "rng_default" : inst.rng_algorithm);
       break;

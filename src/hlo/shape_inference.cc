@@ -652,7 +652,8 @@ Shape InferShape(Opcode opcode, std::span<const Shape* const> operand_shapes,
       // The identity, opaque to the passes (recomputation is not CSE'd away).
       ExpectOperands(inst, 1);
       return inst.operand_shape(0);
-    case Opcode::kCall: {
+    case Opcode::kCall:
+    case Opcode::kFusion: {
       if (inst.attrs.called.size() != 1) Reject(inst, "expected one called computation");
       std::vector<Shape> args;
       for (const Shape* s : inst.operands) args.push_back(*s);

@@ -109,7 +109,7 @@ std::shared_ptr<const Context::Entry> Context::CompileAndInsert(const ir::Hash12
   metrics_.lower_ns += t1 - t0;
   metrics_.compile_ns += t2 - t1;
   metrics_.compiles++;
-  if (!dump_dir_.empty()) Dump(graph, *module);
+  if (!dump_dir_.empty()) Dump(graph, *module, entry->executable->module());
   std::string explanation = ExplainMiss(*entry);
   std::lock_guard<std::mutex> lock(cache_mutex_);
   last_miss_explanation_ = explanation;
@@ -174,12 +174,14 @@ std::string Context::ExplainMiss(const Entry& fresh) const {
                      best->key.ToString(), best_prefix, fresh.signature.size(), what);
 }
 
-void Context::Dump(const ir::Graph& graph, const hlo::Module& module) const {
+void Context::Dump(const ir::Graph& graph, const hlo::Module& module,
+                   const hlo::Module& optimized) const {
   std::filesystem::create_directories(dump_dir_);
   std::string base = (std::filesystem::path(dump_dir_) / graph.hash.ToString()).string();
   std::ofstream(base + ".ir.txt") << ir::GraphToText(graph);
   std::ofstream(base + ".dot") << ir::GraphToDot(graph);
   std::ofstream(base + ".hlo.txt") << hlo::ToText(module);
+  std::ofstream(base + ".optimized.hlo.txt") << hlo::ToText(optimized);  // passes, fusions
 }
 
 std::vector<TensorImpl*> Context::TensorsRequiringGrad() const {

@@ -205,8 +205,7 @@ void SaveLlama(LlamaForCausalLM& model, const std::string& directory) {
   std::vector<Tensor*> values;
   for (auto& [name, t] : state) values.push_back(&t);
   sync(values);  // one program slices every layer out of its stack
-  for (auto& [name, t] : state)
-    tensors.push_back({name, t.dtype(), t.shape().dims(), t.bytes()});
+  for (auto& [name, t] : state) tensors.push_back({name, t.dtype(), t.shape().dims(), t.bytes()});
   io::WriteSafetensors((std::filesystem::path(directory) / "model.safetensors").string(), tensors,
                        {{"format", "pt"}});
 }

@@ -1,5 +1,6 @@
 #include "strata/runtime/executable.h"
 
+#include <cstdlib>
 #include <mutex>
 
 #include "program.h"
@@ -38,7 +39,10 @@ std::unique_ptr<Executable> Executable::Compile(const hlo::Module& module,
   exe->module_ = module.Clone();
   hlo::Module& m = *exe->module_;
   InlineCalls(m);
-  if (options.run_passes) RunPasses(m);
+  if (options.run_passes) {
+    RunPasses(m);
+    if (options.fuse && !std::getenv("STRATA_NO_FUSION")) FuseElementwise(m);
+  }
   Schedule(m);
   hlo::Verify(m);
   exe->program_ =

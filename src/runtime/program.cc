@@ -73,6 +73,8 @@ KernelInfo MakeKernel(const Instruction& inst, ThreadPool& pool) {
       return MakeScatterKernel(inst, pool, CompileScalar(*inst.called[0], pool));
     case Opcode::kRngBitGenerator:
       return MakeRngKernel(inst, pool);
+    case Opcode::kFusion:
+      return MakeFusionKernel(inst, pool);
     default:
       break;
   }
@@ -298,9 +300,17 @@ class Planner {
           // An elementwise op reads each element before writing it: it may
           // write into the very parameter it reads last.
           const Instruction& writer = *c_.instructions()[st.first];
+          // (A fusion: every operand the result's size is read elementwise.)
+          bool fusion_elementwise = writer.opcode() == Opcode::kFusion;
+          for (int64_t i = 0; fusion_elementwise && i < writer.operand_count(); ++i) {
+            fusion_elementwise =
+                writer.operand(i)->shape().byte_size() != writer.shape().byte_size() ||
+                FusionReadsElementwise(writer, i);
+          }
           program_->root_writer_elementwise_[k] = hlo::IsElementwiseUnary(writer.opcode()) ||
                                                   hlo::IsElementwiseBinary(writer.opcode()) ||
-                                                  writer.opcode() == Opcode::kSelect;
+                                                  writer.opcode() == Opcode::kSelect ||
+                                                  fusion_elementwise;
         }
       }
       for (size_t s = 0; s < slot_storage.size(); ++s) {

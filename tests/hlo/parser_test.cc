@@ -282,7 +282,8 @@ std::unique_ptr<Module> CallRngShardingProgram() {
   Instruction* bits = b.GetTupleElement(rng, 1);
   Instruction* called = b.Call(callee, {x, b.Convert(bits, DType::kF32)});
   called->sharding = "{{maximal device=0}, {devices=[2]0,1}}";
-  m->AddEntryComputation(b.Build(b.Tuple({called, b.GetTupleElement(rng, 0)})));
+  Instruction* fused = b.Fusion(callee, {x, x});
+  m->AddEntryComputation(b.Build(b.Tuple({called, b.GetTupleElement(rng, 0), fused})));
   return m;
 }
 

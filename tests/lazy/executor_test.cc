@@ -171,7 +171,7 @@ TEST_F(Executor, MetricsReportAndDumps) {
     ++files;
     EXPECT_GT(std::filesystem::file_size(entry.path()), 20u) << entry.path();
   }
-  EXPECT_EQ(files, 3);  // .ir.txt, .dot, .hlo.txt
+  EXPECT_EQ(files, 4);  // .ir.txt, .dot, .hlo.txt, .optimized.hlo.txt
   std::filesystem::remove_all(dir);
   std::string report = Context::Get().MetricsReport();
   EXPECT_NE(report.find("Metric: Compiles 1"), std::string::npos) << report;

@@ -52,6 +52,7 @@ TEST(Plan, LongChainReusesArenaMemory) {
   for (bool passes : {true, false}) {
     SCOPED_TRACE(passes ? "with passes" : "without passes");
     Graph g({F32({n})});
+    g.fuse = false;  // the planner's own reuse (fused, the chain is one loop)
     Instruction* y = g.params[0];
     for (int64_t k = 0; k < steps; ++k) y = g.b.Add(g.b.Unary(ops[k % 5], y), y);
     auto exe = g.Compile(y, passes);
@@ -79,6 +80,7 @@ TEST(Plan, ScalarBroadcastsAreReadNotMaterialized) {
   for (bool passes : {true, false}) {
     SCOPED_TRACE(passes ? "with passes" : "without passes");
     Graph g({F32({n}), F32({}), F32({})});
+    g.fuse = false;  // what the one-op kernels do (fused, it is one loop)
     auto* bs = g.b.Broadcast(g.params[1], {n}, {});
     auto* bt = g.b.Broadcast(g.params[2], {n}, {});
     auto* y = g.b.Select(g.b.Compare(g.params[0], bt, hlo::Comparison::kGt),
@@ -93,6 +95,7 @@ TEST(Plan, ScalarBroadcastsAreReadNotMaterialized) {
   // The same values when a broadcast is also a result (materialized), and
   // when the selected values are both scalars.
   Graph g({F32({n}), F32({}), F32({})});
+  g.fuse = false;
   auto* bs = g.b.Broadcast(g.params[1], {n}, {});
   auto* bt = g.b.Broadcast(g.params[2], {n}, {});
   auto* pick = g.b.Select(g.b.Compare(g.params[0], bt, hlo::Comparison::kGt), bs, bt);

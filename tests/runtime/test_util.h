@@ -55,6 +55,7 @@ struct Graph {
   hlo::Module module{"test"};
   hlo::Builder b{"main"};
   std::vector<hlo::Instruction*> params;
+  bool fuse = true;  // off for tests of what the one-op kernels and the planner do alone
 
   explicit Graph(const std::vector<Shape>& parameter_shapes = {}) {
     for (size_t i = 0; i < parameter_shapes.size(); ++i) {
@@ -69,6 +70,7 @@ struct Graph {
     module.AddEntryComputation(b.Build(root));
     CompileOptions options;
     options.run_passes = run_passes;
+    options.fuse = fuse;
     return Executable::Compile(module, options);
   }
   std::vector<Buffer> Run(hlo::Instruction* root, const std::vector<Buffer>& args,

@@ -78,6 +78,9 @@ class Builder {
   Instruction* GetTupleElement(Instruction* tuple, int64_t index);
   Instruction* While(Computation* condition, Computation* body, Instruction* init);
   Instruction* Call(Computation* computation, std::vector<Instruction*> arguments);
+  // A loop fusion of `computation`'s elementwise ops (what the runtime's
+  // FuseElementwise pass makes).
+  Instruction* Fusion(Computation* computation, std::vector<Instruction*> arguments);
   // The identity on `value` (usually a tuple) that no pass looks through.
   Instruction* OptimizationBarrier(Instruction* value);
   // Philox-4x32-10 bits: state is u64[2] (key, counter); result is

@@ -60,7 +60,8 @@ struct Attributes {
   std::string rng_algorithm;                 // rng-bit-generator ("rng_philox")
   std::string sharding;                      // XLA sharding text, e.g. "{devices=[2,1]0,1}"
   // Called computations: reduce / scatter to_apply = [0]; while condition = [0],
-  // body = [1]; call = [0].
+  // body = [1]; call = [0]; fusion = [0] (the fused elementwise computation
+  // the CPU runtime's FuseElementwise pass makes; run as one loop).
   std::vector<Computation*> called;
 };
 
@@ -147,6 +148,9 @@ class Module {
 
   Computation* AddComputation(std::unique_ptr<Computation> computation);
   Computation* AddEntryComputation(std::unique_ptr<Computation> computation);
+  // Adds a computation `caller` will call: just before it, keeping the order.
+  Computation* AddComputationBefore(std::unique_ptr<Computation> computation,
+                                    const Computation* caller);
   Computation* entry() const { return entry_; }
   void set_entry(Computation* entry) { entry_ = entry; }
   // Computations in dependency order (callees before callers), entry last.

@@ -70,6 +70,7 @@ namespace strata::hlo {
   V(kGetTupleElement, "get-tuple-element", Other)            \
   V(kWhile, "while", Other)                                  \
   V(kCall, "call", Other)                                    \
+  V(kFusion, "fusion", Other)                                \
   V(kOptimizationBarrier, "opt-barrier", Other)              \
   V(kRngBitGenerator, "rng-bit-generator", Other)
 

@@ -107,7 +107,7 @@ class Context {
   std::shared_ptr<const Entry> Lookup(const ir::Hash128& key);
   std::shared_ptr<const Entry> CompileAndInsert(const ir::Hash128& key, const ir::Graph& graph);
   std::string ExplainMiss(const Entry& fresh) const;
-  void Dump(const ir::Graph& graph, const hlo::Module& module) const;
+  void Dump(const ir::Graph& graph, const hlo::Module& module, const hlo::Module& optimized) const;
   std::vector<bool> DonatableParameters(const ir::Graph& graph, const std::vector<ir::Value>& roots,
                                         const std::vector<TensorImpl*>& targets,
                                         const std::vector<runtime::Buffer>& arguments);

@@ -16,6 +16,9 @@ namespace strata::runtime {
 
 struct CompileOptions {
   bool run_passes = true;
+  // Loop fusion of elementwise chains (with the passes). STRATA_NO_FUSION=1
+  // in the environment turns it off everywhere, for comparisons.
+  bool fuse = true;
   const Client* client = nullptr;  // default: Client::Default()
 };
 

@@ -12,6 +12,9 @@ bool EliminateCommonSubexpressions(hlo::Module& module);
 bool EliminateDeadCode(hlo::Module& module);
 // Runs all of the above to a fixed point (a few rounds at most).
 void RunPasses(hlo::Module& module);
+// Groups chains of f32 / f64 elementwise ops (and the broadcasts they read)
+// into loop fusions, run block by block by the CPU runtime. After RunPasses.
+bool FuseElementwise(hlo::Module& module);
 // Reorders each computation into a depth-first post-order from its root, so
 // values are consumed soon after they are made.
 void Schedule(hlo::Module& module);

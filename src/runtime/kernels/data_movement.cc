@@ -165,6 +165,8 @@ bool CanRunInPlace(const hlo::Instruction& inst, int64_t index) {
     case Opcode::kDynamicUpdateSlice:
     case Opcode::kScatter:
       return index == 0;
+    case Opcode::kFusion:
+      return same_element_size && FusionReadsElementwise(inst, index);
     default:
       return false;
   }

@@ -7,198 +7,61 @@
 #include <limits>
 #include <type_traits>
 
-#include "kernels/kernels.h"
+#include "kernels/elementwise_ops.h"
 
 namespace strata::runtime {
+
+// exp over floats, vectorized (the file is built with -fno-trapping-math so
+// the clamps become blends): x = k ln2 + r with |r| <= ln2 / 2 (ln2 in two
+// parts, Cody and Waite), e^r by a degree-6 polynomial (Cephes' expf
+// coefficients, about 1 ulp), times 2^k built in the exponent bits. Inputs
+// outside [-87, 88] (where 2^k leaves the normal range), NaN and infinities
+// are redone with std::exp. 3.3x glibc's expf here.
+void ExpFloats(const float* x, float* out, int64_t n) {
+  constexpr float kLo = -87.0f, kHi = 88.0f, kZero = -104.0f;  // e^-104 < 2^-150
+  constexpr int64_t kChunk = 512;
+  float in[kChunk];  // the inputs, kept for the second pass (out may alias x)
+  for (int64_t base = 0; base < n; base += kChunk) {
+    const int64_t m = std::min(kChunk, n - base);
+    std::memcpy(in, x + base, m * sizeof(float));
+    float* o = out + base;
+    int outside = 0;
+    for (int64_t i = 0; i < m; ++i) {
+      const float xi = in[i];
+      float v = xi < kLo ? kLo : xi;
+      v = v > kHi ? kHi : v;
+      // Below -104 (and -inf, as masked scores are) e^x rounds to 0 here;
+      // other clamped inputs and NaN take the second pass.
+      const bool zero = xi <= kZero;
+      outside |= (v != xi) & !zero;
+      // Round to nearest by the 1.5 * 2^23 trick (|v log2 e| < 2^22).
+      float k = (v * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+      float r = v - k * 0.693359375f;
+      r = r - k * -2.12194440e-4f;
+      float p = 1.9875691500e-4f;
+      p = p * r + 1.3981999507e-3f;
+      p = p * r + 8.3334519073e-3f;
+      p = p * r + 4.1665795894e-2f;
+      p = p * r + 1.6666665459e-1f;
+      p = p * r + 5.0000001201e-1f;
+      p = p * r * r + r + 1.0f;
+      int32_t bits = (static_cast<int32_t>(k) + 127) << 23;
+      float scale;
+      std::memcpy(&scale, &bits, sizeof scale);
+      o[i] = zero ? 0.0f : p * scale;
+    }
+    if (outside) {
+      for (int64_t i = 0; i < m; ++i) {
+        if (!(in[i] >= kLo && in[i] <= kHi) && !(in[i] <= kZero)) o[i] = std::exp(in[i]);
+      }
+    }
+  }
+}
+
 namespace {
 
 using hlo::Opcode;
-
-template <typename T>
-constexpr bool kIsFloat = std::is_floating_point_v<T>;
-template <typename T>
-constexpr bool kIsBool = std::is_same_v<T, bool>;
-
-template <typename T>
-T Unary(Opcode op, T x) {
-  if constexpr (kIsBool<T>) {
-    return op == Opcode::kNot ? !x : x;
-  } else if constexpr (kIsFloat<T>) {
-    switch (op) {
-      case Opcode::kNegate:
-        return -x;
-      case Opcode::kAbs:
-        return std::abs(x);
-      case Opcode::kSign:
-        return std::isnan(x) ? x : x > 0 ? T(1) : x < 0 ? T(-1) : x;
-      case Opcode::kExp:
-        return std::exp(x);
-      case Opcode::kExpm1:
-        return std::expm1(x);
-      case Opcode::kLog:
-        return std::log(x);
-      case Opcode::kLog1p:
-        return std::log1p(x);
-      case Opcode::kTanh:
-        return std::tanh(x);
-      case Opcode::kLogistic:
-        return T(1) / (T(1) + std::exp(-x));
-      case Opcode::kSqrt:
-        return std::sqrt(x);
-      case Opcode::kRsqrt:
-        return T(1) / std::sqrt(x);
-      case Opcode::kSin:
-        return std::sin(x);
-      case Opcode::kCos:
-        return std::cos(x);
-      case Opcode::kErf:
-        return std::erf(x);
-      case Opcode::kFloor:
-        return std::floor(x);
-      case Opcode::kCeil:
-        return std::ceil(x);
-      case Opcode::kRoundNearestEven:
-        return std::nearbyint(x);
-      default:
-        return x;
-    }
-  } else {
-    using U = std::make_unsigned_t<T>;
-    switch (op) {
-      case Opcode::kNegate:
-        return static_cast<T>(U(0) - static_cast<U>(x));  // wraps
-      case Opcode::kAbs:
-        if constexpr (std::is_signed_v<T>)
-          return x < 0 ? static_cast<T>(U(0) - static_cast<U>(x)) : x;
-        return x;
-      case Opcode::kSign:
-        if constexpr (std::is_signed_v<T>) return static_cast<T>((x > 0) - (x < 0));
-        return static_cast<T>(x != 0);
-      case Opcode::kNot:
-        return static_cast<T>(~x);
-      default:
-        return x;
-    }
-  }
-}
-
-// XLA (elemental IR emitter and evaluator alike): a negative exponent gives
-// 1 for base 1 and 0 otherwise, even for base -1.
-template <typename T>
-T IntegerPower(T base, T exponent) {
-  if constexpr (std::is_signed_v<T>) {
-    if (exponent < 0) return base == 1 ? 1 : 0;
-  }
-  using U = std::make_unsigned_t<T>;
-  U result = 1, b = static_cast<U>(base);
-  auto e = static_cast<U>(exponent);
-  while (e) {
-    if (e & 1) result *= b;
-    b *= b;
-    e >>= 1;
-  }
-  return static_cast<T>(result);
-}
-
-template <typename T>
-struct BinaryOp {
-  Opcode op;
-  T operator()(T a, T b) const {
-    if constexpr (kIsBool<T>) {
-      switch (op) {
-        case Opcode::kAnd:
-          return a && b;
-        case Opcode::kOr:
-          return a || b;
-        case Opcode::kXor:
-          return a != b;
-        case Opcode::kMaximum:
-          return a || b;
-        case Opcode::kMinimum:
-          return a && b;
-        default:
-          return a;
-      }
-    } else if constexpr (kIsFloat<T>) {
-      switch (op) {
-        case Opcode::kAdd:
-          return a + b;
-        case Opcode::kSubtract:
-          return a - b;
-        case Opcode::kMultiply:
-          return a * b;
-        case Opcode::kDivide:
-          return a / b;
-        // NaN in either operand propagates, as in XLA.
-        case Opcode::kMaximum:
-          return (a > b || std::isnan(a)) ? a : b;
-        case Opcode::kMinimum:
-          return (a < b || std::isnan(a)) ? a : b;
-        case Opcode::kPower:
-          return std::pow(a, b);
-        case Opcode::kRemainder:
-          return std::fmod(a, b);
-        case Opcode::kAtan2:
-          return std::atan2(a, b);
-        default:
-          return a;
-      }
-    } else {
-      using U = std::make_unsigned_t<T>;
-      constexpr int kBits = sizeof(T) * 8;
-      switch (op) {
-        case Opcode::kAdd:
-          return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-        case Opcode::kSubtract:
-          return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
-        case Opcode::kMultiply:
-          return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
-        case Opcode::kDivide:
-          if (b == 0) return static_cast<T>(-1);  // XLA: all bits set
-          if constexpr (std::is_signed_v<T>) {
-            if (a == std::numeric_limits<T>::min() && b == -1) return a;
-          }
-          return a / b;
-        case Opcode::kRemainder:
-          if (b == 0) return a;
-          if constexpr (std::is_signed_v<T>) {
-            if (b == -1) return 0;
-          }
-          return a % b;
-        case Opcode::kMaximum:
-          return a > b ? a : b;
-        case Opcode::kMinimum:
-          return a < b ? a : b;
-        case Opcode::kPower:
-          return IntegerPower(a, b);
-        case Opcode::kAnd:
-          return a & b;
-        case Opcode::kOr:
-          return a | b;
-        case Opcode::kXor:
-          return a ^ b;
-        case Opcode::kShiftLeft:
-          return static_cast<U>(b) >= static_cast<U>(kBits)
-                     ? T(0)
-                     : static_cast<T>(static_cast<U>(a) << b);
-        case Opcode::kShiftRightLogical:
-          return static_cast<U>(b) >= static_cast<U>(kBits)
-                     ? T(0)
-                     : static_cast<T>(static_cast<U>(a) >> b);
-        case Opcode::kShiftRightArithmetic: {
-          // The top bit is the sign for unsigned types too, as in XLA.
-          using S = std::make_signed_t<T>;
-          auto sa = static_cast<S>(a);
-          if (static_cast<U>(b) >= static_cast<U>(kBits))
-            return static_cast<T>(sa < 0 ? S(-1) : S(0));
-          return static_cast<T>(sa >> b);
-        }
-        default:
-          return a;
-      }
-    }
-  }
-};
+using namespace elementwise;  // NOLINT: the scalar op semantics
 
 // Which operands are broadcasts of one value (read as a scalar: only their
 // first element, read before anything is written, since the output may
@@ -265,53 +128,6 @@ void RunBinary(Opcode op, const T* a, const T* b, T* out, int64_t n, ThreadPool&
   MapBinary(a, b, out, n, f, pool, scalar);
 }
 
-// exp over floats, vectorized (the file is built with -fno-trapping-math so
-// the clamps become blends): x = k ln2 + r with |r| <= ln2 / 2 (ln2 in two
-// parts, Cody and Waite), e^r by a degree-6 polynomial (Cephes' expf
-// coefficients, about 1 ulp), times 2^k built in the exponent bits. Inputs
-// outside [-87, 88] (where 2^k leaves the normal range), NaN and infinities
-// are redone with std::exp. 3.3x glibc's expf here.
-void ExpFloats(const float* x, float* out, int64_t n) {
-  constexpr float kLo = -87.0f, kHi = 88.0f, kZero = -104.0f;  // e^-104 < 2^-150
-  constexpr int64_t kChunk = 512;
-  float in[kChunk];  // the inputs, kept for the second pass (out may alias x)
-  for (int64_t base = 0; base < n; base += kChunk) {
-    const int64_t m = std::min(kChunk, n - base);
-    std::memcpy(in, x + base, m * sizeof(float));
-    float* o = out + base;
-    int outside = 0;
-    for (int64_t i = 0; i < m; ++i) {
-      const float xi = in[i];
-      float v = xi < kLo ? kLo : xi;
-      v = v > kHi ? kHi : v;
-      // Below -104 (and -inf, as masked scores are) e^x rounds to 0 here;
-      // other clamped inputs and NaN take the second pass.
-      const bool zero = xi <= kZero;
-      outside |= (v != xi) & !zero;
-      // Round to nearest by the 1.5 * 2^23 trick (|v log2 e| < 2^22).
-      float k = (v * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-      float r = v - k * 0.693359375f;
-      r = r - k * -2.12194440e-4f;
-      float p = 1.9875691500e-4f;
-      p = p * r + 1.3981999507e-3f;
-      p = p * r + 8.3334519073e-3f;
-      p = p * r + 4.1665795894e-2f;
-      p = p * r + 1.6666665459e-1f;
-      p = p * r + 5.0000001201e-1f;
-      p = p * r * r + r + 1.0f;
-      int32_t bits = (static_cast<int32_t>(k) + 127) << 23;
-      float scale;
-      std::memcpy(&scale, &bits, sizeof scale);
-      o[i] = zero ? 0.0f : p * scale;
-    }
-    if (outside) {
-      for (int64_t i = 0; i < m; ++i) {
-        if (!(in[i] >= kLo && in[i] <= kHi) && !(in[i] <= kZero)) o[i] = std::exp(in[i]);
-      }
-    }
-  }
-}
-
 template <typename T>
 void RunUnary(Opcode op, const T* x, T* out, int64_t n, ThreadPool& pool) {
   pool.ParallelFor(n, kElementwiseGrain / 4, [&](int64_t lo, int64_t hi) {
@@ -339,25 +155,6 @@ void RunUnary(Opcode op, const T* x, T* out, int64_t n, ThreadPool& pool) {
     }
     for (int64_t i = lo; i < hi; ++i) out[i] = Unary<T>(op, x[i]);
   });
-}
-
-template <typename T>
-bool CompareValues(hlo::Comparison c, T a, T b) {
-  switch (c) {
-    case hlo::Comparison::kEq:
-      return a == b;
-    case hlo::Comparison::kNe:
-      return a != b;
-    case hlo::Comparison::kLt:
-      return a < b;
-    case hlo::Comparison::kLe:
-      return a <= b;
-    case hlo::Comparison::kGt:
-      return a > b;
-    case hlo::Comparison::kGe:
-      return a >= b;
-  }
-  return false;
 }
 
 bool IsHalfType(DType t) { return t == DType::kF16 || t == DType::kBF16; }

@@ -60,6 +60,16 @@ bool CanRunInPlace(const hlo::Instruction& inst, int64_t index);
 bool IsScalarBroadcast(const hlo::Instruction& inst);
 bool AcceptsScalarBroadcast(const hlo::Instruction& user, int64_t operand);
 
+// e^x over floats, vectorized (elementwise.cc); `out` may be `x`.
+void ExpFloats(const float* x, float* out, int64_t n);
+
+// Runs a loop fusion (fusion.cc): the fused computation's elementwise ops in
+// blocks that stay in cache, so its intermediates never reach memory.
+KernelInfo MakeFusionKernel(const hlo::Instruction& inst, ThreadPool& pool);
+// Whether a fusion reads operand `index` element by element (not through a
+// broadcast), so its result may overwrite that operand.
+bool FusionReadsElementwise(const hlo::Instruction& fusion, int64_t index);
+
 // Copies an N-d strided view: dst[i] = src[i] for every index i < dims, with
 // per-dimension strides in elements (may be negative or zero).
 void CopyStrided(int64_t element_size, std::span<const int64_t> dims, const uint8_t* src,

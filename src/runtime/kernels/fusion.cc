@@ -1,0 +1,393 @@
+// Loop fusions: a fused computation of elementwise ops (built by the
+// FuseElementwise pass) runs in blocks of kBlock elements. Each op of a block
+// writes a small buffer that stays in L1; only the fusion's operands are read
+// from memory and only its result is written, where the unfused ops would
+// each read and write a whole tensor.
+//
+// Inside a block every value is the fusion's float type T (a compare gives
+// 0 or 1, a select tests != 0). A value is a pointer and whether it varies
+// per element: operands read elementwise are used in place, a broadcast
+// operand is gathered into a buffer, and values that are the same for every
+// element (constants, broadcast scalars, ops over only those) are computed
+// once per run.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "kernels/elementwise_ops.h"
+
+namespace strata::runtime {
+namespace {
+
+using hlo::Instruction;
+using hlo::Opcode;
+using namespace elementwise;  // NOLINT: the scalar op semantics
+
+constexpr int64_t kBlock = 512;
+
+enum class Kind : uint8_t {
+  kElementwise,
+  kScalar,
+  kGather,
+  kConstant,
+  kUnary,
+  kBinary,
+  kCompare,
+  kSelect
+};
+
+struct Op {
+  Kind kind;
+  Opcode opcode = Opcode::kAdd;
+  hlo::Comparison direction = hlo::Comparison::kEq;
+  int64_t in[3] = {-1, -1, -1};  // earlier ops' values
+  int64_t operand = -1;          // fusion operand (kElementwise, kScalar, kGather)
+  bool pred = false;             // that operand is pred (converted to 0 / 1)
+  double constant = 0;
+  std::vector<int64_t> strides = {};  // kGather: operand stride per result dim (0: broadcast)
+  bool uniform = false;               // the same for every element
+};
+
+// A value during one block: `ptr[i]` if it varies, else `ptr[0]`.
+template <typename T>
+struct Value {
+  const T* ptr;
+  bool varies;
+};
+
+template <typename T, typename F>
+void Map2(Value<T> a, Value<T> b, T* out, int64_t m, F f) {
+  if (a.varies && b.varies) {
+    for (int64_t i = 0; i < m; ++i) out[i] = f(a.ptr[i], b.ptr[i]);
+  } else if (a.varies) {
+    const T y = b.ptr[0];
+    for (int64_t i = 0; i < m; ++i) out[i] = f(a.ptr[i], y);
+  } else {
+    const T x = a.ptr[0];
+    for (int64_t i = 0; i < m; ++i) out[i] = f(x, b.ptr[i]);
+  }
+}
+
+template <typename T>
+void RunUnaryBlock(Opcode op, const T* x, T* out, int64_t m) {
+  switch (op) {
+    case Opcode::kNegate:
+      for (int64_t i = 0; i < m; ++i) out[i] = -x[i];
+      return;
+    case Opcode::kAbs:
+      for (int64_t i = 0; i < m; ++i) out[i] = std::abs(x[i]);
+      return;
+    case Opcode::kSqrt:
+      for (int64_t i = 0; i < m; ++i) out[i] = std::sqrt(x[i]);
+      return;
+    case Opcode::kRsqrt:
+      for (int64_t i = 0; i < m; ++i) out[i] = T(1) / std::sqrt(x[i]);
+      return;
+    case Opcode::kExp:
+      if constexpr (std::is_same_v<T, float>) return ExpFloats(x, out, m);
+      break;
+    case Opcode::kLogistic:
+      if constexpr (std::is_same_v<T, float>) {
+        for (int64_t i = 0; i < m; ++i) out[i] = -x[i];
+        ExpFloats(out, out, m);
+        for (int64_t i = 0; i < m; ++i) out[i] = 1.0f / (1.0f + out[i]);
+        return;
+      }
+      break;
+    default:
+      break;
+  }
+  for (int64_t i = 0; i < m; ++i) out[i] = Unary<T>(op, x[i]);
+}
+
+template <typename T>
+void RunBinaryBlock(Opcode op, Value<T> a, Value<T> b, T* out, int64_t m) {
+  switch (op) {
+    case Opcode::kAdd:
+      return Map2(a, b, out, m, [](T x, T y) { return x + y; });
+    case Opcode::kSubtract:
+      return Map2(a, b, out, m, [](T x, T y) { return x - y; });
+    case Opcode::kMultiply:
+      return Map2(a, b, out, m, [](T x, T y) { return x * y; });
+    case Opcode::kDivide:
+      return Map2(a, b, out, m, [](T x, T y) { return x / y; });
+    default:
+      return Map2(a, b, out, m, BinaryOp<T>{op});
+  }
+}
+
+// Where each element of [lo, lo + m) of the result reads a broadcast
+// operand: the sum over result dims of index * stride.
+template <typename T>
+void Gather(const uint8_t* src, bool pred, const std::vector<int64_t>& dims,
+            const std::vector<int64_t>& strides, int64_t lo, int64_t m, T* out) {
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  int64_t index[8] = {0};
+  int64_t offset = 0, rest = lo;
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    index[d] = rest % dims[d];
+    rest /= dims[d];
+    offset += index[d] * strides[d];
+  }
+  const T* values = reinterpret_cast<const T*>(src);
+  const bool* flags = reinterpret_cast<const bool*>(src);
+  const int64_t inner = rank == 0 ? 1 : dims[rank - 1];
+  const int64_t inner_stride = rank == 0 ? 0 : strides[rank - 1];
+  for (int64_t i = 0; i < m;) {
+    // The rest of the innermost row in one run: a fill, a copy or strided.
+    const int64_t run = std::min(m - i, rank == 0 ? m : inner - index[rank - 1]);
+    T* o = out + i;
+    if (pred) {
+      for (int64_t j = 0; j < run; ++j) o[j] = flags[offset + j * inner_stride] ? T(1) : T(0);
+    } else if (inner_stride == 0) {
+      std::fill_n(o, run, values[offset]);
+    } else if (inner_stride == 1) {
+      std::memcpy(o, values + offset, run * sizeof(T));
+    } else {
+      for (int64_t j = 0; j < run; ++j) o[j] = values[offset + j * inner_stride];
+    }
+    i += run;
+    if (rank == 0) break;
+    offset += run * inner_stride;
+    index[rank - 1] += run;
+    for (int64_t d = rank - 1; d > 0 && index[d] == dims[d]; --d) {  // carry
+      offset -= index[d] * strides[d];
+      index[d] = 0;
+      ++index[d - 1];
+      offset += strides[d - 1];
+    }
+  }
+}
+
+template <typename T>
+class FusedLoop {
+ public:
+  FusedLoop(std::vector<Op> ops, std::vector<int64_t> dims, ThreadPool& pool)
+      : ops_(std::move(ops)), dims_(std::move(dims)), pool_(&pool) {
+    n_ = 1;
+    for (int64_t d : dims_) n_ *= d;
+  }
+
+  void operator()(const KernelArgs& args) const {
+    // Values the same for every element, once per run.
+    std::vector<T> uniform(ops_.size(), T(0));
+    for (size_t k = 0; k < ops_.size(); ++k) {
+      if (ops_[k].uniform) uniform[k] = Uniform(ops_[k], uniform, args);
+    }
+    T* out = reinterpret_cast<T*>(args.outputs[0]);
+    const Op& root = ops_.back();
+    if (root.uniform) {
+      std::fill_n(out, n_, uniform.back());
+      return;
+    }
+    pool_->ParallelFor(n_, kElementwiseGrain / 2, [&](int64_t lo, int64_t hi) {
+      auto buffers = std::make_unique<T[]>(ops_.size() * kBlock);
+      std::vector<Value<T>> values(ops_.size());
+      for (int64_t at = lo; at < hi; at += kBlock) {
+        const int64_t m = std::min(kBlock, hi - at);
+        for (size_t k = 0; k < ops_.size(); ++k) {
+          T* buffer = k + 1 == ops_.size() ? out + at : &buffers[k * kBlock];
+          values[k] = Block(ops_[k], k, values, uniform, args, at, m, buffer);
+        }
+      }
+    });
+  }
+
+ private:
+  T Uniform(const Op& op, const std::vector<T>& u, const KernelArgs& args) const {
+    switch (op.kind) {
+      case Kind::kConstant:
+        return static_cast<T>(op.constant);
+      case Kind::kScalar:
+      case Kind::kElementwise:  // a rank-0 result
+      case Kind::kGather:
+        return op.pred ? T(args.operands[op.operand][0] ? 1 : 0)
+                       : reinterpret_cast<const T*>(args.operands[op.operand])[0];
+      case Kind::kUnary:
+        return Unary<T>(op.opcode, u[op.in[0]]);
+      case Kind::kBinary:
+        return BinaryOp<T>{op.opcode}(u[op.in[0]], u[op.in[1]]);
+      case Kind::kCompare:
+        return CompareValues(op.direction, u[op.in[0]], u[op.in[1]]) ? T(1) : T(0);
+      case Kind::kSelect:
+        return u[op.in[0]] != T(0) ? u[op.in[1]] : u[op.in[2]];
+    }
+    return T(0);
+  }
+
+  Value<T> Block(const Op& op, size_t k, const std::vector<Value<T>>& v, const std::vector<T>& u,
+                 const KernelArgs& args, int64_t at, int64_t m, T* buffer) const {
+    if (op.uniform) return {&u[k], false};
+    switch (op.kind) {
+      case Kind::kElementwise:
+        if (!op.pred) return {reinterpret_cast<const T*>(args.operands[op.operand]) + at, true};
+        for (int64_t i = 0; i < m; ++i) buffer[i] = args.operands[op.operand][at + i] ? T(1) : T(0);
+        return {buffer, true};
+      case Kind::kGather:
+        Gather(args.operands[op.operand], op.pred, dims_, op.strides, at, m, buffer);
+        return {buffer, true};
+      case Kind::kUnary:
+        RunUnaryBlock(op.opcode, v[op.in[0]].ptr, buffer, m);
+        return {buffer, true};
+      case Kind::kBinary:
+        RunBinaryBlock(op.opcode, v[op.in[0]], v[op.in[1]], buffer, m);
+        return {buffer, true};
+      case Kind::kCompare: {
+        const hlo::Comparison c = op.direction;
+        Map2(v[op.in[0]], v[op.in[1]], buffer, m,
+             [c](T x, T y) { return CompareValues(c, x, y) ? T(1) : T(0); });
+        return {buffer, true};
+      }
+      case Kind::kSelect: {
+        const Value<T> p = v[op.in[0]], x = v[op.in[1]], y = v[op.in[2]];
+        if (p.varies && x.varies && y.varies) {
+          for (int64_t i = 0; i < m; ++i) buffer[i] = p.ptr[i] != T(0) ? x.ptr[i] : y.ptr[i];
+        } else if (p.varies && x.varies) {  // a masked fill: where(mask, x, -inf)
+          const T yv = y.ptr[0];
+          for (int64_t i = 0; i < m; ++i) buffer[i] = p.ptr[i] != T(0) ? x.ptr[i] : yv;
+        } else if (p.varies && y.varies) {
+          const T xv = x.ptr[0];
+          for (int64_t i = 0; i < m; ++i) buffer[i] = p.ptr[i] != T(0) ? xv : y.ptr[i];
+        } else {
+          const int64_t sp = p.varies, sx = x.varies, sy = y.varies;
+          for (int64_t i = 0; i < m; ++i)
+            buffer[i] = p.ptr[i * sp] != T(0) ? x.ptr[i * sx] : y.ptr[i * sy];
+        }
+        return {buffer, true};
+      }
+      case Kind::kScalar:
+      case Kind::kConstant:
+        break;  // uniform
+    }
+    return {&u[k], false};
+  }
+
+  std::vector<Op> ops_;
+  std::vector<int64_t> dims_;
+  int64_t n_ = 0;
+  ThreadPool* pool_;
+};
+
+// Operand strides (in elements, row-major) seen from the result's dims: a
+// broadcast maps operand dim i to result dim dimensions[i].
+std::vector<int64_t> BroadcastStrides(const Instruction& broadcast) {
+  const Shape& operand = broadcast.operand(0)->shape();
+  std::vector<int64_t> strides(broadcast.shape().rank(), 0);
+  int64_t stride = 1;
+  for (int64_t i = operand.rank() - 1; i >= 0; --i) {
+    if (operand.dim(i) != 1) strides[broadcast.dimensions[i]] = stride;
+    stride *= operand.dim(i);
+  }
+  return strides;
+}
+
+// The fused computation as a list of ops, parameters and broadcasts folded
+// into the ops that read them.
+std::vector<Op> Translate(const hlo::Computation& fused) {
+  std::vector<Op> ops;
+  std::unordered_map<const Instruction*, int64_t> value;
+  auto operand_op = [&](const Instruction& p, Kind kind) {
+    Op op{kind};
+    op.operand = p.parameter_number;
+    op.pred = p.shape().dtype() == DType::kPred;
+    return op;
+  };
+  for (const auto& owned : fused.instructions()) {
+    const Instruction& inst = *owned;
+    Op op{Kind::kUnary};
+    switch (inst.opcode()) {
+      case Opcode::kParameter: {
+        bool read_directly = false;  // not only through broadcasts
+        for (const auto& user : fused.instructions()) {
+          for (const Instruction* o : user->operands())
+            read_directly = read_directly || (o == &inst && user->opcode() != Opcode::kBroadcast);
+        }
+        if (!read_directly) {
+          op.kind = Kind::kConstant;  // a placeholder nothing reads
+        } else {
+          op = operand_op(inst, inst.shape().rank() == 0 ? Kind::kScalar : Kind::kElementwise);
+        }
+        break;
+      }
+      case Opcode::kConstant:
+        op.kind = Kind::kConstant;
+        op.constant = inst.literal.GetAsDouble(0);
+        break;
+      case Opcode::kBroadcast: {
+        const Instruction& src = *inst.operand(0);
+        if (src.opcode() == Opcode::kConstant && src.shape().rank() == 0) {
+          op.kind = Kind::kConstant;
+          op.constant = src.literal.GetAsDouble(0);
+        } else if (src.shape().rank() == 0) {
+          op = operand_op(src, Kind::kScalar);
+        } else {
+          op = operand_op(src, Kind::kGather);
+          op.strides = BroadcastStrides(inst);
+        }
+        break;
+      }
+      case Opcode::kCompare:
+        op.kind = Kind::kCompare;
+        op.direction = inst.direction;
+        break;
+      case Opcode::kSelect:
+        op.kind = Kind::kSelect;
+        break;
+      default:
+        op.kind = hlo::IsElementwiseUnary(inst.opcode()) ? Kind::kUnary : Kind::kBinary;
+        op.opcode = inst.opcode();
+        break;
+    }
+    const bool reads_values = op.kind == Kind::kUnary || op.kind == Kind::kBinary ||
+                              op.kind == Kind::kCompare || op.kind == Kind::kSelect;
+    op.uniform = op.kind == Kind::kConstant || op.kind == Kind::kScalar;
+    if (reads_values) {
+      op.uniform = true;
+      for (int64_t i = 0; i < inst.operand_count(); ++i) {
+        op.in[i] = value.at(inst.operand(i));
+        op.uniform = op.uniform && ops[op.in[i]].uniform;
+      }
+    }
+    value[&inst] = static_cast<int64_t>(ops.size());
+    ops.push_back(std::move(op));
+  }
+  // The root last (the loop writes the last op into the result).
+  const int64_t root = value.at(fused.root());
+  if (root + 1 != static_cast<int64_t>(ops.size())) {
+    Fail("[runtime] fusion {}: the root must be the last instruction", fused.name());
+  }
+  return ops;
+}
+
+}  // namespace
+
+bool FusionReadsElementwise(const Instruction& fusion, int64_t index) {
+  const hlo::Computation& fused = *fusion.called.at(0);
+  const Instruction* parameter = fused.parameter(index);
+  for (const auto& inst : fused.instructions()) {
+    for (const Instruction* operand : inst->operands()) {
+      if (operand == parameter && inst->opcode() == Opcode::kBroadcast) return false;
+    }
+  }
+  return parameter->shape().dims() == fusion.shape().dims();
+}
+
+KernelInfo MakeFusionKernel(const Instruction& inst, ThreadPool& pool) {
+  const hlo::Computation& fused = *inst.called.at(0);
+  std::vector<Op> ops = Translate(fused);
+  std::vector<int64_t> dims = inst.shape().dims();
+  if (dims.size() > 8)
+    Fail("[runtime] fusion {} has rank {} (at most 8)", inst.name(), dims.size());
+  switch (inst.shape().dtype()) {
+    case DType::kF32:
+      return {FusedLoop<float>(std::move(ops), std::move(dims), pool)};
+    case DType::kF64:
+      return {FusedLoop<double>(std::move(ops), std::move(dims), pool)};
+    default:
+      UnsupportedType(inst, inst.shape().dtype());
+  }
+}
+
+}  // namespace strata::runtime

@@ -1,0 +1,248 @@
+// FuseElementwise: groups chains of f32 / f64 elementwise ops into loop
+// fusions (XLA's kLoop fusion, single output), which the runtime runs block
+// by block so intermediates stay in cache (kernels/fusion.cc).
+//
+// A fusion grows from its root (the last op of a chain) towards its operands.
+// An elementwise op joins when every one of its users is already in the
+// fusion and its result has the root's dims; a broadcast joins any fusion
+// that reads it (a broadcast is an index map, so each fusion reads its
+// operand directly and the broadcast itself is never materialized unless
+// something outside still needs it). Compares join as 0 / 1 values for a
+// select in the same fusion. Everything else a fusion reads becomes one of
+// its parameters.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "strata/runtime/passes.h"
+
+namespace strata::runtime {
+namespace {
+
+using hlo::Instruction;
+using hlo::Opcode;
+
+bool IsFloat(DType t) { return t == DType::kF32 || t == DType::kF64; }
+
+bool IsFusibleUnary(Opcode op) {
+  switch (op) {
+    case Opcode::kNegate:
+    case Opcode::kAbs:
+    case Opcode::kSign:
+    case Opcode::kExp:
+    case Opcode::kExpm1:
+    case Opcode::kLog:
+    case Opcode::kLog1p:
+    case Opcode::kTanh:
+    case Opcode::kLogistic:
+    case Opcode::kSqrt:
+    case Opcode::kRsqrt:
+    case Opcode::kSin:
+    case Opcode::kCos:
+    case Opcode::kErf:
+    case Opcode::kFloor:
+    case Opcode::kCeil:
+    case Opcode::kRoundNearestEven:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool IsFusibleBinary(Opcode op) {
+  switch (op) {
+    case Opcode::kAdd:
+    case Opcode::kSubtract:
+    case Opcode::kMultiply:
+    case Opcode::kDivide:
+    case Opcode::kMaximum:
+    case Opcode::kMinimum:
+    case Opcode::kPower:
+    case Opcode::kRemainder:
+    case Opcode::kAtan2:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// An op the fused loop computes per element in `type`: a value of that type,
+// or a compare of two such values (a select's predicate).
+bool IsCore(const Instruction& i, DType type) {
+  if (!i.shape().is_array()) return false;
+  const Opcode op = i.opcode();
+  const DType t = i.shape().dtype();
+  if (IsFusibleUnary(op) || IsFusibleBinary(op)) return t == type;
+  if (op == Opcode::kSelect) return t == type;
+  if (op == Opcode::kCompare) return i.operand(0)->shape().dtype() == type;
+  return false;
+}
+
+// A broadcast the fusion reads through (to the fusion's dims).
+bool IsFusibleBroadcast(const Instruction& i, const std::vector<int64_t>& dims, DType type) {
+  return i.opcode() == Opcode::kBroadcast && i.shape().is_array() && i.shape().dims() == dims &&
+         (i.shape().dtype() == type || i.shape().dtype() == DType::kPred) &&
+         i.operand(0)->shape().is_array() && i.operand(0)->shape().rank() <= 8;
+}
+
+struct Group {
+  Instruction* root;
+  std::unordered_set<Instruction*> members;
+  int64_t core = 0;
+  bool absorbs_broadcast = false;  // a non-scalar broadcast only this fusion reads
+};
+
+class Fuser {
+ public:
+  Fuser(hlo::Module& module, hlo::Computation& c) : module_(module), c_(c) {
+    for (const auto& inst : c.instructions()) {
+      for (Instruction* op : inst->operands()) {
+        auto& u = users_[op];
+        if (std::find(u.begin(), u.end(), inst.get()) == u.end()) u.push_back(inst.get());
+      }
+    }
+  }
+
+  bool Run() {
+    std::vector<Instruction*> order;
+    for (const auto& inst : c_.instructions()) order.push_back(inst.get());
+    hlo::Computation::Replacements replacements;
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      Instruction* root = *it;
+      if (fused_.count(root) || !IsFloat(root->shape().dtype()) ||
+          !IsCore(*root, root->shape().dtype())) {
+        continue;
+      }
+      Group g = Grow(root);
+      if (g.core < 2 && !(g.core == 1 && g.absorbs_broadcast)) continue;
+      for (Instruction* m : g.members) {
+        if (m->opcode() != Opcode::kBroadcast) fused_.insert(m);
+      }
+      replacements[root] = Build(g, order);
+    }
+    if (replacements.empty()) return false;
+    c_.ApplyReplacements(replacements);
+    c_.SortTopologically();
+    c_.RemoveDeadInstructions();
+    return true;
+  }
+
+ private:
+  bool AllUsersIn(Instruction* i, const Group& g) const {
+    if (i == c_.root()) return false;
+    auto it = users_.find(i);
+    if (it == users_.end()) return false;
+    for (Instruction* u : it->second) {
+      if (!g.members.count(u)) return false;
+    }
+    return true;
+  }
+
+  Group Grow(Instruction* root) {
+    const DType type = root->shape().dtype();
+    const std::vector<int64_t>& dims = root->shape().dims();
+    Group g{root, {root}, 1};
+    for (bool changed = true; changed;) {
+      changed = false;
+      std::vector<Instruction*> candidates;
+      for (Instruction* m : g.members) {
+        if (m->opcode() == Opcode::kBroadcast) continue;
+        for (Instruction* op : m->operands()) {
+          if (!g.members.count(op)) candidates.push_back(op);
+        }
+      }
+      for (Instruction* op : candidates) {
+        if (g.members.count(op) || fused_.count(op)) continue;
+        if (IsFusibleBroadcast(*op, dims, type)) {
+          g.members.insert(op);
+          // (A broadcast scalar is read as a scalar unfused too.)
+          g.absorbs_broadcast =
+              g.absorbs_broadcast || (op->operand(0)->shape().rank() > 0 && AllUsersIn(op, g));
+          changed = true;
+        } else if (IsCore(*op, type) && op->shape().dims() == dims && AllUsersIn(op, g)) {
+          g.members.insert(op);
+          ++g.core;
+          changed = true;
+        }
+      }
+    }
+    // A compare must feed only selects inside the fusion (its 0 / 1 is not a
+    // pred outside); the root is never a compare (its type is float).
+    return g;
+  }
+
+  // The fused computation and the fusion instruction that calls it.
+  Instruction* Build(const Group& g, const std::vector<Instruction*>& order) {
+    auto fused =
+        std::make_unique<hlo::Computation>(fmt::format("fused_{}_{}", c_.name(), count_++));
+    std::unordered_map<const Instruction*, Instruction*> inside;
+    std::vector<Instruction*> arguments;
+    auto parameter = [&](Instruction* outer) {
+      auto it = inside.find(outer);
+      if (it != inside.end()) return it->second;
+      auto p = std::make_unique<Instruction>(Opcode::kParameter, outer->shape(),
+                                             std::vector<Instruction*>{});
+      p->parameter_number = static_cast<int64_t>(arguments.size());
+      p->set_name(fmt::format("p{}", arguments.size()));
+      arguments.push_back(outer);
+      return inside[outer] = fused->AddInstruction(std::move(p));
+    };
+    for (Instruction* m : order) {  // operands before users
+      if (!g.members.count(m)) continue;
+      std::vector<Instruction*> operands;
+      for (Instruction* op : m->operands()) {
+        const bool scalar_constant = m->opcode() == Opcode::kBroadcast &&
+                                     op->opcode() == Opcode::kConstant && op->shape().rank() == 0;
+        if (g.members.count(op)) {
+          operands.push_back(inside.at(op));
+        } else if (scalar_constant) {
+          auto k = std::make_unique<Instruction>(Opcode::kConstant, op->shape(),
+                                                 std::vector<Instruction*>{});
+          static_cast<hlo::Attributes&>(*k) = op->attributes();
+          k->set_name(fmt::format("constant.{}", fused->instruction_count()));
+          operands.push_back(fused->AddInstruction(std::move(k)));
+        } else {
+          operands.push_back(parameter(op));
+        }
+      }
+      auto clone = std::make_unique<Instruction>(m->opcode(), m->shape(), std::move(operands));
+      static_cast<hlo::Attributes&>(*clone) = m->attributes();
+      clone->set_name(m->name());
+      inside[m] = fused->AddInstruction(std::move(clone));
+    }
+    fused->set_root(inside.at(g.root));
+    hlo::Computation* callee = module_.AddComputationBefore(std::move(fused), &c_);
+    auto fusion = std::make_unique<Instruction>(Opcode::kFusion, g.root->shape(), arguments);
+    fusion->called = {callee};
+    fusion->set_name(fmt::format("fusion.{}", g.root->name()));
+    return c_.AddInstruction(std::move(fusion));
+  }
+
+  hlo::Module& module_;
+  hlo::Computation& c_;
+  std::unordered_map<const Instruction*, std::vector<Instruction*>> users_;
+  std::unordered_set<const Instruction*> fused_;
+  int64_t count_ = 0;
+};
+
+}  // namespace
+
+bool FuseElementwise(hlo::Module& module) {
+  // The computations that run as programs: the entry and the while loops'
+  // conditions and bodies (not reduce / scatter to_apply functions).
+  std::vector<hlo::Computation*> programs{module.entry()};
+  for (size_t i = 0; i < programs.size(); ++i) {
+    for (const auto& inst : programs[i]->instructions()) {
+      if (inst->opcode() == Opcode::kWhile) {
+        for (hlo::Computation* called : inst->called) programs.push_back(called);
+      }
+    }
+  }
+  bool changed = false;
+  for (hlo::Computation* c : programs) changed |= Fuser(module, *c).Run();
+  return changed;
+}
+
+}  // namespace strata::runtime

@@ -1,0 +1,249 @@
+// Loop fusion (passes/fuse_elementwise.cc, kernels/fusion.cc) against plain
+// loops: which ops fuse, the numbers of every fusible op in f32 and f64,
+// broadcasts read through index maps across block boundaries, selects of
+// compares, values the same for every element, and when a fusion may write
+// over what it reads.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "test_util.h"
+
+namespace strata::runtime {
+namespace {
+
+using hlo::Instruction;
+using hlo::Opcode;
+using test::Arg;
+using test::Graph;
+using test::Random;
+
+int64_t Count(const hlo::Computation& c, Opcode op) {
+  int64_t n = 0;
+  for (const auto& inst : c.instructions()) n += inst->opcode() == op;
+  return n;
+}
+
+// A softmax over the last dim of x * s, masked where m is false:
+// exp(z - max) / sum, the max and sum given (they are reductions, which do
+// not fuse). Three loops of elementwise work become two fusions... and with
+// the max and sum as inputs, one: sub, exp, divide, multiply and select.
+TEST(Fusion, AChainBecomesOneLoopThatMatchesAPlainLoop) {
+  const int64_t rows = 37, cols = 129;  // blocks of 512 cut rows anywhere
+  const int64_t n = rows * cols;
+  std::vector<float> x = Random<float>(n, 1, -3, 3), mx = Random<float>(rows, 2, 2, 3);
+  std::vector<float> sum = Random<float>(rows, 3, 1, 4);
+  std::vector<bool> mask(n);
+  for (int64_t i = 0; i < n; ++i) mask[i] = (i % cols) <= (i / cols) * 3;
+  const float s = 0.7f;
+  Graph g({Shape(DType::kF32, {rows, cols}), Shape(DType::kF32, {rows}), Shape(DType::kF32, {rows}),
+           Shape(DType::kPred, {rows, cols}), Shape(DType::kF32, {})});
+  auto* z = g.b.Select(g.params[3],
+                       g.b.Multiply(g.params[0], g.b.Broadcast(g.params[4], {rows, cols}, {})),
+                       g.b.Broadcast(g.b.ConstantScalar<float>(-INFINITY), {rows, cols}, {}));
+  auto* e = g.b.Unary(Opcode::kExp, g.b.Subtract(z, g.b.Broadcast(g.params[1], {rows, cols}, {0})));
+  auto* y = g.b.Divide(e, g.b.Broadcast(g.params[2], {rows, cols}, {0}));
+  auto exe = g.Compile(y);
+  const hlo::Computation& entry = *exe->module().entry();
+  EXPECT_EQ(Count(entry, Opcode::kFusion), 1) << hlo::ToText(exe->module());
+  EXPECT_EQ(Count(entry, Opcode::kBroadcast), 0);  // read through, never written
+  EXPECT_EQ(exe->stats().kernels, 1);
+  auto out = exe->Run({Arg(x, {rows, cols}), Arg(mx, {rows}), Arg(sum, {rows}),
+                       Arg(mask, {rows, cols}), Arg(std::vector<float>{s}, {})})[0]
+                 .ToVector<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t r = i / cols;
+    const double zi = mask[i] ? double(x[i]) * s : -INFINITY;
+    const double expected = std::exp(zi - mx[r]) / sum[r];
+    EXPECT_NEAR(out[i], expected, 2e-6 * std::max(1.0, expected)) << i;
+  }
+}
+
+// Every fusible unary and binary op, chained two at a time so each fuses,
+// in f32 and f64, against std:: in double.
+template <typename T>
+void CheckEveryOp() {
+  const int64_t n = 1500;
+  const DType dtype = std::is_same_v<T, float> ? DType::kF32 : DType::kF64;
+  // Positive inputs keep log, sqrt, pow and rsqrt real.
+  std::vector<T> a = Random<T>(n, 4, 0.1, 2.5), b = Random<T>(n, 5, 0.2, 1.8);
+  const double tol = std::is_same_v<T, float> ? 3e-6 : 1e-13;
+  const std::vector<std::pair<Opcode, std::function<double(double)>>> unary = {
+      {Opcode::kNegate, [](double v) { return -v; }},
+      {Opcode::kAbs, [](double v) { return std::abs(v); }},
+      {Opcode::kSign, [](double v) { return v > 0   ? 1.0
+                                            : v < 0 ? -1.0
+                                                    : 0.0; }},
+      {Opcode::kExp, [](double v) { return std::exp(v); }},
+      {Opcode::kExpm1, [](double v) { return std::expm1(v); }},
+      {Opcode::kLog, [](double v) { return std::log(v); }},
+      {Opcode::kLog1p, [](double v) { return std::log1p(v); }},
+      {Opcode::kTanh, [](double v) { return std::tanh(v); }},
+      {Opcode::kLogistic, [](double v) { return 1 / (1 + std::exp(-v)); }},
+      {Opcode::kSqrt, [](double v) { return std::sqrt(v); }},
+      {Opcode::kRsqrt, [](double v) { return 1 / std::sqrt(v); }},
+      {Opcode::kSin, [](double v) { return std::sin(v); }},
+      {Opcode::kCos, [](double v) { return std::cos(v); }},
+      {Opcode::kErf, [](double v) { return std::erf(v); }},
+      {Opcode::kFloor, [](double v) { return std::floor(v); }},
+      {Opcode::kCeil, [](double v) { return std::ceil(v); }},
+      {Opcode::kRoundNearestEven, [](double v) { return std::nearbyint(v); }},
+  };
+  const std::vector<std::pair<Opcode, std::function<double(double, double)>>> binary = {
+      {Opcode::kAdd, [](double x, double y) { return x + y; }},
+      {Opcode::kSubtract, [](double x, double y) { return x - y; }},
+      {Opcode::kMultiply, [](double x, double y) { return x * y; }},
+      {Opcode::kDivide, [](double x, double y) { return x / y; }},
+      {Opcode::kMaximum, [](double x, double y) { return std::max(x, y); }},
+      {Opcode::kMinimum, [](double x, double y) { return std::min(x, y); }},
+      {Opcode::kPower, [](double x, double y) { return std::pow(x, y); }},
+      {Opcode::kRemainder, [](double x, double y) { return std::fmod(x, y); }},
+      {Opcode::kAtan2, [](double x, double y) { return std::atan2(x, y); }},
+  };
+  for (const auto& [uop, uf] : unary) {
+    for (const auto& [bop, bf] : binary) {
+      SCOPED_TRACE(std::string(hlo::OpcodeName(uop)) + " of " + std::string(hlo::OpcodeName(bop)));
+      Graph g({Shape(dtype, {n}), Shape(dtype, {n})});
+      auto exe = g.Compile(g.b.Unary(uop, g.b.Binary(bop, g.params[0], g.params[1])));
+      ASSERT_EQ(Count(*exe->module().entry(), Opcode::kFusion), 1);
+      auto out = exe->Run({Arg(a, {n}), Arg(b, {n})})[0].template ToVector<T>();
+      for (int64_t i = 0; i < n; ++i) {
+        // The binary result rounded to T first, as the unfused program stores it.
+        const double inner = static_cast<T>(bf(a[i], b[i]));
+        const double expected = uf(inner);
+        ASSERT_TRUE(test::IsClose(static_cast<T>(expected), out[i], tol, tol))
+            << i << ": " << expected << " vs " << out[i];
+      }
+    }
+  }
+}
+
+TEST(Fusion, EveryFusibleOpMatchesStdInF32AndF64) {
+  CheckEveryOp<float>();
+  CheckEveryOp<double>();
+}
+
+// Broadcasts into middle and permuted dims and a pred mask,
+// read through index maps; the iteration space is cut into blocks at
+// arbitrary places (7 * 97 * 3 * 5 elements).
+TEST(Fusion, BroadcastsReadThroughIndexMaps) {
+  const std::vector<int64_t> dims = {7, 97, 3, 5};
+  const int64_t n = test::NumElements(dims);
+  std::vector<double> x = Random<double>(n, 6, -1, 1);
+  std::vector<double> mid = Random<double>(97 * 5, 7, -1, 1);     // [97, 5] -> dims {1, 3}
+  std::vector<double> swapped = Random<double>(3 * 7, 8, -1, 1);  // [3, 7] -> dims {2, 0}
+  std::vector<double> single = Random<double>(3, 9, -1, 1);       // [3] -> dims {2}
+  std::vector<bool> mask(5 * 97);
+  for (size_t i = 0; i < mask.size(); ++i) mask[i] = (i * 7) % 3 != 0;  // [5, 97] -> dims {3, 1}
+  const Shape f64 = Shape(DType::kF64, dims);
+  Graph g({f64, Shape(DType::kF64, {97, 5}), Shape(DType::kF64, {3, 7}), Shape(DType::kF64, {3}),
+           Shape(DType::kPred, {5, 97})});
+  auto* sum = g.b.Add(g.b.Multiply(g.params[0], g.b.Broadcast(g.params[1], dims, {1, 3})),
+                      g.b.Broadcast(g.params[2], dims, {2, 0}));
+  sum = g.b.Add(sum, g.b.Broadcast(g.params[3], dims, {2}));
+  auto* y = g.b.Select(g.b.Broadcast(g.params[4], dims, {3, 1}), sum, g.params[0]);
+  auto exe = g.Compile(y);
+  EXPECT_EQ(Count(*exe->module().entry(), Opcode::kFusion), 1) << hlo::ToText(exe->module());
+  auto out = exe->Run({Arg(x, dims), Arg(mid, {97, 5}), Arg(swapped, {3, 7}), Arg(single, {3}),
+                       Arg(mask, {5, 97})})[0]
+                 .ToVector<double>();
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<int64_t> at = test::Unravel(i, dims);  // [a, b, c, d]
+    double expected = x[i] * mid[at[1] * 5 + at[3]] + swapped[at[2] * 7 + at[0]] + single[at[2]];
+    if (!mask[at[3] * 97 + at[1]]) expected = x[i];
+    ASSERT_NEAR(out[i], expected, 1e-14) << i;  // (a contracted multiply-add may round once)
+  }
+}
+
+// Operands the same for every element (broadcast scalars, constants) are
+// computed once; a fusion of only those fills its result.
+TEST(Fusion, UniformValuesAndSelectsOfCompares) {
+  const int64_t n = 2000;
+  std::vector<float> x = Random<float>(n, 10, -2, 2);
+  Graph g({Shape(DType::kF32, {n}), Shape(DType::kF32, {}), Shape(DType::kF32, {})});
+  auto* lo = g.b.Broadcast(g.params[1], {n}, {});
+  auto* hi = g.b.Broadcast(g.params[2], {n}, {});
+  auto* filled = g.b.Multiply(g.b.Unary(Opcode::kExp, lo), hi);  // uniform: a fill
+  auto* clipped =
+      g.b.Select(g.b.Compare(g.params[0], lo, hlo::Comparison::kLt), lo,
+                 g.b.Select(g.b.Compare(g.params[0], hi, hlo::Comparison::kGt), hi, g.params[0]));
+  auto exe = g.Compile(g.b.Tuple({filled, g.b.Add(clipped, filled)}));
+  EXPECT_EQ(Count(*exe->module().entry(), Opcode::kCompare), 0) << hlo::ToText(exe->module());
+  const float l = -0.5f, h = 0.75f;
+  auto out =
+      exe->Run({Arg(x, {n}), Arg(std::vector<float>{l}, {}), Arg(std::vector<float>{h}, {})});
+  const float fill = std::exp(l) * h;
+  std::vector<float> fills = out[0].ToVector<float>(), sums = out[1].ToVector<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_NEAR(fills[i], fill, 1e-6) << i;
+    const float c = x[i] < l ? l : x[i] > h ? h : x[i];
+    ASSERT_NEAR(sums[i], c + fill, 1e-6) << i;
+  }
+}
+
+// A fusion may write over an operand it reads element by element, never
+// over one it reads through a broadcast: y = t + transpose-like broadcast(t)
+// of a square t reads t[j][i] for y[i][j], so writing y over t would read
+// overwritten values. t is a dot's result (not fusible), dying at the fusion.
+TEST(Fusion, WritesOverWhatItReadsOnlyElementwise) {
+  const int64_t k = 96;
+  std::vector<float> a = Random<float>(k * k, 11, -1, 1), identity(k * k, 0.0f);
+  for (int64_t i = 0; i < k; ++i) identity[i * k + i] = 1;
+  const Shape square(DType::kF32, {k, k});
+  hlo::DotDims dims;
+  dims.lhs_contracting = {1};
+  dims.rhs_contracting = {0};
+  for (bool transposed : {false, true}) {
+    SCOPED_TRACE(transposed ? "transposed read" : "elementwise read");
+    Graph g({square, square});
+    auto* t = g.b.Dot(g.params[0], g.params[1], dims);
+    auto* other = transposed ? g.b.Broadcast(t, {k, k}, {1, 0}) : g.b.Unary(Opcode::kExp, t);
+    auto* y =
+        g.b.Multiply(g.b.Add(t, other), g.b.Broadcast(g.b.ConstantScalar<float>(2), {k, k}, {}));
+    auto exe = g.Compile(y);
+    EXPECT_EQ(Count(*exe->module().entry(), Opcode::kFusion), 1) << hlo::ToText(exe->module());
+    EXPECT_EQ(exe->stats().in_place_updates, transposed ? 0 : 1);
+    auto out = exe->Run({Arg(a, {k, k}), Arg(identity, {k, k})})[0].ToVector<float>();
+    for (int64_t i = 0; i < k; ++i) {
+      for (int64_t j = 0; j < k; ++j) {
+        const float tij = a[i * k + j];
+        const float o = transposed ? a[j * k + i] : std::exp(tij);
+        ASSERT_NEAR(out[i * k + j], (tij + o) * 2, 1e-5) << i << "," << j;
+      }
+    }
+  }
+}
+
+// What does not fuse: an intermediate some other op also reads (it must be
+// written out), half types, integer ops and a lone op with nothing to gain.
+TEST(Fusion, LeavesWhatItCannotFuse) {
+  const int64_t n = 600;
+  std::vector<float> x = Random<float>(n, 12, -1, 1);
+  Graph g({Shape(DType::kF32, {n}), Shape(DType::kS32, {n})});
+  auto* shared = g.b.Unary(Opcode::kTanh, g.params[0]);  // two readers: a fusion and a result
+  auto* chain = g.b.Multiply(g.b.Unary(Opcode::kExp, shared), shared);
+  auto* ints = g.b.Add(g.b.Multiply(g.params[1], g.params[1]), g.params[1]);
+  auto* lone = g.b.Unary(Opcode::kNegate, g.params[0]);
+  auto exe = g.Compile(g.b.Tuple({chain, shared, ints, lone}));
+  const hlo::Computation& entry = *exe->module().entry();
+  EXPECT_EQ(Count(entry, Opcode::kFusion), 1) << hlo::ToText(exe->module());
+  EXPECT_EQ(Count(entry, Opcode::kTanh), 1);
+  EXPECT_EQ(Count(entry, Opcode::kNegate), 1);
+  std::vector<int32_t> k(n);
+  for (int64_t i = 0; i < n; ++i) k[i] = static_cast<int32_t>(i) - 300;
+  auto out = exe->Run({Arg(x, {n}), Arg(k, {n})});
+  std::vector<float> c = out[0].ToVector<float>(), s = out[1].ToVector<float>();
+  std::vector<int32_t> m = out[2].ToVector<int32_t>();
+  std::vector<float> l = out[3].ToVector<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    const float t = std::tanh(x[i]);
+    ASSERT_NEAR(s[i], t, 1e-6);
+    ASSERT_NEAR(c[i], std::exp(t) * t, 1e-5);
+    ASSERT_EQ(m[i], k[i] * k[i] + k[i]);
+    ASSERT_EQ(l[i], -x[i]);
+  }
+}
+
+}  // namespace
+}  // namespace strata::runtime
