@@ -12,8 +12,14 @@ namespace {
 DType FloatComputeType(DType t) { return lazy::ComputeType(IsFloating(t) ? t : DType::kF32); }
 DType ResultType(DType t) { return IsFloating(t) ? t : DType::kF32; }
 
-// x - max(x, dim): exp of it cannot overflow.
-Tensor Shifted(const Tensor& x, int64_t dim) { return x - max(x, {dim}, /*keepdim=*/true); }
+// x - max(x, dim): exp of it cannot overflow. softmax and log_softmax do
+// not change when every x moves by the same amount, so the max carries no
+// gradient (as in jax.nn.softmax): the backward pass computes no argmax
+// mask of the max (a compare, a select and a reduction over all of x).
+Tensor Shifted(const Tensor& x, int64_t dim) {
+  const ir::Value m = max(x, {dim}, /*keepdim=*/true).value();
+  return x - Tensor(ir::Value{m.node->CloneStoppingGradient(), m.index});
+}
 
 }  // namespace
 

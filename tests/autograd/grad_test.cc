@@ -172,5 +172,38 @@ TEST(Gradients, DisjointSlicesJoinIntoOneConcatenate) {
   }
 }
 
+// softmax and log_softmax are shift-invariant, so their max shift carries no
+// gradient: the backward has no argmax mask (no compare), and still matches
+// finite differences (op_gradients_test) and the closed form here.
+TEST(Gradients, SoftmaxShiftCarriesNoGradient) {
+  Tensor x = C({0.5, -1.0, 2.0, 0.25, 3.0, 1.0}, {2, 3});
+  Tensor w = C({1.0, 2.0, -1.0, 0.5, 0.0, 4.0}, {2, 3});
+  for (bool log_form : {false, true}) {
+    Tensor y = log_form ? log_softmax(x, -1) : softmax(x, -1);
+    Tensor g = gradients(sum(y * w), {x})[0];
+    int64_t compares = 0;
+    for (const ir::Node* node : ir::BuildGraph({g.value()}).post_order)
+      compares += node->kind() == ir::NodeKind::kOp && node->opcode() == hlo::Opcode::kCompare;
+    EXPECT_EQ(compares, 0) << (log_form ? "log_softmax" : "softmax");
+    std::vector<double> xs = x.to_vector<double>(), ws = w.to_vector<double>();
+    std::vector<double> got = g.to_vector<double>();
+    for (int r = 0; r < 2; ++r) {
+      double z = 0;
+      for (int c = 0; c < 3; ++c) z += std::exp(xs[r * 3 + c]);
+      double wp = 0, wsum = 0;  // sum_c w_c p_c, sum_c w_c
+      for (int c = 0; c < 3; ++c) {
+        wp += ws[r * 3 + c] * std::exp(xs[r * 3 + c]) / z;
+        wsum += ws[r * 3 + c];
+      }
+      for (int c = 0; c < 3; ++c) {
+        const double p = std::exp(xs[r * 3 + c]) / z, wc = ws[r * 3 + c];
+        // softmax: p_c (w_c - sum w p); log_softmax: w_c - p_c sum w.
+        const double expected = log_form ? wc - p * wsum : p * (wc - wp);
+        EXPECT_NEAR(got[r * 3 + c], expected, 1e-12) << r << "," << c;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace strata
