@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Training-step throughput and peak memory, strata vs PyTorch eager (issue 7),
 # in one run: for 2, 8 and 32 layers of the Llama bench config, strata's full
-# step (bench/train_step_bench.cc, apply_layers saving each layer's input, then
-# also its matrix products) each in its own process, then the
+# step (bench/train_step_bench.cc, apply_layers saving each layer's input,
+# then also its matrix products, then only its products without batch dims)
+# each in its own process, then the
 # peer (bench/train_torch.py, Debian's python3-torch) tuned as the issue asks
 # — OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset in the peer's command only,
 # OMP_WAIT_POLICY=passive, OPENBLAS_NUM_THREADS and torch threads 2, and
@@ -19,7 +20,7 @@ cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=O
 ninja -C "$BUILD_DIR" train_step_bench >/dev/null
 out=$(mktemp -d)
 for layers in $LAYERS; do
-  for mode in 1 2; do  # apply_layers saving carries, and saving matrix products too
+  for mode in 1 2 3; do  # apply_layers saving carries; matrix products; unbatched products
     "$BUILD_DIR/train_step_bench" --benchmark_filter="BM_TrainStep/$layers/$mode/" \
       --benchmark_format=csv 2>/dev/null >"$out/strata$layers-$mode.csv"
   done
@@ -41,7 +42,8 @@ def strata(l, mode):
     return tokens / (float(rec["real_time"]) / 1e3), float(rec["peak_rss_mib"])
 print(f"{'layers':<7}{'torch 2t':>9}{'torch 1t':>9}{'torch MiB':>10}"
       f"{'carries tok/s':>14}{'MiB':>7}{'speed':>7}{'memory':>8}"
-      f"{'dots tok/s':>11}{'MiB':>7}{'speed':>7}{'memory':>8}")
+      f"{'dots tok/s':>11}{'MiB':>7}{'speed':>7}{'memory':>8}"
+      f"{'no-batch tok/s':>15}{'MiB':>7}{'speed':>7}{'memory':>8}")
 for l in layers:
     torch = {}
     for t in (2, 1):
@@ -49,7 +51,7 @@ for l in layers:
         torch[t] = (tokens / (float(ms) / 1e3), float(mib))
     best = max(torch, key=lambda t: torch[t][0])
     line = f"{l:<7}{torch[2][0]:>9.0f}{torch[1][0]:>9.0f}{torch[best][1]:>10.0f}"
-    for mode in (1, 2):
+    for mode in (1, 2, 3):
         tps, mib = strata(l, mode)
         line += f"{tps:>14.0f}{mib:>7.0f}{tps / torch[best][0]:>7.2f}{mib / torch[best][1]:>8.2f}"
     print(line)

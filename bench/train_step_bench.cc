@@ -25,12 +25,15 @@ constexpr int64_t kBatch = 4, kSeq = 256;
 void BM_TrainStep(benchmark::State& state) {
   const int64_t layers = state.range(0);
   // 0: unrolled layers; 1: apply_layers saving each layer's input;
-  // 2: apply_layers also saving its matrix products (no GEMM recomputed).
+  // 2: apply_layers also saving its matrix products (no GEMM recomputed);
+  // 3: apply_layers saving the products without batch dims (projections).
   const int64_t mode = state.range(1);
   io::LlamaConfig c = BenchConfig(layers);
   nn::LlamaForCausalLM model(c, random_key(2));
   model.layer_mode = mode == 0 ? nn::LayerMode::kUnrolled : nn::LayerMode::kScan;
-  model.layer_remat = mode == 2 ? Remat::kSaveDots : Remat::kSaveCarries;
+  model.layer_remat = mode == 2   ? Remat::kSaveDots
+                      : mode == 3 ? Remat::kSaveDotsWithNoBatchDims
+                                  : Remat::kSaveCarries;
   std::vector<Tensor*> params = model.parameters();
   nn::AdamW adam(params, {.lr = 1e-4});
   std::vector<Tensor*> live = params;
@@ -61,10 +64,11 @@ void BM_TrainStep(benchmark::State& state) {
   lazy::Context::Get().set_buffer_donation(false);
   state.SetLabel(mode == 0   ? "unrolled"
                  : mode == 1 ? "apply_layers, save carries"
-                             : "apply_layers, save dots");
+                 : mode == 2 ? "apply_layers, save dots"
+                             : "apply_layers, save dots without batch dims");
 }
 BENCHMARK(BM_TrainStep)
-    ->ArgsProduct({{2, 8, 32}, {1, 2, 0}})
+    ->ArgsProduct({{2, 8, 32}, {1, 2, 3, 0}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(3);

@@ -58,9 +58,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   train
       ->add_option("--remat", t.remat,
-                   "what backward keeps of the layer loop: carries (least memory) or dots (also "
-                   "the matrix products: no GEMM runs twice)")
-      ->check(CLI::IsMember({"carries", "dots"}))
+                   "what backward keeps of the layer loop: carries (least memory), dots (also "
+                   "the matrix products: no GEMM runs twice) or dots-no-batch (the projections' "
+                   "products; attention's are recomputed)")
+      ->check(CLI::IsMember({"carries", "dots", "dots-no-batch"}))
       ->capture_default_str();
   train->add_option("--batch", t.batch, "windows per step")->capture_default_str();
   train->add_option("--seq", t.seq, "tokens per window (and the sampling context)")

@@ -138,7 +138,8 @@ void TrainOptions::Validate() const {
   require(kv_heads > 0 && heads % kv_heads == 0, "--kv-heads must divide --heads", kv_heads);
   require(intermediate >= 0, "--intermediate must be positive (or 0 for 8/3 hidden)", intermediate);
   require(layers == "scan" || layers == "unrolled", "--layers must be scan or unrolled", layers);
-  require(remat == "carries" || remat == "dots", "--remat must be carries or dots", remat);
+  require(remat == "carries" || remat == "dots" || remat == "dots-no-batch",
+          "--remat must be carries, dots or dots-no-batch", remat);
   require(batch > 0, "--batch must be positive", batch);
   require(seq >= 2, "--seq must be at least 2 (a token and the one it predicts)", seq);
   require(heldout > 0 && heldout < 1, "--heldout must be in (0, 1)", heldout);
@@ -198,6 +199,9 @@ Trainer::Trainer(const TrainOptions& options, Corpus corpus,
   }
   model_->layer_mode =
       options_.layers == "unrolled" ? nn::LayerMode::kUnrolled : nn::LayerMode::kScan;
+  model_->layer_remat = options_.remat == "dots"            ? Remat::kSaveDots
+                        : options_.remat == "dots-no-batch" ? Remat::kSaveDotsWithNoBatchDims
+                                                            : Remat::kSaveCarries;
   for (auto& [name, tensor] : model_->named_parameters()) {
     names_.push_back(name);
     params_.push_back(tensor);

@@ -432,7 +432,9 @@ std::pair<Tree, Tree> scan(const ScanFn& fn, const Tree& init, const Tree& xs,
     // Every floating-point value the body computes (kSaveAll), or every
     // matrix product (kSaveDots), may be stacked for the backward pass;
     // lowering builds only the stacks the pullback reads.
-    const bool dots_only = options.remat == Remat::kSaveDots;
+    const bool dots_only =
+        options.remat == Remat::kSaveDots || options.remat == Remat::kSaveDotsWithNoBatchDims;
+    const bool no_batch = options.remat == Remat::kSaveDotsWithNoBatchDims;
     ir::Graph graph = ir::BuildGraph(loop->roots);
     std::unordered_map<const ir::Node*, ir::NodePtr> owners;
     for (const ir::Value& r : loop->roots) owners.emplace(r.node.get(), r.node);
@@ -441,7 +443,8 @@ std::pair<Tree, Tree> scan(const ScanFn& fn, const Tree& init, const Tree& xs,
     }
     for (const ir::Node* n : graph.post_order) {
       if (n->kind() != ir::NodeKind::kOp || n->placeholder_level() < level ||
-          n->opcode() == hlo::Opcode::kTuple || (dots_only && n->opcode() != hlo::Opcode::kDot))
+          n->opcode() == hlo::Opcode::kTuple || (dots_only && n->opcode() != hlo::Opcode::kDot) ||
+          (no_batch && !n->attributes().dot.lhs_batch.empty()))
         continue;
       for (int64_t k = 0; k < n->num_outputs(); ++k) {
         if (!Differentiable(n->shape(k))) continue;

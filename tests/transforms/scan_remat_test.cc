@@ -168,5 +168,55 @@ TEST(ScanRemat, SavingDotsMatchesTheForLoopAndRunsNoProductTwice) {
   EXPECT_EQ(dots[Remat::kSaveDots], 2 + 4);
 }
 
+// Saving only the products without batch dimensions: the batched product
+// (per row of h, [1, w] x [w, 1]) is recomputed, the plain one is not.
+TEST(ScanRemat, SavingUnbatchedDotsRecomputesOnlyTheBatchedOnes) {
+  const int64_t length = 4, width = 3;
+  Tensor w1 =
+      reshape(Tensor::FromVector(Range(width * width, 0.8, 0.1), {width * width}), {width, width});
+  Tensor h0 = Tensor::FromVector(Range(2 * width, 0.5, 2.0), {2, width});
+  Tensor xs = Tensor::FromVector(Range(length * 2 * width, 0.6, 0.4), {length, 2, width});
+  auto step = [&](const Tensor& h, const Tensor& x) {
+    Tensor a = tanh(matmul(h, w1));                                        // a plain product
+    Tensor s = reshape(matmul(unsqueeze(a, 1), unsqueeze(h, 2)), {2, 1});  // batched over rows
+    return sin(a * s + x);
+  };
+  Tensor h = h0, ref = zeros({}, DType::kF64);  // the reference: a plain loop
+  for (int64_t t = 0; t < length; ++t) {
+    h = step(h, reshape(slice(xs, 0, t, t + 1), {2, width}));
+    ref = ref + sum(h * h);
+  }
+  std::vector<Tensor> expected = gradients(ref, {w1, h0, xs});
+  std::map<Remat, int64_t> dots;
+  for (Remat remat : {Remat::kSaveCarries, Remat::kSaveDots, Remat::kSaveDotsWithNoBatchDims}) {
+    SCOPED_TRACE(static_cast<int>(remat));
+    auto [carry, ys] = scan(
+        [&](const Tree& c, const Tree& x) {
+          Tensor next = step(c.leaf(), x.leaf());
+          return std::pair{Tree(next), Tree(next)};
+        },
+        Tree(h0), Tree(xs), {.remat = remat});
+    Tensor loss = sum(ys.leaf() * ys.leaf());
+    std::vector<Tensor> got = gradients(loss, {w1, h0, xs});
+    {
+      lazy::LoweringContext lowering(got);
+      dots[remat] =
+          Count(runtime::Executable::Compile(lowering.module())->module(), hlo::Opcode::kDot);
+    }
+    EXPECT_NEAR(loss.item<double>(), ref.item<double>(), 1e-10 * std::abs(ref.item<double>()));
+    for (size_t i = 0; i < got.size(); ++i) {
+      auto a = got[i].to_vector<double>(), b = expected[i].to_vector<double>();
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t k = 0; k < a.size(); ++k)
+        EXPECT_NEAR(a[k], b[k], 1e-10 * std::max(1.0, std::abs(b[k]))) << i << "," << k;
+    }
+  }
+  // Forward 2 products, backward 2 per product; recomputed: both (carries),
+  // none (dots), the batched one (unbatched dots).
+  EXPECT_EQ(dots[Remat::kSaveCarries], 2 + 4 + 2);
+  EXPECT_EQ(dots[Remat::kSaveDots], 2 + 4);
+  EXPECT_EQ(dots[Remat::kSaveDotsWithNoBatchDims], 2 + 4 + 1);
+}
+
 }  // namespace
 }  // namespace strata

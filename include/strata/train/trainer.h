@@ -32,8 +32,10 @@ struct TrainOptions {
   int64_t intermediate = 0;     // 0: Llama's 8/3 * hidden, rounded up to a multiple of 32
   std::string layers = "scan";  // "scan" (apply_layers) or "unrolled"
   // What the backward pass of the layer loop keeps: "carries" (each layer's
-  // input; least memory) or "dots" (also its matrix products; no GEMM runs
-  // twice). The same numbers either way.
+  // input; least memory), "dots" (also its matrix products; no GEMM runs
+  // twice) or "dots-no-batch" (only the products without batch dims: the
+  // projections are kept, attention's products recomputed). The same
+  // numbers either way.
   std::string remat = "carries";
   // Data.
   int64_t batch = 16;

@@ -91,7 +91,7 @@ struct Group {
   Instruction* root;
   std::unordered_set<Instruction*> members;
   int64_t core = 0;
-  bool absorbs_broadcast = false;  // a non-scalar broadcast only this fusion reads
+  bool absorbs_broadcast = false;  // reads a non-scalar broadcast
 };
 
 class Fuser {
@@ -157,9 +157,10 @@ class Fuser {
         if (g.members.count(op) || fused_.count(op)) continue;
         if (IsFusibleBroadcast(*op, dims, type)) {
           g.members.insert(op);
-          // (A broadcast scalar is read as a scalar unfused too.)
-          g.absorbs_broadcast =
-              g.absorbs_broadcast || (op->operand(0)->shape().rank() > 0 && AllUsersIn(op, g));
+          // (A broadcast scalar is read as a scalar unfused too.) Fusing a
+          // lone op for a broadcast others also read still pays: once every
+          // reader is a fusion, the broadcast is never written.
+          g.absorbs_broadcast = g.absorbs_broadcast || op->operand(0)->shape().rank() > 0;
           changed = true;
         } else if (IsCore(*op, type) && op->shape().dims() == dims && AllUsersIn(op, g)) {
           g.members.insert(op);
