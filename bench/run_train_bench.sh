@@ -12,43 +12,53 @@
 #
 #   bench/run_train_bench.sh                 # needs /usr/bin/python3 with torch
 #   LAYERS="2 8" bench/run_train_bench.sh
+#   ROUNDS=2 bench/run_train_bench.sh        # repeat everything; each side's best counts
+#
+# The machine is shared: one configuration's speed moves by tens of percent
+# between minutes. ROUNDS > 1 runs the whole set again (strata and torch
+# alike) and keeps each configuration's best round, torch's included.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build-bench}
 LAYERS=${LAYERS:-2 8 32}
+ROUNDS=${ROUNDS:-1}
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF >/dev/null
 ninja -C "$BUILD_DIR" train_step_bench >/dev/null
 out=$(mktemp -d)
-for layers in $LAYERS; do
-  for mode in 1 2 3; do  # apply_layers saving carries; matrix products; unbatched products
-    "$BUILD_DIR/train_step_bench" --benchmark_filter="BM_TrainStep/$layers/$mode/" \
-      --benchmark_format=csv 2>/dev/null >"$out/strata$layers-$mode.csv"
-  done
-  for threads in 2 1; do
-    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_WAIT_POLICY=passive \
-      OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads \
-      /usr/bin/python3 bench/train_torch.py --threads $threads --layers "$layers" \
-      >"$out/torch$layers-$threads.txt"
+for round in $(seq "$ROUNDS"); do
+  for layers in $LAYERS; do
+    for mode in 1 2 3; do  # apply_layers saving carries; matrix products; unbatched products
+      "$BUILD_DIR/train_step_bench" --benchmark_filter="BM_TrainStep/$layers/$mode/" \
+        --benchmark_format=csv 2>/dev/null >"$out/strata$layers-$mode-$round.csv"
+    done
+    for threads in 2 1; do
+      env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_WAIT_POLICY=passive \
+        OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads \
+        /usr/bin/python3 bench/train_torch.py --threads $threads --layers "$layers" \
+        >"$out/torch$layers-$threads-$round.txt"
+    done
   done
 done
-/usr/bin/python3 - "$out" $LAYERS <<'PY'
+/usr/bin/python3 - "$out" "$ROUNDS" $LAYERS <<'PY'
 import csv, os, sys
-out, layers = sys.argv[1], [int(x) for x in sys.argv[2:]]
+out, rounds, layers = sys.argv[1], int(sys.argv[2]), [int(x) for x in sys.argv[3:]]
 tokens = 4 * 256
-def strata(l, mode):
-    rows = list(csv.reader(open(os.path.join(out, f"strata{l}-{mode}.csv"))))
+def strata_round(l, mode, r):
+    rows = list(csv.reader(open(os.path.join(out, f"strata{l}-{mode}-{r}.csv"))))
     header = rows[[i for i, r in enumerate(rows) if r and r[0] == "name"][0]]
     rec = dict(zip(header, [r for r in rows if r and r[0].startswith("BM_TrainStep")][0]))
     return tokens / (float(rec["real_time"]) / 1e3), float(rec["peak_rss_mib"])
+def strata(l, mode):  # the best round
+    return max(strata_round(l, mode, r) for r in range(1, rounds + 1))
+def torch_round(l, t, r):
+    _, _, ms, mib = open(os.path.join(out, f"torch{l}-{t}-{r}.txt")).read().split()
+    return tokens / (float(ms) / 1e3), float(mib)
 print(f"{'layers':<7}{'torch 2t':>9}{'torch 1t':>9}{'torch MiB':>10}"
       f"{'carries tok/s':>14}{'MiB':>7}{'speed':>7}{'memory':>8}"
       f"{'dots tok/s':>11}{'MiB':>7}{'speed':>7}{'memory':>8}"
       f"{'no-batch tok/s':>15}{'MiB':>7}{'speed':>7}{'memory':>8}")
 for l in layers:
-    torch = {}
-    for t in (2, 1):
-        _, _, ms, mib = open(os.path.join(out, f"torch{l}-{t}.txt")).read().split()
-        torch[t] = (tokens / (float(ms) / 1e3), float(mib))
+    torch = {t: max(torch_round(l, t, r) for r in range(1, rounds + 1)) for t in (2, 1)}
     best = max(torch, key=lambda t: torch[t][0])
     line = f"{l:<7}{torch[2][0]:>9.0f}{torch[1][0]:>9.0f}{torch[best][1]:>10.0f}"
     for mode in (1, 2, 3):
@@ -56,5 +66,12 @@ for l in layers:
         line += f"{tps:>14.0f}{mib:>7.0f}{tps / torch[best][0]:>7.2f}{mib / torch[best][1]:>8.2f}"
     print(line)
 print("speed = strata tokens/s / the faster torch's; memory = strata peak RSS / that torch's")
+if rounds > 1:
+    print("every round's tokens/s (torch 2t, torch 1t, carries, dots, no-batch):")
+    for l in layers:
+        for r in range(1, rounds + 1):
+            vals = [torch_round(l, t, r)[0] for t in (2, 1)]
+            vals += [strata_round(l, m, r)[0] for m in (1, 2, 3)]
+            print(f"  {l} layers, round {r}: " + " ".join(f"{v:.0f}" for v in vals))
 PY
 rm -rf "$out"
