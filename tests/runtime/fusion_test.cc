@@ -245,5 +245,17 @@ TEST(Fusion, LeavesWhatItCannotFuse) {
   }
 }
 
+// Rank above the fused loop's limit (8): left unfused, still right.
+TEST(Fusion, RanksAboveEightStayUnfused) {
+  const std::vector<int64_t> dims = {2, 1, 2, 1, 2, 1, 2, 1, 3};
+  const int64_t n = test::NumElements(dims);
+  std::vector<float> x = Random<float>(n, 13, -1, 1);
+  Graph g({Shape(DType::kF32, dims)});
+  auto exe = g.Compile(g.b.Multiply(g.b.Unary(Opcode::kExp, g.params[0]), g.params[0]));
+  EXPECT_EQ(Count(*exe->module().entry(), Opcode::kFusion), 0);
+  auto out = exe->Run({Arg(x, dims)})[0].ToVector<float>();
+  for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(out[i], std::exp(x[i]) * x[i], 1e-6) << i;
+}
+
 }  // namespace
 }  // namespace strata::runtime

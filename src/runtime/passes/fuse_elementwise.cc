@@ -26,6 +26,9 @@ using hlo::Opcode;
 
 bool IsFloat(DType t) { return t == DType::kF32 || t == DType::kF64; }
 
+// The fused loop's index arithmetic keeps a fixed-size multi-index.
+constexpr int64_t kMaxFusedRank = 8;
+
 bool IsFusibleUnary(Opcode op) {
   switch (op) {
     case Opcode::kNegate:
@@ -84,7 +87,7 @@ bool IsCore(const Instruction& i, DType type) {
 bool IsFusibleBroadcast(const Instruction& i, const std::vector<int64_t>& dims, DType type) {
   return i.opcode() == Opcode::kBroadcast && i.shape().is_array() && i.shape().dims() == dims &&
          (i.shape().dtype() == type || i.shape().dtype() == DType::kPred) &&
-         i.operand(0)->shape().is_array() && i.operand(0)->shape().rank() <= 8;
+         i.operand(0)->shape().is_array() && i.operand(0)->shape().rank() <= kMaxFusedRank;
 }
 
 struct Group {
@@ -112,7 +115,7 @@ class Fuser {
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
       Instruction* root = *it;
       if (fused_.count(root) || !IsFloat(root->shape().dtype()) ||
-          !IsCore(*root, root->shape().dtype())) {
+          !IsCore(*root, root->shape().dtype()) || root->shape().rank() > kMaxFusedRank) {
         continue;
       }
       Group g = Grow(root);
