@@ -257,5 +257,19 @@ TEST(Fusion, RanksAboveEightStayUnfused) {
   for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(out[i], std::exp(x[i]) * x[i], 1e-6) << i;
 }
 
+// Empty results: the fused loop runs no block (and reads nothing).
+TEST(Fusion, EmptyResults) {
+  for (const std::vector<int64_t>& dims :
+       {std::vector<int64_t>{0, 3}, std::vector<int64_t>{4, 0}}) {
+    Graph g({Shape(DType::kF32, dims), Shape(DType::kF32, {dims[0]})});
+    auto* b = g.b.Broadcast(g.params[1], dims, {0});
+    auto exe = g.Compile(g.b.Multiply(g.b.Unary(Opcode::kExp, g.params[0]), b));
+    auto out = exe->Run(
+        {Arg(std::vector<float>{}, dims), Arg(std::vector<float>(dims[0], 1.0f), {dims[0]})});
+    EXPECT_EQ(out[0].shape(), Shape(DType::kF32, dims));
+    EXPECT_TRUE(out[0].ToVector<float>().empty());
+  }
+}
+
 }  // namespace
 }  // namespace strata::runtime
