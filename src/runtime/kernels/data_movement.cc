@@ -199,6 +199,31 @@ KernelInfo MakeDataMovementKernel(const hlo::Instruction& inst, ThreadPool& pool
       })};
     }
     case Opcode::kBroadcast: {
+      if (in.num_elements() == 1) {  // one value everywhere: a fill, split over the pool
+        const int64_t n = out.num_elements();
+        auto fill = [n, pool](auto tag) -> Kernel {
+          using W = typename decltype(tag)::type;
+          return [n, pool](const KernelArgs& a) {
+            W v;
+            std::memcpy(&v, a.operands[0], sizeof v);
+            W* o = reinterpret_cast<W*>(a.outputs[0]);
+            pool->ParallelFor(n, kElementwiseGrain,
+                              [&](int64_t lo, int64_t hi) { std::fill(o + lo, o + hi, v); });
+          };
+        };
+        switch (es) {
+          case 1:
+            return {fill(TypeTag<uint8_t>{})};
+          case 2:
+            return {fill(TypeTag<uint16_t>{})};
+          case 4:
+            return {fill(TypeTag<uint32_t>{})};
+          case 8:
+            return {fill(TypeTag<uint64_t>{})};
+          default:
+            break;
+        }
+      }
       std::vector<int64_t> src_strides(out_dims.size(), 0);
       for (size_t k = 0; k < inst.dimensions.size(); ++k)
         src_strides[inst.dimensions[k]] = in_strides[k];
