@@ -1,5 +1,7 @@
 #include "strata/runtime/device.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -11,8 +13,33 @@
 
 namespace strata::runtime {
 
+namespace {
+
+// Blocks at least this large are mapped from the OS, not taken from malloc's
+// heap. Left to glibc, large blocks raise its dynamic mmap threshold and then
+// land in the heap among the IR's and compiler's small objects; once a deep
+// model's weights have come and gone, that heap's fragmented free lists made
+// every later small allocation slower (a 1-layer step compiled 2-3x slower in
+// a process that had built a 64-layer model; bench/RESULTS.md).
+constexpr int64_t kMapped = 256 << 10;
+
+uint8_t* MapPages(int64_t bytes) {
+  void* p = mmap(nullptr, static_cast<size_t>(bytes), PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
+}
+
+void UnmapPages(uint8_t* p, int64_t bytes) { munmap(p, static_cast<size_t>(bytes)); }
+
+}  // namespace
+
 std::shared_ptr<uint8_t> AllocateAligned(int64_t bytes) {
   size_t size = static_cast<size_t>((std::max<int64_t>(bytes, 1) + 63) / 64 * 64);
+  if (static_cast<int64_t>(size) >= kMapped) {  // page-aligned, so 64-byte aligned
+    uint8_t* p = MapPages(static_cast<int64_t>(size));
+    if (!p) Fail("[runtime] out of memory allocating {} bytes", bytes);
+    return std::shared_ptr<uint8_t>(p, [size](uint8_t* q) { UnmapPages(q, size); });
+  }
   void* p = std::aligned_alloc(64, size);
   if (!p) Fail("[runtime] out of memory allocating {} bytes", bytes);
   return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [](uint8_t* q) { std::free(q); });
@@ -21,7 +48,7 @@ std::shared_ptr<uint8_t> AllocateAligned(int64_t bytes) {
 // Freed blocks of at least kMinCached bytes wait here (up to kMaxCached in
 // all) for an allocation of the same rounded size.
 struct Device::BlockCache {
-  static constexpr int64_t kMinCached = 1 << 20;
+  static constexpr int64_t kMinCached = kMapped;
   static constexpr int64_t kMaxCached = int64_t{1} << 30;
   static constexpr int64_t kGranule = 1 << 16;
   std::mutex mutex;
@@ -29,7 +56,7 @@ struct Device::BlockCache {
   int64_t cached = 0;
 
   ~BlockCache() {
-    for (auto& [size, p] : free) std::free(p);
+    for (auto& [size, p] : free) UnmapPages(p, size);
   }
 };
 
@@ -51,14 +78,14 @@ std::shared_ptr<uint8_t> Device::Allocate(int64_t bytes) const {
     }
   }
   if (!block) {
-    block = static_cast<uint8_t*>(std::aligned_alloc(64, static_cast<size_t>(size)));
+    block = MapPages(size);
     if (!block) Fail("[runtime] out of memory allocating {} bytes on {}", bytes, ToString());
   }
   // The deleter holds the cache, so buffers may outlive their device.
   return std::shared_ptr<uint8_t>(block, [cache = cache_, size](uint8_t* p) {
     std::lock_guard<std::mutex> lock(cache->mutex);
     if (cache->cached + size > BlockCache::kMaxCached) {
-      std::free(p);
+      UnmapPages(p, size);
       return;
     }
     cache->free.emplace(size, p);
