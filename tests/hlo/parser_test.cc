@@ -616,6 +616,8 @@ std::vector<BadInput> BadInputs() {
        "attribute 'dimensions' does not apply to negate"},
       {"missing_attribute", kHead + "  ROOT y = f32[2] call(x)\n}\n", 4, 19,
        "call is missing attribute 'to_apply'"},
+      {"bad_fusion_kind", kHead + "  ROOT y = f32[2] fusion(x), kind=kInput, calls=f\n}\n", 4, 35,
+       "expected fusion kind kLoop, found 'kInput'"},
       {"bad_direction", kHead + "  ROOT y = pred[2] compare(x, x), direction=XX\n}\n", 4, 45,
        "expected a comparison direction (EQ, NE, LT, LE, GT or GE), found 'XX'"},
       {"too_few_values", kHead + "  ROOT c = f32[4] constant({1, 2, 3})\n}\n", 4, 36,

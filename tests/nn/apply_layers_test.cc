@@ -315,6 +315,15 @@ TEST(LayerStack, StateDictsNameEveryLayer) {
   EXPECT_EQ(stack.tensor("*.fc.bias").to_vector<float>(), bias);
   e = ErrorOf([&] { stack.tensor("1.fc.weight"); });
   EXPECT_NE(e.find("layer 1 of the stacked '*.fc.weight' f32[3,4,4]"), std::string::npos) << e;
+  // Per-tensor values (gradients) in state-dict form; stacks must agree on N.
+  auto entries =
+      unstack_entries({{"a.*.w", zeros({2, 3})}, {"a.*.b", ones({2})}, {"c", zeros({1})}});
+  names.clear();
+  for (auto& [n, t] : entries) names.push_back(n + " " + t.shape().ToString());
+  EXPECT_EQ(names, (std::vector<std::string>{"a.0.w f32[3]", "a.0.b f32[]", "a.1.w f32[3]",
+                                             "a.1.b f32[]", "c f32[1]"}));
+  e = ErrorOf([&] { unstack_entries({{"a.*.w", zeros({2, 3})}, {"a.*.b", ones({3})}}); });
+  EXPECT_NE(e.find("stacked 'a.*.b' has 3 layers, 'a.*.w' 2"), std::string::npos) << e;
 }
 
 TEST(LayerStack, ProvesHomogeneityWhenBuiltAndFollowsTheMode) {
@@ -345,6 +354,29 @@ TEST(LayerStack, ProvesHomogeneityWhenBuiltAndFollowsTheMode) {
   LayerStack empty({}, x, fwd);
   EXPECT_EQ(empty.forward(x, fwd).value().node, x.value().node);
   EXPECT_TRUE(empty.state_dict().empty());
+}
+
+// Stacked paths are checked where they are registered.
+class Stacker : public Module {
+ public:
+  Stacker() : Module("Stacker") {}
+  void Add(std::string path, Tensor value) {
+    register_stacked(std::move(path), std::move(value), false);
+  }
+};
+
+TEST(LayerStack, StackedPathsAreChecked) {
+  Stacker s;
+  s.Add("*.fc.weight", zeros({2, 3}));
+  EXPECT_EQ(s.tensor("*.fc.weight").shape().dims(), (std::vector<int64_t>{2, 3}));
+  for (const char* bad : {"fc.weight", "*.", "*.fc..w", "*.fc."}) {
+    std::string e = ErrorOf([&] { s.Add(bad, zeros({2})); });
+    EXPECT_NE(e.find("a stacked path looks like"), std::string::npos) << bad << ": " << e;
+  }
+  std::string e = ErrorOf([&] { s.Add("*.b", zeros({})); });
+  EXPECT_NE(e.find("needs a leading layer dimension"), std::string::npos) << e;
+  e = ErrorOf([&] { s.Add("*.fc.weight", zeros({2})); });
+  EXPECT_NE(e.find("already has something named '*.fc.weight'"), std::string::npos) << e;
 }
 
 }  // namespace
