@@ -62,29 +62,30 @@ std::optional<std::pair<int64_t, int64_t>> ZeroPadWindow(const Tensor& g) {
 Tensor SumContributions(std::vector<Tensor> parts) {
   if (parts.size() == 1) return parts[0];
   const Shape shape = parts[0].shape();
-  std::map<int64_t, std::vector<std::pair<int64_t, Tensor>>> windows;  // dim -> (offset, piece)
+  struct Window {
+    int64_t offset;
+    Tensor pad;  // the contribution: `piece` placed at `offset` in zeros
+    Tensor piece;
+  };
+  std::map<int64_t, std::vector<Window>> windows;  // by padded dim
   std::vector<Tensor> rest;
   for (Tensor& g : parts) {
     auto w = ZeroPadWindow(g);
-    if (w) {
-      windows[w->first].emplace_back(w->second, T(g.value().node->operands()[0]));
-    } else {
+    if (!w) {
       rest.push_back(std::move(g));
+      continue;
     }
+    Tensor piece = T(g.value().node->operands()[0]);
+    windows[w->first].push_back({w->second, std::move(g), std::move(piece)});
   }
-  for (auto& [dim, pieces] : windows) {
-    std::sort(pieces.begin(), pieces.end(),
-              [](const auto& a, const auto& b) { return a.first < b.first; });
-    bool disjoint = pieces.size() > 1;
-    for (size_t i = 1; i < pieces.size() && disjoint; ++i)
-      disjoint = pieces[i - 1].first + pieces[i - 1].second.dim(dim) <= pieces[i].first;
-    if (!disjoint) {
-      for (auto& [offset, piece] : pieces) {
-        std::vector<int64_t> low(shape.rank(), 0), high(shape.rank(), 0);
-        low[dim] = offset;
-        high[dim] = shape.dim(dim) - offset - piece.dim(dim);
-        rest.push_back(pad(piece, low, high));
-      }
+  for (auto& [dim, ws] : windows) {
+    std::sort(ws.begin(), ws.end(),
+              [](const auto& a, const auto& b) { return a.offset < b.offset; });
+    bool disjoint = ws.size() > 1;
+    for (size_t i = 1; i < ws.size() && disjoint; ++i)
+      disjoint = ws[i - 1].offset + ws[i - 1].piece.dim(dim) <= ws[i].offset;
+    if (!disjoint) {  // overlapping (or alone): add the pads as they are
+      for (Window& w : ws) rest.push_back(std::move(w.pad));
       continue;
     }
     std::vector<Tensor> row;
@@ -95,10 +96,10 @@ Tensor SumContributions(std::vector<Tensor> parts) {
       dims[dim] = size;
       row.push_back(zeros(dims, shape.dtype()));
     };
-    for (auto& [offset, piece] : pieces) {
-      gap(offset - at);
-      row.push_back(piece);
-      at = offset + piece.dim(dim);
+    for (Window& w : ws) {
+      gap(w.offset - at);
+      at = w.offset + w.piece.dim(dim);
+      row.push_back(std::move(w.piece));
     }
     gap(shape.dim(dim) - at);
     rest.push_back(concat(row, dim));

@@ -125,6 +125,25 @@ std::pair<Tree, Tree> DotStep(const Tree& c, const Tree& x, const Tensor& w1, co
   return {Tree(h), Tree(h * h)};
 }
 
+// The gradient program's dot count (compiled, before anything runs), after
+// checking the loss and every gradient against the for-loop's (1e-10, f64).
+int64_t DotsAndCheck(const Tensor& loss, const Tensor& ref, const std::vector<Tensor>& got,
+                     const std::vector<Tensor>& expected) {
+  int64_t dots = 0;
+  {
+    lazy::LoweringContext lowering(got);
+    dots = Count(runtime::Executable::Compile(lowering.module())->module(), hlo::Opcode::kDot);
+  }
+  EXPECT_NEAR(loss.item<double>(), ref.item<double>(), 1e-10 * std::abs(ref.item<double>()));
+  for (size_t i = 0; i < got.size(); ++i) {
+    auto a = got[i].to_vector<double>(), b = expected[i].to_vector<double>();
+    EXPECT_EQ(a.size(), b.size());
+    for (size_t k = 0; k < a.size() && k < b.size(); ++k)
+      EXPECT_NEAR(a[k], b[k], 1e-10 * std::max(1.0, std::abs(b[k]))) << i << "," << k;
+  }
+  return dots;
+}
+
 TEST(ScanRemat, SavingDotsMatchesTheForLoopAndRunsNoProductTwice) {
   const int64_t length = 5, width = 3;
   Tensor w1 =
@@ -149,18 +168,7 @@ TEST(ScanRemat, SavingDotsMatchesTheForLoopAndRunsNoProductTwice) {
                             Tree(h0), Tree(xs), {.remat = remat});
     Tensor loss = sum(ys.leaf() * weights) + sum(carry.leaf());
     std::vector<Tensor> got = gradients(loss, {w1, w2, h0, xs});
-    {
-      lazy::LoweringContext lowering(got);  // the program, before anything runs
-      dots[remat] =
-          Count(runtime::Executable::Compile(lowering.module())->module(), hlo::Opcode::kDot);
-    }
-    EXPECT_NEAR(loss.item<double>(), ref.item<double>(), 1e-10 * std::abs(ref.item<double>()));
-    for (size_t i = 0; i < got.size(); ++i) {
-      auto a = got[i].to_vector<double>(), b = expected[i].to_vector<double>();
-      ASSERT_EQ(a.size(), b.size());
-      for (size_t k = 0; k < a.size(); ++k)
-        EXPECT_NEAR(a[k], b[k], 1e-10 * std::max(1.0, std::abs(b[k]))) << i << "," << k;
-    }
+    dots[remat] = DotsAndCheck(loss, ref, got, expected);
   }
   // Forward: 2 products. Backward: 2 per product (d lhs, d rhs), plus the
   // forward's 2 again when only carries are saved.
@@ -198,18 +206,7 @@ TEST(ScanRemat, SavingUnbatchedDotsRecomputesOnlyTheBatchedOnes) {
         Tree(h0), Tree(xs), {.remat = remat});
     Tensor loss = sum(ys.leaf() * ys.leaf());
     std::vector<Tensor> got = gradients(loss, {w1, h0, xs});
-    {
-      lazy::LoweringContext lowering(got);
-      dots[remat] =
-          Count(runtime::Executable::Compile(lowering.module())->module(), hlo::Opcode::kDot);
-    }
-    EXPECT_NEAR(loss.item<double>(), ref.item<double>(), 1e-10 * std::abs(ref.item<double>()));
-    for (size_t i = 0; i < got.size(); ++i) {
-      auto a = got[i].to_vector<double>(), b = expected[i].to_vector<double>();
-      ASSERT_EQ(a.size(), b.size());
-      for (size_t k = 0; k < a.size(); ++k)
-        EXPECT_NEAR(a[k], b[k], 1e-10 * std::max(1.0, std::abs(b[k]))) << i << "," << k;
-    }
+    dots[remat] = DotsAndCheck(loss, ref, got, expected);
   }
   // Forward 2 products, backward 2 per product; recomputed: both (carries),
   // none (dots), the batched one (unbatched dots).

@@ -128,6 +128,16 @@ void RunBinary(Opcode op, const T* a, const T* b, T* out, int64_t n, ThreadPool&
   MapBinary(a, b, out, n, f, pool, scalar);
 }
 
+}  // namespace
+
+void LogisticFloats(const float* x, float* out, int64_t n) {  // 1 / (1 + e^-x)
+  for (int64_t i = 0; i < n; ++i) out[i] = -x[i];
+  ExpFloats(out, out, n);
+  for (int64_t i = 0; i < n; ++i) out[i] = 1.0f / (1.0f + out[i]);
+}
+
+namespace {
+
 template <typename T>
 void RunUnary(Opcode op, const T* x, T* out, int64_t n, ThreadPool& pool) {
   pool.ParallelFor(n, kElementwiseGrain / 4, [&](int64_t lo, int64_t hi) {
@@ -145,10 +155,8 @@ void RunUnary(Opcode op, const T* x, T* out, int64_t n, ThreadPool& pool) {
         return;
       }
       if constexpr (std::is_same_v<T, float>) {
-        if (op == Opcode::kLogistic) {  // 1 / (1 + e^-x), e^-x vectorized
-          for (int64_t i = lo; i < hi; ++i) out[i] = -x[i];
-          ExpFloats(out + lo, out + lo, hi - lo);
-          for (int64_t i = lo; i < hi; ++i) out[i] = 1.0f / (1.0f + out[i]);
+        if (op == Opcode::kLogistic) {
+          LogisticFloats(x + lo, out + lo, hi - lo);
           return;
         }
       }

@@ -89,12 +89,7 @@ void RunUnaryBlock(Opcode op, const T* x, T* out, int64_t m) {
       if constexpr (std::is_same_v<T, float>) return ExpFloats(x, out, m);
       break;
     case Opcode::kLogistic:
-      if constexpr (std::is_same_v<T, float>) {
-        for (int64_t i = 0; i < m; ++i) out[i] = -x[i];
-        ExpFloats(out, out, m);
-        for (int64_t i = 0; i < m; ++i) out[i] = 1.0f / (1.0f + out[i]);
-        return;
-      }
+      if constexpr (std::is_same_v<T, float>) return LogisticFloats(x, out, m);
       break;
     default:
       break;

@@ -29,55 +29,15 @@ bool IsFloat(DType t) { return t == DType::kF32 || t == DType::kF64; }
 // The fused loop's index arithmetic keeps a fixed-size multi-index.
 constexpr int64_t kMaxFusedRank = 8;
 
-bool IsFusibleUnary(Opcode op) {
-  switch (op) {
-    case Opcode::kNegate:
-    case Opcode::kAbs:
-    case Opcode::kSign:
-    case Opcode::kExp:
-    case Opcode::kExpm1:
-    case Opcode::kLog:
-    case Opcode::kLog1p:
-    case Opcode::kTanh:
-    case Opcode::kLogistic:
-    case Opcode::kSqrt:
-    case Opcode::kRsqrt:
-    case Opcode::kSin:
-    case Opcode::kCos:
-    case Opcode::kErf:
-    case Opcode::kFloor:
-    case Opcode::kCeil:
-    case Opcode::kRoundNearestEven:
-      return true;
-    default:
-      return false;
-  }
-}
-
-bool IsFusibleBinary(Opcode op) {
-  switch (op) {
-    case Opcode::kAdd:
-    case Opcode::kSubtract:
-    case Opcode::kMultiply:
-    case Opcode::kDivide:
-    case Opcode::kMaximum:
-    case Opcode::kMinimum:
-    case Opcode::kPower:
-    case Opcode::kRemainder:
-    case Opcode::kAtan2:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // An op the fused loop computes per element in `type`: a value of that type,
 // or a compare of two such values (a select's predicate).
 bool IsCore(const Instruction& i, DType type) {
   if (!i.shape().is_array()) return false;
   const Opcode op = i.opcode();
   const DType t = i.shape().dtype();
-  if (IsFusibleUnary(op) || IsFusibleBinary(op)) return t == type;
+  // Unary and binary ops on floats (the verifier admits no bitwise op, not or
+  // shift on them; is-finite gives pred).
+  if (hlo::IsElementwiseUnary(op) || hlo::IsElementwiseBinary(op)) return t == type;
   if (op == Opcode::kSelect) return t == type;
   if (op == Opcode::kCompare) return i.operand(0)->shape().dtype() == type;
   return false;
