@@ -1,19 +1,16 @@
 // dot: each operand is viewed as a batch of row-major matrices, transposing
 // into scratch only when its dimension order fits neither GEMM layout. f32
-// goes to oneDNN's sgemm (fastest measured here, see bench/RESULTS.md); f64
-// and integers use a blocked loop.
+// and f64 go to strata's GEMM (gemm.h); integers use a blocked loop.
 //
-// oneDNN's sgemm runs single-threaded: strata's pool splits the GEMMs (by
-// batch, else by rows) and each piece calls sgemm with a one-thread OpenMP
-// team. oneDNN's own OpenMP team would spin after every GEMM while the pool
-// runs the next kernels: on 2 busy cores that cost up to 2.5x (bench/RESULTS.md).
-#include <dnnl.h>
-#include <omp.h>
-
+// The pool splits the work: by batch when there are at least as many
+// matrices as threads, else each matrix into one piece per thread along
+// whichever of its rows or columns re-packs less (a row piece packs all of
+// B, a column piece all of A).
 #include <algorithm>
 #include <cstring>
 #include <numeric>
 
+#include "kernels/gemm.h"
 #include "kernels/kernels.h"
 
 namespace strata::runtime {
@@ -64,7 +61,7 @@ const uint8_t* Prepare(const OperandView& v, const uint8_t* src, uint8_t* scratc
   return scratch;
 }
 
-// C[m,n] = sum_k A[m,k] B[k,n] for non-f32 types; A and B are plain row-major.
+// C[m,n] = sum_k A[m,k] B[k,n] for integer types; A and B are plain row-major.
 template <typename T>
 void LoopGemm(int64_t m, int64_t n, int64_t k, const T* a, bool ta, const T* b, bool tb, T* c,
               ThreadPool& pool) {
@@ -131,37 +128,32 @@ KernelInfo MakeDotKernel(const hlo::Instruction& inst, ThreadPool& pool_ref) {
         std::memset(C, 0, out_bytes);
         return;
       }
-      if constexpr (std::is_same_v<T, float>) {
-        // Pieces: (batch, row block); rows split only when batches are fewer
-        // than threads, and never below 16 rows per piece.
+      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
         int64_t threads = pool ? pool->num_threads() : 1;
-        int64_t blocks = batch >= threads ? 1 : std::clamp<int64_t>(m / 16, 1, threads);
-        int64_t rows = (m + blocks - 1) / blocks;
+        bool worth_splitting = 2.0 * m * n * k * batch >= 1 << 17;
+        int64_t parts = batch >= threads || !worth_splitting ? 1 : threads;
+        bool split_rows = n <= m;  // re-pack the smaller operand
+        // Piece boundaries fall on micro-tile edges (6 rows, 16 columns).
+        int64_t extent = split_rows ? m : n, align = split_rows ? 6 : 16;
+        int64_t step = ((extent + parts - 1) / parts + align - 1) / align * align;
         auto piece = [&](int64_t lo, int64_t hi) {
-          // This thread's teams only (a per-thread ICV), restored after.
-          int saved = omp_get_max_threads();
-          omp_set_num_threads(1);
-          struct Restore {
-            int n;
-            ~Restore() { omp_set_num_threads(n); }
-          } restore{saved};
           for (int64_t p = lo; p < hi; ++p) {
-            int64_t b = p / blocks, r0 = (p % blocks) * rows, r1 = std::min(m, r0 + rows);
-            if (r0 >= r1) continue;
-            const T* Ab = A + b * m * k + (lv.transposed ? r0 : r0 * k);
-            const T* Bb = B + b * k * n;
-            T* Cb = C + b * m * n + r0 * n;
-            dnnl_status_t status =
-                dnnl_sgemm(lv.transposed ? 'T' : 'N', rv.transposed ? 'T' : 'N', r1 - r0, n, k,
-                           1.0f, Ab, lv.transposed ? m : k, Bb, rv.transposed ? k : n, 0.0f, Cb, n);
-            if (status != dnnl_success)
-              Fail("[runtime] dnnl_sgemm failed with status {}", static_cast<int>(status));
+            int64_t b = p / parts, s0 = (p % parts) * step, s1 = std::min(extent, s0 + step);
+            if (s0 >= s1) continue;
+            int64_t r0 = split_rows ? s0 : 0, r1 = split_rows ? s1 : m;
+            int64_t c0 = split_rows ? 0 : s0, c1 = split_rows ? n : s1;
+            // A is [m, k] (or stored [k, m]); B is [k, n] (or stored [n, k]).
+            MatrixView<const T> av{A + b * m * k, lv.transposed ? 1 : k, lv.transposed ? m : 1};
+            MatrixView<const T> bv{B + b * k * n, rv.transposed ? 1 : n, rv.transposed ? k : 1};
+            av.data += r0 * av.row_stride;
+            bv.data += c0 * bv.col_stride;
+            Gemm<T>(r1 - r0, c1 - c0, k, av, bv, C + b * m * n + r0 * n + c0, n);
           }
         };
-        if (pool && batch * blocks > 1 && 2.0 * m * n * k * batch >= 1 << 17) {
-          pool->ParallelFor(batch * blocks, 1, piece);
+        if (pool && batch * parts > 1 && worth_splitting) {
+          pool->ParallelFor(batch * parts, 1, piece);
         } else {
-          piece(0, batch * blocks);
+          piece(0, batch * parts);
         }
         return;
       }

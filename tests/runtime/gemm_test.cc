@@ -1,0 +1,158 @@
+// strata's GEMM (kernels/gemm.h) against a plain triple loop in long double:
+// every layout of A and B, sizes that cut micro-tiles, cache blocks of k and
+// of columns at odd places, f32 and f64, both micro-kernels; and C computed
+// in pieces equals C computed whole, bit for bit.
+#include "kernels/gemm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace strata::runtime {
+namespace {
+
+struct Case {
+  int64_t m, n, k;
+  bool a_transposed, b_transposed;
+};
+
+std::string Name(const Case& c) {
+  return std::to_string(c.m) + "x" + std::to_string(c.n) + "x" + std::to_string(c.k) +
+         (c.a_transposed ? " A^T" : "") + (c.b_transposed ? " B^T" : "");
+}
+
+template <typename T>
+std::vector<T> Random(int64_t n, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<double> dist(-1, 1);
+  std::vector<T> v(n);
+  for (auto& x : v) x = static_cast<T>(dist(gen));
+  return v;
+}
+
+// A is [m, k] or stored [k, m]; B is [k, n] or stored [n, k].
+template <typename T>
+struct Operands {
+  Case c;
+  std::vector<T> a = Random<T>(c.m * c.k, 1), b = Random<T>(c.k * c.n, 2);
+  MatrixView<const T> A() const {
+    return {a.data(), c.a_transposed ? 1 : c.k, c.a_transposed ? c.m : 1};
+  }
+  MatrixView<const T> B() const {
+    return {b.data(), c.b_transposed ? 1 : c.n, c.b_transposed ? c.k : 1};
+  }
+  T At(MatrixView<const T> v, int64_t i, int64_t j) const {
+    return v.data[i * v.row_stride + j * v.col_stride];
+  }
+};
+
+// Checks C (row stride ldc) against the triple loop, element by element,
+// within the rounding a k-term sum may gather, and that C's padding columns
+// were not touched.
+template <typename T>
+void ExpectMatchesLoop(const Operands<T>& ops, const std::vector<T>& c, int64_t ldc, T pad) {
+  const Case& cs = ops.c;
+  const long double eps = std::numeric_limits<T>::epsilon();
+  for (int64_t i = 0; i < cs.m; ++i) {
+    for (int64_t j = 0; j < ldc; ++j) {
+      T got = c[i * ldc + j];
+      if (j >= cs.n) {
+        ASSERT_EQ(got, pad) << Name(cs) << ": wrote outside C at (" << i << ", " << j << ")";
+        continue;
+      }
+      long double sum = 0, magnitude = 0;
+      for (int64_t p = 0; p < cs.k; ++p) {
+        long double term = static_cast<long double>(ops.At(ops.A(), i, p)) * ops.At(ops.B(), p, j);
+        sum += term;
+        magnitude += std::fabs(term);
+      }
+      long double bound = 2 * cs.k * eps * magnitude + std::numeric_limits<T>::min();
+      ASSERT_LE(std::fabs(got - sum), bound)
+          << Name(cs) << " at (" << i << ", " << j << "): got " << got << ", loop " << sum;
+    }
+  }
+}
+
+const std::vector<Case>& Cases() {
+  static const std::vector<Case> cases = [] {
+    // Micro-tiles are 6 x 16 (f32) and 6 x 8 (f64); k blocks are 512 (f32)
+    // and 256 (f64); column blocks 3072 (f32) and 2048 (f64); row blocks 72.
+    std::vector<std::vector<int64_t>> sizes = {{1, 1, 1},    {5, 17, 3},     {6, 16, 512},
+                                               {7, 33, 513}, {12, 8, 257},   {150, 40, 1100},
+                                               {73, 31, 64}, {13, 3100, 20}, {2, 2050, 9}};
+    std::vector<Case> out;
+    for (const auto& s : sizes) {
+      for (int layout = 0; layout < 4; ++layout) {
+        out.push_back({s[0], s[1], s[2], (layout & 1) != 0, (layout & 2) != 0});
+      }
+    }
+    return out;
+  }();
+  return cases;
+}
+
+template <typename T>
+void CheckEveryCase() {
+  for (const Case& c : Cases()) {
+    Operands<T> ops{c};
+    const T pad = T(12345);
+    int64_t ldc = c.n + 3;  // C is a block of a wider matrix
+    std::vector<T> out(c.m * ldc, pad);
+    Gemm<T>(c.m, c.n, c.k, ops.A(), ops.B(), out.data(), ldc);
+    ExpectMatchesLoop(ops, out, ldc, pad);
+  }
+}
+
+TEST(Gemm, F32MatchesATripleLoopInEveryLayout) { CheckEveryCase<float>(); }
+TEST(Gemm, F64MatchesATripleLoopInEveryLayout) { CheckEveryCase<double>(); }
+
+TEST(Gemm, PortableKernelMatchesATripleLoop) {
+  UsePortableGemmKernelForTesting(true);
+  EXPECT_FALSE(GemmUsesAvx2());
+  CheckEveryCase<float>();
+  CheckEveryCase<double>();
+  UsePortableGemmKernelForTesting(false);
+}
+
+// The dot kernel splits C into row or column pieces, one per thread; each
+// element must be summed the same way whatever piece it falls in, so a
+// result never depends on the thread count. Piece edges here cut micro-tiles.
+template <typename T>
+void CheckPiecesEqualWhole() {
+  for (Case c : {Case{151, 70, 700, false, true}, Case{40, 150, 600, true, false},
+                 Case{33, 47, 1030, false, false}}) {
+    Operands<T> ops{c};
+    std::vector<T> whole(c.m * c.n), rows(c.m * c.n), columns(c.m * c.n);
+    Gemm<T>(c.m, c.n, c.k, ops.A(), ops.B(), whole.data(), c.n);
+    int64_t row_cuts[] = {0, 7, c.m / 2, c.m};
+    for (int piece = 0; piece < 3; ++piece) {
+      int64_t r0 = row_cuts[piece], r1 = row_cuts[piece + 1];
+      MatrixView<const T> a = ops.A();
+      a.data += r0 * a.row_stride;
+      Gemm<T>(r1 - r0, c.n, c.k, a, ops.B(), rows.data() + r0 * c.n, c.n);
+    }
+    int64_t column_cuts[] = {0, 5, c.n / 2 + 1, c.n};
+    for (int piece = 0; piece < 3; ++piece) {
+      int64_t c0 = column_cuts[piece], c1 = column_cuts[piece + 1];
+      MatrixView<const T> b = ops.B();
+      b.data += c0 * b.col_stride;
+      Gemm<T>(c.m, c1 - c0, c.k, ops.A(), b, columns.data() + c0, c.n);
+    }
+    for (int64_t i = 0; i < c.m * c.n; ++i) {
+      ASSERT_EQ(rows[i], whole[i]) << Name(c) << " element " << i << " (row pieces)";
+      ASSERT_EQ(columns[i], whole[i]) << Name(c) << " element " << i << " (column pieces)";
+    }
+  }
+}
+
+TEST(Gemm, PiecesEqualTheWholeBitForBit) {
+  CheckPiecesEqualWhole<float>();
+  CheckPiecesEqualWhole<double>();
+}
+
+}  // namespace
+}  // namespace strata::runtime
