@@ -1,8 +1,8 @@
 // Loop fusion (passes/fuse_elementwise.cc, kernels/fusion.cc) against plain
 // loops: which ops fuse, the numbers of every fusible op in f32 and f64,
 // broadcasts read through index maps across block boundaries, selects of
-// compares, values the same for every element, and when a fusion may write
-// over what it reads.
+// compares, values the same for every element, when a fusion may write
+// over what it reads, and row reductions (a softmax in one fusion).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -268,6 +268,159 @@ TEST(Fusion, EmptyResults) {
         {Arg(std::vector<float>{}, dims), Arg(std::vector<float>(dims[0], 1.0f), {dims[0]})});
     EXPECT_EQ(out[0].shape(), Shape(DType::kF32, dims));
     EXPECT_TRUE(out[0].ToVector<float>().empty());
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Row reductions: a reduce over the trailing dims whose result is only
+// broadcast back along the rows joins the fusion, which then runs a row at a
+// time.
+
+hlo::Computation* Reducer(Graph& g, Opcode op, DType t) {
+  return g.Add(hlo::MakeScalarBinaryComputation(std::string(hlo::OpcodeName(op)), op, t));
+}
+
+int64_t CountInFusions(const hlo::Module& m, Opcode op) {
+  int64_t n = 0;
+  for (const auto& inst : m.entry()->instructions()) {
+    if (inst->opcode() == Opcode::kFusion) n += Count(*inst->called.at(0), op);
+  }
+  return n;
+}
+
+// softmax(where(mask, x * s, -inf)) over the last dim, as attention computes
+// it: the max, the exponentials, their sum and the division in one fusion.
+template <typename T>
+void CheckMaskedSoftmax() {
+  const int64_t rows = 37, cols = 129;
+  const DType t = std::is_same_v<T, float> ? DType::kF32 : DType::kF64;
+  std::vector<T> x = Random<T>(rows * cols, 7, -4, 4);
+  std::vector<bool> mask(rows * cols);  // a fifth masked, anywhere in a row
+  for (int64_t i = 0; i < rows * cols; ++i) mask[i] = (i % cols + i / cols) % 5 != 0;
+  const T s = T(0.6);
+  Graph g({Shape(t, {rows, cols}), Shape(DType::kPred, {rows, cols}), Shape(t, {})});
+  auto& b = g.b;
+  auto* z =
+      b.Select(g.params[1], b.Multiply(g.params[0], b.Broadcast(g.params[2], {rows, cols}, {})),
+               b.Broadcast(b.ConstantScalar<T>(-INFINITY), {rows, cols}, {}));
+  auto* mx = b.Reduce(z, b.ConstantScalar<T>(-INFINITY), {1}, Reducer(g, Opcode::kMaximum, t));
+  auto* e = b.Unary(Opcode::kExp, b.Subtract(z, b.Broadcast(mx, {rows, cols}, {0})));
+  auto* sum = b.Reduce(e, b.ConstantScalar<T>(0), {1}, Reducer(g, Opcode::kAdd, t));
+  auto exe = g.Compile(b.Divide(e, b.Broadcast(sum, {rows, cols}, {0})));
+  EXPECT_EQ(Count(*exe->module().entry(), Opcode::kFusion), 1) << hlo::ToText(exe->module());
+  EXPECT_EQ(Count(*exe->module().entry(), Opcode::kReduce), 0);
+  EXPECT_EQ(CountInFusions(exe->module(), Opcode::kReduce), 2);
+  EXPECT_EQ(exe->stats().kernels, 1);
+  auto out =
+      exe->Run({Arg(x, {rows, cols}), Arg(mask, {rows, cols}), Arg(std::vector<T>{s}, {})})[0]
+          .template ToVector<T>();
+  const double tol = std::is_same_v<T, float> ? 2e-6 : 1e-14;
+  for (int64_t r = 0; r < rows; ++r) {
+    double max = -INFINITY, total = 0;
+    for (int64_t c = 0; c < cols; ++c) {
+      if (mask[r * cols + c]) max = std::max(max, double(T(x[r * cols + c] * s)));
+    }
+    for (int64_t c = 0; c < cols; ++c) {
+      if (mask[r * cols + c]) total += std::exp(double(T(x[r * cols + c] * s)) - max);
+    }
+    for (int64_t c = 0; c < cols; ++c) {
+      const int64_t i = r * cols + c;
+      const double expected = mask[i] ? std::exp(double(T(x[i] * s)) - max) / total : 0.0;
+      ASSERT_NEAR(out[i], expected, tol) << r << ", " << c;
+    }
+  }
+}
+
+TEST(RowFusion, MaskedSoftmaxIsOneFusionThatMatchesAPlainLoop) {
+  CheckMaskedSoftmax<float>();
+  CheckMaskedSoftmax<double>();
+}
+
+// The softmax backward, y * (g - sum(g * y)), over two trailing dims at once
+// (rows of 6 x 40), with a value computed once per row (1 / n) on the way.
+TEST(RowFusion, ReductionOverTwoTrailingDimsWithPerRowArithmetic) {
+  const int64_t a = 5, b0 = 6, c0 = 40, n = a * b0 * c0;
+  std::vector<float> y = Random<float>(n, 8, 0, 1), gr = Random<float>(n, 9, -1, 1);
+  Graph g({Shape(DType::kF32, {a, b0, c0}), Shape(DType::kF32, {a, b0, c0})});
+  auto& b = g.b;
+  const std::vector<int64_t> dims = {a, b0, c0};
+  auto* dot = b.Reduce(b.Multiply(g.params[0], g.params[1]), b.ConstantScalar(0.0f), {1, 2},
+                       Reducer(g, Opcode::kAdd, DType::kF32));
+  // (sum / n) * n: arithmetic on the row's value alone, inside the fusion.
+  auto* count = b.Broadcast(b.ConstantScalar(float(b0 * c0)), dims, {});
+  auto* per_row = b.Multiply(b.Divide(b.Broadcast(dot, dims, {0}), count), count);
+  auto exe = g.Compile(b.Multiply(g.params[1], b.Subtract(g.params[0], per_row)));
+  EXPECT_EQ(Count(*exe->module().entry(), Opcode::kFusion), 1) << hlo::ToText(exe->module());
+  EXPECT_EQ(Count(*exe->module().entry(), Opcode::kReduce), 0);
+  auto out = exe->Run({Arg(gr, dims), Arg(y, dims)})[0].ToVector<float>();
+  for (int64_t r = 0; r < a; ++r) {
+    double s = 0;
+    for (int64_t k = 0; k < b0 * c0; ++k) s += double(gr[r * b0 * c0 + k]) * y[r * b0 * c0 + k];
+    for (int64_t k = 0; k < b0 * c0; ++k) {
+      const int64_t i = r * b0 * c0 + k;
+      ASSERT_NEAR(out[i], y[i] * (gr[i] - s), 2e-5) << i;
+    }
+  }
+}
+
+// A fusion whose result is the same along each row (a row mean broadcast
+// back) writes the whole row.
+TEST(RowFusion, AResultConstantAlongTheRowFillsIt) {
+  const int64_t rows = 9, cols = 70;
+  std::vector<float> x = Random<float>(rows * cols, 10, -2, 2);
+  Graph g({Shape(DType::kF32, {rows, cols})});
+  auto& b = g.b;
+  auto* sum =
+      b.Reduce(g.params[0], b.ConstantScalar(0.0f), {1}, Reducer(g, Opcode::kAdd, DType::kF32));
+  auto* mean = b.Divide(b.Broadcast(sum, {rows, cols}, {0}),
+                        b.Broadcast(b.ConstantScalar(float(cols)), {rows, cols}, {}));
+  auto exe = g.Compile(b.Unary(Opcode::kNegate, mean));
+  EXPECT_EQ(Count(*exe->module().entry(), Opcode::kFusion), 1) << hlo::ToText(exe->module());
+  auto out = exe->Run({Arg(x, {rows, cols})})[0].ToVector<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    double s = 0;
+    for (int64_t c = 0; c < cols; ++c) s += x[r * cols + c];
+    for (int64_t c = 0; c < cols; ++c)
+      ASSERT_NEAR(out[r * cols + c], -s / cols, 1e-5) << r << ", " << c;
+  }
+}
+
+// What stays a reduce kernel: a result also read outside the fusion, a
+// reduction over a leading dim, rows too short to be worth a block.
+TEST(RowFusion, LeavesReductionsItCannotFuse) {
+  const int64_t rows = 6, cols = 64;
+  std::vector<float> x = Random<float>(rows * cols, 11, -1, 1);
+  auto sum_of = [&](Graph& g, hlo::Instruction* v, std::vector<int64_t> dims) {
+    return g.b.Reduce(v, g.b.ConstantScalar(0.0f), std::move(dims),
+                      Reducer(g, Opcode::kAdd, DType::kF32));
+  };
+  {  // the sums are also a result
+    Graph g({Shape(DType::kF32, {rows, cols})});
+    auto* e = g.b.Unary(Opcode::kExp, g.params[0]);
+    auto* sum = sum_of(g, e, {1});
+    auto exe = g.Compile(g.b.Tuple({g.b.Divide(e, g.b.Broadcast(sum, {rows, cols}, {0})), sum}));
+    EXPECT_EQ(Count(*exe->module().entry(), Opcode::kReduce), 1) << hlo::ToText(exe->module());
+    auto out = exe->Run({Arg(x, {rows, cols})});
+    auto y = out[0].ToVector<float>(), s = out[1].ToVector<float>();
+    for (int64_t r = 0; r < rows; ++r) {
+      double total = 0;
+      for (int64_t c = 0; c < cols; ++c) total += std::exp(double(x[r * cols + c]));
+      ASSERT_NEAR(s[r], total, 1e-4 * total);
+      for (int64_t c = 0; c < cols; ++c)
+        ASSERT_NEAR(y[r * cols + c], std::exp(double(x[r * cols + c])) / total, 1e-6);
+    }
+  }
+  {  // over the leading dim
+    Graph g({Shape(DType::kF32, {cols, rows})});
+    auto* e = g.b.Unary(Opcode::kExp, g.params[0]);
+    auto exe = g.Compile(g.b.Divide(e, g.b.Broadcast(sum_of(g, e, {0}), {cols, rows}, {1})));
+    EXPECT_EQ(Count(*exe->module().entry(), Opcode::kReduce), 1) << hlo::ToText(exe->module());
+  }
+  {  // rows of 8
+    Graph g({Shape(DType::kF32, {8, 8})});
+    auto* e = g.b.Unary(Opcode::kExp, g.params[0]);
+    auto exe = g.Compile(g.b.Divide(e, g.b.Broadcast(sum_of(g, e, {1}), {8, 8}, {0})));
+    EXPECT_EQ(Count(*exe->module().entry(), Opcode::kReduce), 1) << hlo::ToText(exe->module());
   }
 }
 

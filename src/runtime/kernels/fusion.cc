@@ -10,6 +10,13 @@
 // operand is gathered into a buffer, and values that are the same for every
 // element (constants, broadcast scalars, ops over only those) are computed
 // once per run.
+//
+// A fusion may also hold reductions over its trailing dims (a "row": the
+// softmax's max and sum, a norm's sum of squares) whose results are only
+// broadcast back along the row inside the fusion. It then runs one row per
+// block: a reduction gives one value for the block, read like a uniform
+// value by the ops after it, so a softmax reads its input once and writes
+// its result once.
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -17,6 +24,7 @@
 #include <vector>
 
 #include "kernels/elementwise_ops.h"
+#include "kernels/reduce_ops.h"
 
 namespace strata::runtime {
 namespace {
@@ -35,17 +43,19 @@ enum class Kind : uint8_t {
   kUnary,
   kBinary,
   kCompare,
-  kSelect
+  kSelect,
+  kReduce,        // over the block (a row); one value per row
+  kRowBroadcast,  // a row's reduced value along the row
 };
 
 struct Op {
   Kind kind;
   Opcode opcode = Opcode::kAdd;
   hlo::Comparison direction = hlo::Comparison::kEq;
-  int64_t in[3] = {-1, -1, -1};  // earlier ops' values
-  int64_t operand = -1;          // fusion operand (kElementwise, kScalar, kGather)
-  bool pred = false;             // that operand is pred (converted to 0 / 1)
-  double constant = 0;
+  int64_t in[3] = {-1, -1, -1};       // earlier ops' values
+  int64_t operand = -1;               // fusion operand (kElementwise, kScalar, kGather)
+  bool pred = false;                  // that operand is pred (converted to 0 / 1)
+  double constant = 0;                // kConstant's value, kReduce's init
   std::vector<int64_t> strides = {};  // kGather: operand stride per result dim (0: broadcast)
   bool uniform = false;               // the same for every element
 };
@@ -134,7 +144,10 @@ void Gather(const uint8_t* src, bool pred, const std::vector<int64_t>& dims,
     // The rest of the innermost row in one run: a fill, a copy or strided.
     const int64_t run = std::min(m - i, rank == 0 ? m : inner - index[rank - 1]);
     T* o = out + i;
-    if (pred) {
+    if (pred && inner_stride == 1) {
+      const uint8_t* bytes = reinterpret_cast<const uint8_t*>(flags + offset);
+      for (int64_t j = 0; j < run; ++j) o[j] = static_cast<T>(bytes[j] != 0);
+    } else if (pred) {
       for (int64_t j = 0; j < run; ++j) o[j] = flags[offset + j * inner_stride] ? T(1) : T(0);
     } else if (inner_stride == 0) {
       std::fill_n(o, run, values[offset]);
@@ -159,8 +172,9 @@ void Gather(const uint8_t* src, bool pred, const std::vector<int64_t>& dims,
 template <typename T>
 class FusedLoop {
  public:
-  FusedLoop(std::vector<Op> ops, std::vector<int64_t> dims, ThreadPool& pool)
-      : ops_(std::move(ops)), dims_(std::move(dims)), pool_(&pool) {
+  // row: the elements a reduction covers (0 without reductions).
+  FusedLoop(std::vector<Op> ops, std::vector<int64_t> dims, int64_t row, ThreadPool& pool)
+      : ops_(std::move(ops)), dims_(std::move(dims)), row_(row), pool_(&pool) {
     n_ = 1;
     for (int64_t d : dims_) n_ *= d;
   }
@@ -177,17 +191,26 @@ class FusedLoop {
       std::fill_n(out, n_, uniform.back());
       return;
     }
-    pool_->ParallelFor(n_, kElementwiseGrain / 2, [&](int64_t lo, int64_t hi) {
-      auto buffers = std::make_unique<T[]>(ops_.size() * kBlock);
+    // Blocks of kBlock elements, or one row each.
+    const int64_t block = row_ > 0 ? row_ : kBlock;
+    auto run_blocks = [&](int64_t lo, int64_t hi) {  // elements [lo, hi)
+      auto buffers = std::make_unique<T[]>(ops_.size() * block);
       std::vector<Value<T>> values(ops_.size());
-      for (int64_t at = lo; at < hi; at += kBlock) {
-        const int64_t m = std::min(kBlock, hi - at);
+      for (int64_t at = lo; at < hi; at += block) {
+        const int64_t m = std::min(block, hi - at);
         for (size_t k = 0; k < ops_.size(); ++k) {
-          T* buffer = k + 1 == ops_.size() ? out + at : &buffers[k * kBlock];
+          T* buffer = k + 1 == ops_.size() ? out + at : &buffers[k * block];
           values[k] = Block(ops_[k], k, values, uniform, args, at, m, buffer);
         }
+        if (!values.back().varies) std::fill_n(out + at, m, values.back().ptr[0]);
       }
-    });
+    };
+    if (row_ == 0) {
+      pool_->ParallelFor(n_, kElementwiseGrain / 2, run_blocks);
+    } else {
+      pool_->ParallelFor(n_ / row_, std::max<int64_t>(1, kElementwiseGrain / 2 / row_),
+                         [&](int64_t lo, int64_t hi) { run_blocks(lo * row_, hi * row_); });
+    }
   }
 
  private:
@@ -208,6 +231,9 @@ class FusedLoop {
         return CompareValues(op.direction, u[op.in[0]], u[op.in[1]]) ? T(1) : T(0);
       case Kind::kSelect:
         return u[op.in[0]] != T(0) ? u[op.in[1]] : u[op.in[2]];
+      case Kind::kReduce:  // never uniform: computed per row
+      case Kind::kRowBroadcast:
+        break;
     }
     return T(0);
   }
@@ -215,26 +241,47 @@ class FusedLoop {
   Value<T> Block(const Op& op, size_t k, const std::vector<Value<T>>& v, const std::vector<T>& u,
                  const KernelArgs& args, int64_t at, int64_t m, T* buffer) const {
     if (op.uniform) return {&u[k], false};
+    // An op over only a row's reduced values gives one value for the row.
+    bool varies = false;
+    for (int64_t i : op.in) varies = varies || (i >= 0 && v[i].varies);
+    const bool reads_values = op.kind == Kind::kUnary || op.kind == Kind::kBinary ||
+                              op.kind == Kind::kCompare || op.kind == Kind::kSelect;
+    if (reads_values && !varies) m = 1;
     switch (op.kind) {
       case Kind::kElementwise:
         if (!op.pred) return {reinterpret_cast<const T*>(args.operands[op.operand]) + at, true};
-        for (int64_t i = 0; i < m; ++i) buffer[i] = args.operands[op.operand][at + i] ? T(1) : T(0);
+        for (int64_t i = 0; i < m; ++i)
+          buffer[i] = static_cast<T>(args.operands[op.operand][at + i] != 0);
         return {buffer, true};
       case Kind::kGather:
         Gather(args.operands[op.operand], op.pred, dims_, op.strides, at, m, buffer);
         return {buffer, true};
       case Kind::kUnary:
         RunUnaryBlock(op.opcode, v[op.in[0]].ptr, buffer, m);
-        return {buffer, true};
+        return {buffer, varies};
       case Kind::kBinary:
         RunBinaryBlock(op.opcode, v[op.in[0]], v[op.in[1]], buffer, m);
-        return {buffer, true};
+        return {buffer, varies};
       case Kind::kCompare: {
         const hlo::Comparison c = op.direction;
         Map2(v[op.in[0]], v[op.in[1]], buffer, m,
              [c](T x, T y) { return CompareValues(c, x, y) ? T(1) : T(0); });
-        return {buffer, true};
+        return {buffer, varies};
       }
+      case Kind::kReduce: {
+        const Value<T> x = v[op.in[0]];
+        const Reducer<T> f{op.opcode};
+        if (x.varies) {
+          buffer[0] = ReduceContiguous(x.ptr, m, static_cast<T>(op.constant), f);
+        } else {  // the same value m times, in the unfused reduce's order
+          T acc = static_cast<T>(op.constant);
+          for (int64_t i = 0; i < m; ++i) acc = f(acc, x.ptr[0]);
+          buffer[0] = acc;
+        }
+        return {buffer, false};
+      }
+      case Kind::kRowBroadcast:
+        return v[op.in[0]];
       case Kind::kSelect: {
         const Value<T> p = v[op.in[0]], x = v[op.in[1]], y = v[op.in[2]];
         if (p.varies && x.varies && y.varies) {
@@ -250,7 +297,7 @@ class FusedLoop {
           for (int64_t i = 0; i < m; ++i)
             buffer[i] = p.ptr[i * sp] != T(0) ? x.ptr[i * sx] : y.ptr[i * sy];
         }
-        return {buffer, true};
+        return {buffer, varies};
       }
       case Kind::kScalar:
       case Kind::kConstant:
@@ -261,6 +308,7 @@ class FusedLoop {
 
   std::vector<Op> ops_;
   std::vector<int64_t> dims_;
+  int64_t row_ = 0;
   int64_t n_ = 0;
   ThreadPool* pool_;
 };
@@ -310,9 +358,24 @@ std::vector<Op> Translate(const hlo::Computation& fused) {
         op.kind = Kind::kConstant;
         op.constant = inst.literal.GetAsDouble(0);
         break;
+      case Opcode::kReduce: {
+        op.kind = Kind::kReduce;
+        std::optional<Opcode> reducer = SimpleReducer(*inst.called.at(0));
+        const Instruction& init = *inst.operand(1);
+        if (!reducer || init.opcode() != Opcode::kConstant)
+          Fail("[runtime] fusion {}: {} must reduce with one binary op from a constant",
+               fused.name(), inst.name());
+        op.opcode = *reducer;
+        op.constant = init.literal.GetAsDouble(0);
+        op.in[0] = value.at(inst.operand(0));
+        break;
+      }
       case Opcode::kBroadcast: {
         const Instruction& src = *inst.operand(0);
-        if (src.opcode() == Opcode::kConstant && src.shape().rank() == 0) {
+        if (src.opcode() == Opcode::kReduce) {
+          op.kind = Kind::kRowBroadcast;
+          op.in[0] = value.at(&src);
+        } else if (src.opcode() == Opcode::kConstant && src.shape().rank() == 0) {
           op.kind = Kind::kConstant;
           op.constant = src.literal.GetAsDouble(0);
         } else if (src.shape().rank() == 0) {
@@ -356,6 +419,32 @@ std::vector<Op> Translate(const hlo::Computation& fused) {
   return ops;
 }
 
+// The elements each of the fusion's reductions covers: all reduce the same
+// trailing dims of the fusion's shape. 0 when it has none.
+int64_t FusedRowLength(const Instruction& fusion) {
+  const std::vector<int64_t>& dims = fusion.shape().dims();
+  int64_t row = 0;
+  for (const auto& inst : fusion.called.at(0)->instructions()) {
+    if (inst->opcode() != Opcode::kReduce) continue;
+    const int64_t rank = static_cast<int64_t>(dims.size());
+    const int64_t reduced = static_cast<int64_t>(inst->dimensions.size());
+    bool trailing = inst->operand(0)->shape().dims() == dims && reduced > 0;
+    int64_t length = 1;
+    for (int64_t i = 0; trailing && i < reduced; ++i) {
+      trailing = inst->dimensions[i] == rank - reduced + i;
+      length *= dims[rank - reduced + i];
+    }
+    if (!trailing || (row != 0 && row != length) || length == 0) {
+      Fail(
+          "[runtime] fusion {}: {} must reduce the fusion's trailing dims, as its other "
+          "reductions do",
+          fusion.name(), inst->name());
+    }
+    row = length;
+  }
+  return row;
+}
+
 }  // namespace
 
 bool FusionReadsElementwise(const Instruction& fusion, int64_t index) {
@@ -375,11 +464,12 @@ KernelInfo MakeFusionKernel(const Instruction& inst, ThreadPool& pool) {
   std::vector<int64_t> dims = inst.shape().dims();
   if (dims.size() > 8)
     Fail("[runtime] fusion {} has rank {} (at most 8)", inst.name(), dims.size());
+  const int64_t row = FusedRowLength(inst);
   switch (inst.shape().dtype()) {
     case DType::kF32:
-      return {FusedLoop<float>(std::move(ops), std::move(dims), pool)};
+      return {FusedLoop<float>(std::move(ops), std::move(dims), row, pool)};
     case DType::kF64:
-      return {FusedLoop<double>(std::move(ops), std::move(dims), pool)};
+      return {FusedLoop<double>(std::move(ops), std::move(dims), row, pool)};
     default:
       UnsupportedType(inst, inst.shape().dtype());
   }

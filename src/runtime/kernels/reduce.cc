@@ -5,65 +5,12 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/kernels.h"
+#include "kernels/reduce_ops.h"
 
 namespace strata::runtime {
 namespace {
 
 using hlo::Opcode;
-
-template <typename T>
-struct Reducer {
-  Opcode op;
-  T operator()(T a, T b) const {
-    if constexpr (std::is_same_v<T, bool>) {
-      return (op == Opcode::kAnd || op == Opcode::kMinimum) ? (a && b) : (a || b);
-    } else {
-      switch (op) {
-        case Opcode::kAdd:
-          return WrappingAdd(a, b);
-        case Opcode::kMultiply:
-          return WrappingMultiply(a, b);
-        case Opcode::kMaximum:
-          if constexpr (std::is_floating_point_v<T>) return (a > b || std::isnan(a)) ? a : b;
-          return a > b ? a : b;
-        case Opcode::kMinimum:
-          if constexpr (std::is_floating_point_v<T>) return (a < b || std::isnan(a)) ? a : b;
-          return a < b ? a : b;
-        case Opcode::kAnd:
-          if constexpr (std::is_integral_v<T>) return a & b;
-          return a;
-        case Opcode::kOr:
-          if constexpr (std::is_integral_v<T>) return a | b;
-          return a;
-        default:
-          return a;
-      }
-    }
-  }
-};
-
-// Reduces n contiguous elements. Floating-point sums keep 16 partial sums so
-// the loop vectorizes (and rounding error grows more slowly).
-template <typename T>
-T ReduceContiguous(const T* x, int64_t n, T init, Reducer<T> f) {
-  if constexpr (std::is_floating_point_v<T>) {
-    if (f.op == Opcode::kAdd && n >= 32) {
-      T partial[16] = {};
-      int64_t i = 0;
-      for (; i + 16 <= n; i += 16) {
-        for (int k = 0; k < 16; ++k) partial[k] += x[i + k];
-      }
-      T sum = 0;
-      for (int k = 0; k < 16; ++k) sum += partial[k];
-      for (; i < n; ++i) sum += x[i];
-      return init + sum;
-    }
-  }
-  T acc = init;
-  for (int64_t i = 0; i < n; ++i) acc = f(acc, x[i]);
-  return acc;
-}
 
 struct Group {
   int64_t size;
@@ -191,8 +138,10 @@ Kernel NativeReduce(const hlo::Instruction& inst, Opcode op, ThreadPool* pool) {
   };
 }
 
+}  // namespace
+
 // The single binary op a scalar computation applies to its two parameters.
-std::optional<Opcode> SimpleReducer(const hlo::Computation& c) {
+std::optional<hlo::Opcode> SimpleReducer(const hlo::Computation& c) {
   const hlo::Instruction* root = c.root();
   if (!root || !hlo::IsElementwiseBinary(root->opcode()) || c.parameter_count() != 2) {
     return std::nullopt;
@@ -214,8 +163,6 @@ std::optional<Opcode> SimpleReducer(const hlo::Computation& c) {
       return std::nullopt;
   }
 }
-
-}  // namespace
 
 KernelInfo MakeReduceKernel(const hlo::Instruction& inst, ThreadPool& pool,
                             ScalarFunction to_apply) {

@@ -10,12 +10,19 @@
 // something outside still needs it). Compares join as 0 / 1 values for a
 // select in the same fusion. Everything else a fusion reads becomes one of
 // its parameters.
+//
+// A reduction over the fusion's trailing dims joins too when its result is
+// only broadcast back along those dims inside the fusion (a softmax's max
+// and sum, a norm's mean square): the fusion then runs a row at a time, and
+// the reduction and what it reads never leave cache.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "kernels/reduce_ops.h"
 #include "strata/runtime/passes.h"
 
 namespace strata::runtime {
@@ -50,11 +57,50 @@ bool IsFusibleBroadcast(const Instruction& i, const std::vector<int64_t>& dims, 
          i.operand(0)->shape().is_array() && i.operand(0)->shape().rank() <= kMaxFusedRank;
 }
 
+// A fused row is a block of the fused loop: long enough to amortize a
+// block's bookkeeping, short enough that its values stay in L1 / L2.
+constexpr int64_t kMinRow = 32, kMaxRow = 16384;
+
+// The elements a reduce of the fusion's `dims` covers, when it is a row
+// reduction: over the trailing dims, with one binary op (add, multiply,
+// maximum, minimum) from a scalar constant. Else 0.
+int64_t RowReduceLength(const Instruction& i, const std::vector<int64_t>& dims, DType type) {
+  if (i.opcode() != Opcode::kReduce || i.operand_count() != 2 || !i.shape().is_array() ||
+      i.shape().dtype() != type || i.operand(0)->shape().dims() != dims) {
+    return 0;
+  }
+  const Instruction& init = *i.operand(1);
+  if (init.opcode() != Opcode::kConstant || init.shape().rank() != 0) return 0;
+  std::optional<Opcode> reducer = SimpleReducer(*i.called.at(0));
+  if (!reducer || *reducer == Opcode::kAnd || *reducer == Opcode::kOr) return 0;
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  const int64_t reduced = static_cast<int64_t>(i.dimensions.size());
+  int64_t length = 1;
+  for (int64_t k = 0; k < reduced; ++k) {
+    if (i.dimensions[k] != rank - reduced + k) return 0;
+    length *= dims[rank - reduced + k];
+  }
+  return reduced > 0 && length >= kMinRow && length <= kMaxRow ? length : 0;
+}
+
+// A broadcast of a row reduction back along the rows it reduced.
+bool IsRowBroadcast(const Instruction& b, const std::vector<int64_t>& dims) {
+  if (b.opcode() != Opcode::kBroadcast || b.shape().dims() != dims ||
+      b.operand(0)->opcode() != Opcode::kReduce) {
+    return false;
+  }
+  for (size_t k = 0; k < b.dimensions.size(); ++k) {
+    if (b.dimensions[k] != static_cast<int64_t>(k)) return false;
+  }
+  return true;
+}
+
 struct Group {
   Instruction* root;
   std::unordered_set<Instruction*> members;
   int64_t core = 0;
   bool absorbs_broadcast = false;  // reads a non-scalar broadcast
+  int64_t row = 0;                 // the row its reductions cover (0: none)
 };
 
 class Fuser {
@@ -103,6 +149,15 @@ class Fuser {
     return true;
   }
 
+  // A row reduction joins when it and its broadcasts are read only inside.
+  bool CanJoinAsRowReduce(Instruction* reduce, const Group& g, int64_t length) const {
+    if (length == 0 || (g.row != 0 && g.row != length) || !AllUsersIn(reduce, g)) return false;
+    for (Instruction* user : users_.at(reduce)) {
+      if (!IsRowBroadcast(*user, g.root->shape().dims()) || !AllUsersIn(user, g)) return false;
+    }
+    return true;
+  }
+
   Group Grow(Instruction* root) {
     const DType type = root->shape().dtype();
     const std::vector<int64_t>& dims = root->shape().dims();
@@ -111,14 +166,25 @@ class Fuser {
       changed = false;
       std::vector<Instruction*> candidates;
       for (Instruction* m : g.members) {
-        if (m->opcode() == Opcode::kBroadcast) continue;
+        if (m->opcode() == Opcode::kBroadcast) {
+          if (IsRowBroadcast(*m, dims)) candidates.push_back(m->operand(0));
+          continue;
+        }
         for (Instruction* op : m->operands()) {
           if (!g.members.count(op)) candidates.push_back(op);
         }
       }
       for (Instruction* op : candidates) {
         if (g.members.count(op) || fused_.count(op)) continue;
-        if (IsFusibleBroadcast(*op, dims, type)) {
+        if (op->opcode() == Opcode::kReduce) {
+          const int64_t length = RowReduceLength(*op, dims, type);
+          if (CanJoinAsRowReduce(op, g, length)) {
+            g.members.insert(op);
+            g.row = length;
+            ++g.core;
+            changed = true;
+          }
+        } else if (IsFusibleBroadcast(*op, dims, type)) {
           g.members.insert(op);
           // (A broadcast scalar is read as a scalar unfused too.) Fusing a
           // lone op for a broadcast others also read still pays: once every
@@ -157,8 +223,9 @@ class Fuser {
       if (!g.members.count(m)) continue;
       std::vector<Instruction*> operands;
       for (Instruction* op : m->operands()) {
-        const bool scalar_constant = m->opcode() == Opcode::kBroadcast &&
-                                     op->opcode() == Opcode::kConstant && op->shape().rank() == 0;
+        const bool scalar_constant =
+            (m->opcode() == Opcode::kBroadcast || m->opcode() == Opcode::kReduce) &&
+            op->opcode() == Opcode::kConstant && op->shape().rank() == 0;
         if (g.members.count(op)) {
           operands.push_back(inside.at(op));
         } else if (scalar_constant) {
