@@ -424,5 +424,73 @@ TEST(RowFusion, LeavesReductionsItCannotFuse) {
   }
 }
 
+// An RMS norm as the model writes it: the mean of squares, reshaped to
+// [rows, 1], plus eps, rsqrt, reshaped back and broadcast over the row. The
+// per-row arithmetic joins too (computed once per row), so the norm is one
+// fusion reading x once.
+TEST(RowFusion, RmsNormWithPerRowArithmeticIsOneFusion) {
+  const int64_t rows = 11, cols = 96;
+  std::vector<float> x = Random<float>(rows * cols, 12, -2, 2),
+                     w = Random<float>(cols, 13, 0.5, 1.5);
+  const float eps = 1e-5f;
+  Graph g({Shape(DType::kF32, {rows, cols}), Shape(DType::kF32, {cols}), Shape(DType::kF32, {})});
+  auto& b = g.b;
+  auto* squares = b.Reduce(b.Multiply(g.params[0], g.params[0]), b.ConstantScalar(0.0f), {1},
+                           Reducer(g, Opcode::kAdd, DType::kF32));
+  auto* mean = b.Divide(squares, b.Broadcast(b.ConstantScalar(float(cols)), {rows}, {}));
+  auto* column = b.Reshape(mean, {rows, 1});
+  auto* r = b.Unary(Opcode::kRsqrt, b.Add(column, b.Broadcast(g.params[2], {rows, 1}, {})));
+  auto* scale = b.Broadcast(b.Reshape(r, {rows}), {rows, cols}, {0});
+  auto exe = g.Compile(
+      b.Multiply(b.Multiply(g.params[0], scale), b.Broadcast(g.params[1], {rows, cols}, {1})));
+  const hlo::Computation& entry = *exe->module().entry();
+  EXPECT_EQ(Count(entry, Opcode::kFusion), 1) << hlo::ToText(exe->module());
+  EXPECT_EQ(Count(entry, Opcode::kReduce), 0);
+  EXPECT_EQ(exe->stats().kernels, 1);
+  auto out = exe->Run({Arg(x, {rows, cols}), Arg(w, {cols}), Arg(std::vector<float>{eps}, {})})[0]
+                 .ToVector<float>();
+  for (int64_t i = 0; i < rows; ++i) {
+    double ss = 0;
+    for (int64_t c = 0; c < cols; ++c) ss += double(x[i * cols + c]) * x[i * cols + c];
+    const double scale_i = 1 / std::sqrt(ss / cols + eps);
+    for (int64_t c = 0; c < cols; ++c) {
+      ASSERT_NEAR(out[i * cols + c], x[i * cols + c] * scale_i * w[c], 2e-5) << i << ", " << c;
+    }
+  }
+}
+
+// Per-row values computed outside (a row operand) are read one per row, and
+// per-row ops over only them stay outside when the fusion has no reduction.
+TEST(RowFusion, PerRowOperandsAndRowOpsWithoutAReduction) {
+  const int64_t rows = 7, cols = 50;
+  std::vector<float> x = Random<float>(rows * cols, 14, -1, 1), m = Random<float>(rows, 15, 1, 2);
+  {  // x * rsqrt(m) along rows, no reduction: the rsqrt stays its own op
+    Graph g({Shape(DType::kF32, {rows, cols}), Shape(DType::kF32, {rows})});
+    auto* r = g.b.Unary(Opcode::kRsqrt, g.params[1]);
+    auto exe = g.Compile(
+        g.b.Unary(Opcode::kNegate, g.b.Multiply(g.params[0], g.b.Broadcast(r, {rows, cols}, {0}))));
+    auto out = exe->Run({Arg(x, {rows, cols}), Arg(m, {rows})})[0].ToVector<float>();
+    for (int64_t i = 0; i < rows * cols; ++i)
+      ASSERT_NEAR(out[i], -x[i] / std::sqrt(double(m[i / cols])), 1e-6) << i;
+  }
+  {  // (x - max) * (sum / m): m is a row operand of a row op in a row fusion
+    Graph g({Shape(DType::kF32, {rows, cols}), Shape(DType::kF32, {rows})});
+    auto& b = g.b;
+    auto* mx = b.Reduce(g.params[0], b.ConstantScalar<float>(-INFINITY), {1},
+                        Reducer(g, Opcode::kMaximum, DType::kF32));
+    auto* per_row = b.Divide(mx, g.params[1]);
+    auto exe = g.Compile(b.Multiply(g.params[0], b.Broadcast(per_row, {rows, cols}, {0})));
+    EXPECT_EQ(Count(*exe->module().entry(), Opcode::kFusion), 1) << hlo::ToText(exe->module());
+    EXPECT_EQ(Count(*exe->module().entry(), Opcode::kReduce), 0);
+    auto out = exe->Run({Arg(x, {rows, cols}), Arg(m, {rows})})[0].ToVector<float>();
+    for (int64_t i = 0; i < rows; ++i) {
+      float top = -INFINITY;
+      for (int64_t c = 0; c < cols; ++c) top = std::max(top, x[i * cols + c]);
+      for (int64_t c = 0; c < cols; ++c)
+        ASSERT_NEAR(out[i * cols + c], x[i * cols + c] * (double(top) / m[i]), 1e-6) << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace strata::runtime

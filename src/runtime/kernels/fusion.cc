@@ -45,7 +45,8 @@ enum class Kind : uint8_t {
   kCompare,
   kSelect,
   kReduce,        // over the block (a row); one value per row
-  kRowBroadcast,  // a row's reduced value along the row
+  kRowBroadcast,  // a per-row value along the row (or reshaped): the same value
+  kRowParameter,  // an operand with one element per row
 };
 
 struct Op {
@@ -231,8 +232,10 @@ class FusedLoop {
         return CompareValues(op.direction, u[op.in[0]], u[op.in[1]]) ? T(1) : T(0);
       case Kind::kSelect:
         return u[op.in[0]] != T(0) ? u[op.in[1]] : u[op.in[2]];
-      case Kind::kReduce:  // never uniform: computed per row
       case Kind::kRowBroadcast:
+        return u[op.in[0]];
+      case Kind::kReduce:  // never uniform: computed per row
+      case Kind::kRowParameter:
         break;
     }
     return T(0);
@@ -282,6 +285,8 @@ class FusedLoop {
       }
       case Kind::kRowBroadcast:
         return v[op.in[0]];
+      case Kind::kRowParameter:
+        return {reinterpret_cast<const T*>(args.operands[op.operand]) + at / row_, false};
       case Kind::kSelect: {
         const Value<T> p = v[op.in[0]], x = v[op.in[1]], y = v[op.in[2]];
         if (p.varies && x.varies && y.varies) {
@@ -328,7 +333,7 @@ std::vector<int64_t> BroadcastStrides(const Instruction& broadcast) {
 
 // The fused computation as a list of ops, parameters and broadcasts folded
 // into the ops that read them.
-std::vector<Op> Translate(const hlo::Computation& fused) {
+std::vector<Op> Translate(const hlo::Computation& fused, int64_t elements, int64_t row) {
   std::vector<Op> ops;
   std::unordered_map<const Instruction*, int64_t> value;
   auto operand_op = [&](const Instruction& p, Kind kind) {
@@ -347,10 +352,18 @@ std::vector<Op> Translate(const hlo::Computation& fused) {
           for (const Instruction* o : user->operands())
             read_directly = read_directly || (o == &inst && user->opcode() != Opcode::kBroadcast);
         }
+        const int64_t count = inst.shape().num_elements();
         if (!read_directly) {
           op.kind = Kind::kConstant;  // a placeholder nothing reads
+        } else if (inst.shape().rank() == 0) {
+          op = operand_op(inst, Kind::kScalar);
+        } else if (count == elements) {
+          op = operand_op(inst, Kind::kElementwise);
+        } else if (row > 0 && count * row == elements && inst.shape().dtype() != DType::kPred) {
+          op = operand_op(inst, Kind::kRowParameter);
         } else {
-          op = operand_op(inst, inst.shape().rank() == 0 ? Kind::kScalar : Kind::kElementwise);
+          Fail("[runtime] fusion {}: {} has {} elements, expected {} or one per row", fused.name(),
+               inst.name(), count, elements);
         }
         break;
       }
@@ -370,10 +383,14 @@ std::vector<Op> Translate(const hlo::Computation& fused) {
         op.in[0] = value.at(inst.operand(0));
         break;
       }
+      case Opcode::kReshape:  // of a per-row value: only unit dims change
+        op.kind = Kind::kRowBroadcast;
+        op.in[0] = value.at(inst.operand(0));
+        break;
       case Opcode::kBroadcast: {
         const Instruction& src = *inst.operand(0);
-        if (src.opcode() == Opcode::kReduce) {
-          op.kind = Kind::kRowBroadcast;
+        if (src.opcode() != Opcode::kParameter && src.opcode() != Opcode::kConstant) {
+          op.kind = Kind::kRowBroadcast;  // of a per-row value computed inside
           op.in[0] = value.at(&src);
         } else if (src.opcode() == Opcode::kConstant && src.shape().rank() == 0) {
           op.kind = Kind::kConstant;
@@ -400,7 +417,8 @@ std::vector<Op> Translate(const hlo::Computation& fused) {
     }
     const bool reads_values = op.kind == Kind::kUnary || op.kind == Kind::kBinary ||
                               op.kind == Kind::kCompare || op.kind == Kind::kSelect;
-    op.uniform = op.kind == Kind::kConstant || op.kind == Kind::kScalar;
+    op.uniform = op.kind == Kind::kConstant || op.kind == Kind::kScalar ||
+                 (op.kind == Kind::kRowBroadcast && ops[op.in[0]].uniform);
     if (reads_values) {
       op.uniform = true;
       for (int64_t i = 0; i < inst.operand_count(); ++i) {
@@ -460,11 +478,11 @@ bool FusionReadsElementwise(const Instruction& fusion, int64_t index) {
 
 KernelInfo MakeFusionKernel(const Instruction& inst, ThreadPool& pool) {
   const hlo::Computation& fused = *inst.called.at(0);
-  std::vector<Op> ops = Translate(fused);
   std::vector<int64_t> dims = inst.shape().dims();
   if (dims.size() > 8)
     Fail("[runtime] fusion {} has rank {} (at most 8)", inst.name(), dims.size());
   const int64_t row = FusedRowLength(inst);
+  std::vector<Op> ops = Translate(fused, inst.shape().num_elements(), row);
   switch (inst.shape().dtype()) {
     case DType::kF32:
       return {FusedLoop<float>(std::move(ops), std::move(dims), row, pool)};

@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <span>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -83,24 +84,57 @@ int64_t RowReduceLength(const Instruction& i, const std::vector<int64_t>& dims, 
   return reduced > 0 && length >= kMinRow && length <= kMaxRow ? length : 0;
 }
 
-// A broadcast of a row reduction back along the rows it reduced.
-bool IsRowBroadcast(const Instruction& b, const std::vector<int64_t>& dims) {
-  if (b.opcode() != Opcode::kBroadcast || b.shape().dims() != dims ||
-      b.operand(0)->opcode() != Opcode::kReduce) {
-    return false;
-  }
+// How many leading dims of `dims` a broadcast keeps when it spreads a
+// per-row value along the rest: its operand is those dims (then only unit
+// dims), mapped in order. -1 when it is not such a broadcast.
+int64_t RowBroadcastLead(const Instruction& b, const std::vector<int64_t>& dims) {
+  if (b.opcode() != Opcode::kBroadcast || b.shape().dims() != dims) return -1;
+  const Shape& s = b.operand(0)->shape();
+  if (!s.is_array() || s.rank() == 0) return -1;
   for (size_t k = 0; k < b.dimensions.size(); ++k) {
-    if (b.dimensions[k] != static_cast<int64_t>(k)) return false;
+    if (b.dimensions[k] != static_cast<int64_t>(k)) return -1;
   }
-  return true;
+  int64_t lead = 0;
+  while (lead < s.rank() && s.dim(lead) == dims[lead]) ++lead;
+  for (int64_t i = lead; i < s.rank(); ++i) {
+    if (s.dim(i) != 1) return -1;
+  }
+  int64_t spread = 1;  // elements each value is spread over
+  for (size_t i = lead; i < dims.size(); ++i) spread *= dims[i];
+  return spread > 1 ? lead : -1;
+}
+
+std::vector<int64_t> WithoutUnitDims(std::span<const int64_t> dims) {
+  std::vector<int64_t> out;
+  for (int64_t d : dims) {
+    if (d != 1) out.push_back(d);
+  }
+  return out;
+}
+
+// A value with one element per row of a fusion whose rows are `dims` after
+// its first `lead` dims (up to unit dims).
+bool IsRowShaped(const Shape& s, const std::vector<int64_t>& dims, int64_t lead) {
+  return s.is_array() &&
+         WithoutUnitDims(s.dims()) == WithoutUnitDims(std::span<const int64_t>(dims.data(), lead));
 }
 
 struct Group {
-  Instruction* root;
+  Instruction* root = nullptr;
   std::unordered_set<Instruction*> members;
+  std::vector<Instruction*> joined;  // members in the order they joined (deterministic)
   int64_t core = 0;
   bool absorbs_broadcast = false;  // reads a non-scalar broadcast
   int64_t row = 0;                 // the row its reductions cover (0: none)
+  int64_t lead = -1;               // dims before the row (-1: no row value yet)
+  // Ops on per-row values (a reduction's result on its way to a broadcast:
+  // the mean of squares, its rsqrt) and scalars spread over them.
+  std::unordered_set<Instruction*> row_ops, row_spreads;
+
+  void Join(Instruction* i) {
+    members.insert(i);
+    joined.push_back(i);
+  }
 };
 
 class Fuser {
@@ -149,25 +183,47 @@ class Fuser {
     return true;
   }
 
-  // A row reduction joins when it and its broadcasts are read only inside.
-  bool CanJoinAsRowReduce(Instruction* reduce, const Group& g, int64_t length) const {
-    if (length == 0 || (g.row != 0 && g.row != length) || !AllUsersIn(reduce, g)) return false;
-    for (Instruction* user : users_.at(reduce)) {
-      if (!IsRowBroadcast(*user, g.root->shape().dims()) || !AllUsersIn(user, g)) return false;
+  // Every user of a per-row value is inside, and reads it per row.
+  bool ReadPerRowInside(Instruction* i, const Group& g) const {
+    if (!AllUsersIn(i, g)) return false;
+    for (Instruction* user : users_.at(i)) {
+      if (user->opcode() == Opcode::kBroadcast &&
+          RowBroadcastLead(*user, g.root->shape().dims()) != g.lead) {
+        return false;
+      }
     }
     return true;
+  }
+
+  // An op on per-row values: elementwise over them, or a reshape that only
+  // adds or drops unit dims.
+  bool IsRowOp(const Instruction& i, const Group& g, DType type) const {
+    const std::vector<int64_t>& dims = g.root->shape().dims();
+    if (g.lead < 0 || !IsRowShaped(i.shape(), dims, g.lead)) return false;
+    if (i.opcode() == Opcode::kReshape) {
+      return i.shape().dtype() == type && IsRowShaped(i.operand(0)->shape(), dims, g.lead);
+    }
+    return IsCore(i, type) && i.opcode() != Opcode::kCompare && i.opcode() != Opcode::kSelect;
   }
 
   Group Grow(Instruction* root) {
     const DType type = root->shape().dtype();
     const std::vector<int64_t>& dims = root->shape().dims();
-    Group g{root, {root}, 1};
+    const int64_t rank = static_cast<int64_t>(dims.size());
+    Group g;
+    g.root = root;
+    g.Join(root);
+    g.core = 1;
     for (bool changed = true; changed;) {
       changed = false;
       std::vector<Instruction*> candidates;
-      for (Instruction* m : g.members) {
+      for (Instruction* m : g.joined) {
         if (m->opcode() == Opcode::kBroadcast) {
-          if (IsRowBroadcast(*m, dims)) candidates.push_back(m->operand(0));
+          const int64_t lead = RowBroadcastLead(*m, dims);
+          if (lead >= 0 && (g.lead < 0 || g.lead == lead)) {
+            g.lead = lead;
+            candidates.push_back(m->operand(0));
+          }
           continue;
         }
         for (Instruction* op : m->operands()) {
@@ -178,25 +234,44 @@ class Fuser {
         if (g.members.count(op) || fused_.count(op)) continue;
         if (op->opcode() == Opcode::kReduce) {
           const int64_t length = RowReduceLength(*op, dims, type);
-          if (CanJoinAsRowReduce(op, g, length)) {
-            g.members.insert(op);
+          const int64_t reduced = static_cast<int64_t>(op->dimensions.size());
+          if (length > 0 && (g.row == 0 || g.row == length) && rank - reduced == g.lead &&
+              ReadPerRowInside(op, g)) {
+            g.Join(op);
             g.row = length;
             ++g.core;
             changed = true;
           }
         } else if (IsFusibleBroadcast(*op, dims, type)) {
-          g.members.insert(op);
+          g.Join(op);
           // (A broadcast scalar is read as a scalar unfused too.) Fusing a
           // lone op for a broadcast others also read still pays: once every
           // reader is a fusion, the broadcast is never written.
           g.absorbs_broadcast = g.absorbs_broadcast || op->operand(0)->shape().rank() > 0;
           changed = true;
         } else if (IsCore(*op, type) && op->shape().dims() == dims && AllUsersIn(op, g)) {
-          g.members.insert(op);
+          g.Join(op);
+          ++g.core;
+          changed = true;
+        } else if (op->opcode() == Opcode::kBroadcast && op->operand(0)->shape().rank() == 0 &&
+                   g.lead >= 0 && IsRowShaped(op->shape(), dims, g.lead)) {
+          g.Join(op);  // a scalar spread over the row values
+          g.row_spreads.insert(op);
+          changed = true;
+        } else if (IsRowOp(*op, g, type) && ReadPerRowInside(op, g)) {
+          g.Join(op);
+          g.row_ops.insert(op);
           ++g.core;
           changed = true;
         }
       }
+    }
+    // Without a reduction the fusion has no rows to give its row ops one
+    // value each: they stay outside (their broadcasts read them as before).
+    if (g.row == 0 && !(g.row_ops.empty() && g.row_spreads.empty())) {
+      for (Instruction* op : g.row_ops) g.members.erase(op);
+      for (Instruction* op : g.row_spreads) g.members.erase(op);
+      g.core -= static_cast<int64_t>(g.row_ops.size());
     }
     // A compare must feed only selects inside the fusion (its 0 / 1 is not a
     // pred outside); the root is never a compare (its type is float).
