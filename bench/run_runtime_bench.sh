@@ -11,6 +11,9 @@
 # passed through as is (OPENBLAS_CORETYPE included).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# oneDNN (the GEMM peer) threads through OpenMP, whose idle team would spin
+# after each of its GEMMs and slow strata's next one in a paired benchmark.
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
 BUILD_DIR="${BUILD_DIR:-build-bench}"
 REPETITIONS="${REPETITIONS:-5}"
 OUT_DIR="${OUT_DIR:-$BUILD_DIR/bench-results}"

@@ -5,7 +5,7 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 packages=(
   cmake ninja-build g++ pkg-config
-  libdnnl-dev          # GEMM (oneDNN): fastest measured here, see docs/dependencies.md
+  libdnnl-dev          # oneDNN: the benchmarks' GEMM peer, see docs/dependencies.md
   libxxhash-dev        # XXH3-128 hashing
   nlohmann-json3-dev   # safetensors headers, config.json
   libcli11-dev         # the strata command line
