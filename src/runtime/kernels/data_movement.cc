@@ -96,6 +96,18 @@ void CopyStrided(int64_t es, std::span<const int64_t> dims_in, const uint8_t* sr
   int64_t inner = dims.back(), inner_ss = ss.back(), inner_ds = ds.back();
   int64_t outer = 1;
   for (int64_t i = 0; i + 1 < rank; ++i) outer *= dims[i];
+  if (rank == 1 && inner_ss == 1 && inner_ds == 1) {
+    // One contiguous block (a loop's row of a stacked value, a slice of
+    // whole leading rows): copied in chunks across the pool.
+    if (pool && inner >= 2 * kElementwiseGrain) {
+      pool->ParallelFor(inner, kElementwiseGrain, [&](int64_t lo, int64_t hi) {
+        std::memcpy(dst + lo * es, src + lo * es, (hi - lo) * es);
+      });
+    } else {
+      std::memcpy(dst, src, inner * es);
+    }
+    return;
+  }
   auto run_rows = [&](int64_t lo, int64_t hi) {
     // Odometer over the outer dims, starting at row `lo`.
     std::vector<int64_t> idx(rank - 1);
