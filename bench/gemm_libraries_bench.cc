@@ -1,6 +1,7 @@
-// Which GEMM library for f32 dots: oneDNN's dnnl_sgemm (what strata links),
-// Eigen and OpenBLAS on C[1024,1024] = A[1024,1024] B[1024,1024], in one
-// process, 2 threads each. No library is added to the link line: Eigen is
+// Which GEMM for f32 dots: strata's own (kernels/gemm.h), oneDNN's
+// dnnl_sgemm, Eigen and OpenBLAS on C[1024,1024] = A[1024,1024] B[1024,1024],
+// in one process, 2 threads each. Only oneDNN is linked (the benchmarks'
+// GEMM peer): Eigen is
 // header-only and compiled in only when its headers are installed
 // (libeigen3-dev), else it registers no benchmark; OpenBLAS is dlopen'ed at
 // run time (libopenblas0), else its benchmark reports itself skipped.
@@ -16,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/gemm.h"
 #include "strata/runtime/device.h"
 
 // Debian installs Eigen under /usr/include/eigen3, which is not on the
@@ -86,6 +88,68 @@ void BM_SgemmDnnl(benchmark::State& state) {
   Finish(state, g);
 }
 BENCHMARK(BM_SgemmDnnl)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// Each of 2 std::threads multiplies half the rows of C[1024, N] = A[1024, K]
+// B[K, N] with a single-threaded GEMM (`half`), as strata's pool splits a
+// dot, at the model's shapes: strata's own (kernels/gemm.h), or oneDNN's
+// sgemm with each caller's OpenMP team pinned to one thread (how strata
+// called it until 2026-11-30, when its two calls turned out slow at N = 512).
+template <typename Half>
+void RunHalves(benchmark::State& state, Half half) {
+  const int64_t m = 1024, k = state.range(0), n = state.range(1);
+  std::vector<float> a(m * k), b(k * n), c(m * n);
+  for (int64_t i = 0; i < m * k; ++i) a[i] = static_cast<float>(i % 7) * 0.25f;
+  for (int64_t i = 0; i < k * n; ++i) b[i] = static_cast<float>(i % 5) * 0.5f;
+  auto rows = [&](int64_t r0) {
+    half(m / 2, n, k, a.data() + r0 * k, b.data(), c.data() + r0 * n);
+  };
+  for (auto _ : state) {
+    std::thread helper(rows, m / 2);
+    rows(0);
+    helper.join();
+    benchmark::ClobberMemory();
+  }
+  for (int64_t i : {int64_t{0}, m / 2 + 3, m - 1}) {
+    for (int64_t j : {int64_t{0}, n - 1}) {
+      double expected = 0;
+      for (int64_t p = 0; p < k; ++p) expected += double{a[i * k + p]} * b[p * n + j];
+      if (std::abs(c[i * n + j] - expected) > 1e-4 * std::abs(expected) + 1e-3)
+        state.SkipWithError("wrong product");
+    }
+  }
+  state.counters["GFLOPS"] =
+      benchmark::Counter(2.0 * m * n * k * static_cast<double>(state.iterations()) * 1e-9,
+                         benchmark::Counter::kIsRate);
+}
+
+void HalvesShapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"K", "N"});
+  for (auto [k, n] : {std::pair{512, 512}, {512, 1536}, {1536, 512}, {1024, 1024}}) b->Args({k, n});
+  b->UseRealTime()->Unit(benchmark::kMillisecond);
+}
+
+void BM_SgemmStrataHalves(benchmark::State& state) {
+  RunHalves(state, [](int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c) {
+    Gemm<float>(m, n, k, {a, k, 1}, {b, n, 1}, c, n);
+  });
+}
+BENCHMARK(BM_SgemmStrataHalves)->Apply(HalvesShapes);
+
+void BM_SgemmDnnlHalves(benchmark::State& state) {
+  // libdnnl brings GNU OpenMP; each caller's team size is set through it.
+  using SetThreads = void (*)(int);
+  static auto set_threads =
+      reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+  if (!set_threads) {
+    state.SkipWithError("omp_set_num_threads not found");
+    return;
+  }
+  RunHalves(state, [](int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c) {
+    set_threads(1);
+    dnnl_sgemm('N', 'N', m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
+  });
+}
+BENCHMARK(BM_SgemmDnnlHalves)->Apply(HalvesShapes);
 
 #ifdef STRATA_BENCH_HAVE_EIGEN
 // Eigen parallelizes its GEMM only under OpenMP, which this build does not

@@ -4,9 +4,10 @@
 // across the pool; each piece calls this.
 //
 // Why not a library: oneDNN's dnnl_sgemm, called from two pool threads at
-// once, ran at the speed of one (the calls serialize), and under its own
-// OpenMP team it spins between GEMMs; OpenBLAS is slow under the
-// OPENBLAS_CORETYPE these machines set. bench/RESULTS.md section 8.
+// once on halves of the model's [1024, 512] products, ran at 77-86 GFLOP/s
+// where this runs at 121-128, and under its own OpenMP team it spins
+// between GEMMs; OpenBLAS is slow under the OPENBLAS_CORETYPE these machines
+// set. bench/RESULTS.md, "strata's own GEMM".
 #pragma once
 
 #include <cstdint>
