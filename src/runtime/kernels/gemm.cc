@@ -2,8 +2,8 @@
 //   columns of C in blocks of kNc: pack B's [kKc, kNc] block into kNr-wide
 //     panels (lives in L3, each panel in L1 while it is used);
 //   k in blocks of kKc;
-//     rows of C in blocks of kMc: pack A's [kMc, kKc] block into kMr-tall
-//       panels (lives in L2);
+//     rows of C in blocks of kMc: an A stored transposed is packed into
+//       kMr-tall panels (lives in L2); a row-major A is read in place;
 //       the micro-kernel: a kMr × kNr tile of C held in registers, summed
 //       over the kKc block from one A panel and one B panel.
 // Packing pads partial panels with zeros, so the micro-kernel always runs a
@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 
 namespace strata::runtime {
 namespace {

@@ -12,9 +12,12 @@
 // its parameters.
 //
 // A reduction over the fusion's trailing dims joins too when its result is
-// only broadcast back along those dims inside the fusion (a softmax's max
-// and sum, a norm's mean square): the fusion then runs a row at a time, and
-// the reduction and what it reads never leave cache.
+// read only inside the fusion (a softmax's max and sum, a norm's mean
+// square), through broadcasts back along those dims or through per-row ops
+// on the way to them (the norm's + eps and rsqrt, reshapes of unit dims):
+// the fusion then runs a row at a time, and the reduction and what it reads
+// never leave cache. A row-shaped value the fusion does not compute is read
+// one element per row.
 #include <fmt/format.h>
 
 #include <algorithm>
