@@ -40,89 +40,72 @@ template <typename T>
 using MicroKernel = void (*)(int64_t kc, const T* a, int64_t a_rs, int64_t a_cs, const T* b, T* c,
                              int64_t ldc, bool accumulate);
 
-__attribute__((target("avx2,fma"))) void KernelF32Avx2(int64_t kc, const float* a, int64_t a_rs,
-                                                       int64_t a_cs, const float* b, float* c,
-                                                       int64_t ldc, bool accumulate) {
+// 256-bit vector ops on T, so one micro-kernel serves f32 (8 lanes) and f64 (4).
+#define STRATA_AVX2 __attribute__((target("avx2,fma"), always_inline)) static inline
+template <typename T>
+struct Avx2;
+template <>
+struct Avx2<float> {
+  using V = __m256;
+  static constexpr int kLanes = 8;
+  STRATA_AVX2 V Zero() { return _mm256_setzero_ps(); }
+  STRATA_AVX2 V Load(const float* p) { return _mm256_load_ps(p); }
+  STRATA_AVX2 V LoadU(const float* p) { return _mm256_loadu_ps(p); }
+  STRATA_AVX2 V Broadcast(const float* p) { return _mm256_broadcast_ss(p); }
+  STRATA_AVX2 V Fma(V x, V y, V z) { return _mm256_fmadd_ps(x, y, z); }
+  STRATA_AVX2 V Add(V x, V y) { return _mm256_add_ps(x, y); }
+  STRATA_AVX2 void StoreU(float* p, V x) { _mm256_storeu_ps(p, x); }
+};
+template <>
+struct Avx2<double> {
+  using V = __m256d;
+  static constexpr int kLanes = 4;
+  STRATA_AVX2 V Zero() { return _mm256_setzero_pd(); }
+  STRATA_AVX2 V Load(const double* p) { return _mm256_load_pd(p); }
+  STRATA_AVX2 V LoadU(const double* p) { return _mm256_loadu_pd(p); }
+  STRATA_AVX2 V Broadcast(const double* p) { return _mm256_broadcast_sd(p); }
+  STRATA_AVX2 V Fma(V x, V y, V z) { return _mm256_fmadd_pd(x, y, z); }
+  STRATA_AVX2 V Add(V x, V y) { return _mm256_add_pd(x, y); }
+  STRATA_AVX2 void StoreU(double* p, V x) { _mm256_storeu_pd(p, x); }
+};
+#undef STRATA_AVX2
+
+// The 6-row tile in 12 accumulators (two vectors per row, kNr = 2 lanes).
+template <typename T>
+__attribute__((target("avx2,fma"))) void KernelAvx2(int64_t kc, const T* a, int64_t a_rs,
+                                                    int64_t a_cs, const T* b, T* c, int64_t ldc,
+                                                    bool accumulate) {
+  using S = Avx2<T>;
+  constexpr int kL = S::kLanes;
+  static_assert(Blocking<T>::kMr == 6 && Blocking<T>::kNr == 2 * kL);
   for (int i = 0; i < 6; ++i) {
     _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 15), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 2 * kL - 1), _MM_HINT_T0);
   }
-  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
-         c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  typename S::V acc[6][2];
+#pragma GCC unroll 6
+  for (int i = 0; i < 6; ++i) acc[i][0] = acc[i][1] = S::Zero();
 #pragma GCC unroll 4
   for (int64_t p = 0; p < kc; ++p) {
-    __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
-    __m256 x = _mm256_broadcast_ss(a);
-    c00 = _mm256_fmadd_ps(x, b0, c00);
-    c01 = _mm256_fmadd_ps(x, b1, c01);
-    x = _mm256_broadcast_ss(a + 1 * a_rs);
-    c10 = _mm256_fmadd_ps(x, b0, c10);
-    c11 = _mm256_fmadd_ps(x, b1, c11);
-    x = _mm256_broadcast_ss(a + 2 * a_rs);
-    c20 = _mm256_fmadd_ps(x, b0, c20);
-    c21 = _mm256_fmadd_ps(x, b1, c21);
-    x = _mm256_broadcast_ss(a + 3 * a_rs);
-    c30 = _mm256_fmadd_ps(x, b0, c30);
-    c31 = _mm256_fmadd_ps(x, b1, c31);
-    x = _mm256_broadcast_ss(a + 4 * a_rs);
-    c40 = _mm256_fmadd_ps(x, b0, c40);
-    c41 = _mm256_fmadd_ps(x, b1, c41);
-    x = _mm256_broadcast_ss(a + 5 * a_rs);
-    c50 = _mm256_fmadd_ps(x, b0, c50);
-    c51 = _mm256_fmadd_ps(x, b1, c51);
-    a += a_cs;
-    b += 16;
-  }
-  __m256 rows[6][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
-  for (int i = 0; i < 6; ++i) {
-    float* out = c + i * ldc;
-    if (accumulate) {
-      rows[i][0] = _mm256_add_ps(_mm256_loadu_ps(out), rows[i][0]);
-      rows[i][1] = _mm256_add_ps(_mm256_loadu_ps(out + 8), rows[i][1]);
+    const typename S::V b0 = S::Load(b), b1 = S::Load(b + kL);
+#pragma GCC unroll 6
+    for (int i = 0; i < 6; ++i) {
+      const typename S::V x = S::Broadcast(a + i * a_rs);
+      acc[i][0] = S::Fma(x, b0, acc[i][0]);
+      acc[i][1] = S::Fma(x, b1, acc[i][1]);
     }
-    _mm256_storeu_ps(out, rows[i][0]);
-    _mm256_storeu_ps(out + 8, rows[i][1]);
-  }
-}
-
-__attribute__((target("avx2,fma"))) void KernelF64Avx2(int64_t kc, const double* a, int64_t a_rs,
-                                                       int64_t a_cs, const double* b, double* c,
-                                                       int64_t ldc, bool accumulate) {
-  __m256d c00 = _mm256_setzero_pd(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
-          c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-#pragma GCC unroll 4
-  for (int64_t p = 0; p < kc; ++p) {
-    __m256d b0 = _mm256_load_pd(b), b1 = _mm256_load_pd(b + 4);
-    __m256d x = _mm256_broadcast_sd(a);
-    c00 = _mm256_fmadd_pd(x, b0, c00);
-    c01 = _mm256_fmadd_pd(x, b1, c01);
-    x = _mm256_broadcast_sd(a + 1 * a_rs);
-    c10 = _mm256_fmadd_pd(x, b0, c10);
-    c11 = _mm256_fmadd_pd(x, b1, c11);
-    x = _mm256_broadcast_sd(a + 2 * a_rs);
-    c20 = _mm256_fmadd_pd(x, b0, c20);
-    c21 = _mm256_fmadd_pd(x, b1, c21);
-    x = _mm256_broadcast_sd(a + 3 * a_rs);
-    c30 = _mm256_fmadd_pd(x, b0, c30);
-    c31 = _mm256_fmadd_pd(x, b1, c31);
-    x = _mm256_broadcast_sd(a + 4 * a_rs);
-    c40 = _mm256_fmadd_pd(x, b0, c40);
-    c41 = _mm256_fmadd_pd(x, b1, c41);
-    x = _mm256_broadcast_sd(a + 5 * a_rs);
-    c50 = _mm256_fmadd_pd(x, b0, c50);
-    c51 = _mm256_fmadd_pd(x, b1, c51);
     a += a_cs;
-    b += 8;
+    b += 2 * kL;
   }
-  __m256d rows[6][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+#pragma GCC unroll 6
   for (int i = 0; i < 6; ++i) {
-    double* out = c + i * ldc;
+    T* out = c + i * ldc;
     if (accumulate) {
-      rows[i][0] = _mm256_add_pd(_mm256_loadu_pd(out), rows[i][0]);
-      rows[i][1] = _mm256_add_pd(_mm256_loadu_pd(out + 4), rows[i][1]);
+      acc[i][0] = S::Add(S::LoadU(out), acc[i][0]);
+      acc[i][1] = S::Add(S::LoadU(out + kL), acc[i][1]);
     }
-    _mm256_storeu_pd(out, rows[i][0]);
-    _mm256_storeu_pd(out + 4, rows[i][1]);
+    S::StoreU(out, acc[i][0]);
+    S::StoreU(out + kL, acc[i][1]);
   }
 }
 
@@ -153,8 +136,7 @@ std::atomic<bool> portable_for_testing{false};
 template <typename T>
 MicroKernel<T> SelectKernel() {
   if (CpuHasAvx2Fma() && !portable_for_testing.load(std::memory_order_relaxed)) {
-    if constexpr (std::is_same_v<T, float>) return KernelF32Avx2;
-    if constexpr (std::is_same_v<T, double>) return KernelF64Avx2;
+    return KernelAvx2<T>;
   }
   return KernelPortable<T>;
 }
