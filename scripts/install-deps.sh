@@ -6,6 +6,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 packages=(
   cmake ninja-build g++ pkg-config
   libdnnl-dev          # oneDNN: the benchmarks' GEMM peer, see docs/dependencies.md
+  ocl-icd-opencl-dev   # oneDNN's dnnl-config.cmake requires OpenCL (only a Recommends of libdnnl-dev)
   libxxhash-dev        # XXH3-128 hashing
   nlohmann-json3-dev   # safetensors headers, config.json
   libcli11-dev         # the strata command line
