@@ -223,6 +223,58 @@ Instruction* Builder::RngBitGenerator(Instruction* state, Shape bits_shape) {
   return Finish(r);
 }
 
+Instruction* Builder::PartitionId() { return Finish(Make(Opcode::kPartitionId, Shape(), {})); }
+
+namespace {
+void SetCollective(Instruction* c, ReplicaGroups groups, int64_t channel_id) {
+  c->replica_groups = std::move(groups);
+  c->channel_id = channel_id;
+  c->use_global_device_ids = channel_id > 0;
+}
+}  // namespace
+
+Instruction* Builder::AllReduce(Instruction* x, Computation* to_apply, ReplicaGroups groups,
+                                int64_t channel_id) {
+  Instruction* c = Make(Opcode::kAllReduce, Shape(), {x});
+  SetCollective(c, std::move(groups), channel_id);
+  c->called = {to_apply};
+  return Finish(c);
+}
+
+Instruction* Builder::AllGather(Instruction* x, int64_t dimension, ReplicaGroups groups,
+                                int64_t channel_id) {
+  Instruction* c = Make(Opcode::kAllGather, Shape(), {x});
+  SetCollective(c, std::move(groups), channel_id);
+  c->dimensions = {dimension};
+  return Finish(c);
+}
+
+Instruction* Builder::ReduceScatter(Instruction* x, int64_t dimension, Computation* to_apply,
+                                    ReplicaGroups groups, int64_t channel_id) {
+  Instruction* c = Make(Opcode::kReduceScatter, Shape(), {x});
+  SetCollective(c, std::move(groups), channel_id);
+  c->dimensions = {dimension};
+  c->called = {to_apply};
+  return Finish(c);
+}
+
+Instruction* Builder::AllToAll(Instruction* x, int64_t dimension, ReplicaGroups groups,
+                               int64_t channel_id) {
+  Instruction* c = Make(Opcode::kAllToAll, Shape(), {x});
+  c->replica_groups = std::move(groups);
+  c->channel_id = channel_id;
+  c->dimensions = {dimension};
+  return Finish(c);
+}
+
+Instruction* Builder::CollectivePermute(Instruction* x, SourceTargetPairs pairs,
+                                        int64_t channel_id) {
+  Instruction* c = Make(Opcode::kCollectivePermute, Shape(), {x});
+  c->source_target_pairs = std::move(pairs);
+  c->channel_id = channel_id;
+  return Finish(c);
+}
+
 std::unique_ptr<Computation> Builder::Build(Instruction* root) {
   STRATA_CHECK(root && root->parent() == computation_.get(), "root must belong to {}",
                computation_->name());

@@ -165,6 +165,7 @@ Computation* Module::FindComputation(std::string_view name) const {
 
 std::unique_ptr<Module> Module::Clone() const {
   auto clone = std::make_unique<Module>(name_);
+  clone->set_num_partitions(num_partitions_);
   std::unordered_map<const Computation*, Computation*> computation_map;
   for (const auto& comp : computations_) {
     auto copy = std::make_unique<Computation>(comp->name());

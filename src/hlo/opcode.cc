@@ -5,7 +5,7 @@
 namespace strata::hlo {
 namespace {
 
-enum class Kind { Unary, Binary, Other };
+enum class Kind { Unary, Binary, Collective, Other };
 
 struct OpcodeInfo {
   std::string_view name;
@@ -36,6 +36,10 @@ bool IsElementwiseUnary(Opcode op) {
 }
 bool IsElementwiseBinary(Opcode op) {
   return kOpcodeInfo[static_cast<size_t>(op)].kind == Kind::Binary;
+}
+
+bool IsCollective(Opcode op) {
+  return kOpcodeInfo[static_cast<size_t>(op)].kind == Kind::Collective;
 }
 
 std::string_view ComparisonName(Comparison c) { return kComparisonNames[static_cast<size_t>(c)]; }

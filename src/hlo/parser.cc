@@ -16,6 +16,7 @@
 
 #include "strata/core/error.h"
 #include "strata/hlo/shape_inference.h"
+#include "strata/hlo/sharding.h"
 #include "strata/hlo/text.h"
 #include "strata/hlo/verifier.h"
 
@@ -249,6 +250,9 @@ struct Parser {
   std::string ParseRngAlgorithm();
   void ParseFusionKind();
   std::string ParseSharding();
+  ReplicaGroups ParseReplicaGroups();
+  SourceTargetPairs ParseSourceTargetPairs();
+  bool ParseBool();
   Computation* ParseCalledComputation();
   Literal ParseLiteral(const Shape& shape, const Token& shape_token);
   void ParseLiteralLevel(const Shape& shape, int64_t level, std::vector<Token>& values);
@@ -271,6 +275,16 @@ struct AttributeRule {
   [](Parser& p, Instruction& i) {                                  \
     i.called.resize(std::max<size_t>(i.called.size(), index + 1)); \
     i.called[index] = p.ParseCalledComputation();                  \
+  }
+
+// The attributes every group collective takes.
+#define COLLECTIVE_RULES(op)                                                          \
+  {Opcode::op, "channel_id", false, INTEGER_INTO(channel_id)},                        \
+      {Opcode::op, "replica_groups", false,                                           \
+       [](Parser& p, Instruction& i) { i.replica_groups = p.ParseReplicaGroups(); }}, \
+  {                                                                                   \
+    Opcode::op, "use_global_device_ids", false,                                       \
+        [](Parser& p, Instruction& i) { i.use_global_device_ids = p.ParseBool(); }    \
   }
 
 const AttributeRule kAttributeRules[] = {
@@ -312,7 +326,21 @@ const AttributeRule kAttributeRules[] = {
     {Opcode::kFusion, "kind", false, [](Parser& p, Instruction&) { p.ParseFusionKind(); }},
     {Opcode::kRngBitGenerator, "algorithm", false,
      [](Parser& p, Instruction& i) { i.rng_algorithm = p.ParseRngAlgorithm(); }},
+    COLLECTIVE_RULES(kAllReduce),
+    {Opcode::kAllReduce, "to_apply", true, CALLED_INTO(0)},
+    COLLECTIVE_RULES(kAllGather),
+    {Opcode::kAllGather, "dimensions", true, INTEGER_LIST_INTO(dimensions)},
+    COLLECTIVE_RULES(kReduceScatter),
+    {Opcode::kReduceScatter, "dimensions", true, INTEGER_LIST_INTO(dimensions)},
+    {Opcode::kReduceScatter, "to_apply", true, CALLED_INTO(0)},
+    COLLECTIVE_RULES(kAllToAll),
+    {Opcode::kAllToAll, "dimensions", true, INTEGER_LIST_INTO(dimensions)},
+    {Opcode::kCollectivePermute, "channel_id", false, INTEGER_INTO(channel_id)},
+    {Opcode::kCollectivePermute, "source_target_pairs", true,
+     [](Parser& p, Instruction& i) { i.source_target_pairs = p.ParseSourceTargetPairs(); }},
 };
+
+#undef COLLECTIVE_RULES
 
 #undef INTEGER_LIST_INTO
 #undef INTEGER_INTO
@@ -328,7 +356,19 @@ std::unique_ptr<Module> Parser::ParseModule() {
   }
   auto result = std::make_unique<Module>(std::string(StripPercent(name.text)));
   module = result.get();
-  SkipKeyValues();  // entry_computation_layout={...}, is_scheduled=true, ...
+  // num_partitions=4; the rest (entry_computation_layout={...}, is_scheduled=true, ...) is skipped.
+  while (TakeIf(',')) {
+    Token key = ExpectName("an attribute name after ','");
+    Expect('=', fmt::format("after attribute '{}'", key.text));
+    if (key.IsName("num_partitions")) {
+      Token at = Peek();
+      int64_t n = ParseInteger("a partition count");
+      if (n < 1) FailAt(at, "num_partitions must be at least 1, found {}", n);
+      result->set_num_partitions(n);
+    } else {
+      SkipValue(key);
+    }
+  }
   Computation* entry = nullptr;
   do {
     ParseComputation(&entry);
@@ -755,12 +795,120 @@ void Parser::ParseFusionKind() {
   if (!t.IsName("kLoop")) FailAt(t, "expected fusion kind kLoop, found {}", Describe(t));
 }
 
-// Kept verbatim, braces included: "{devices=[2,1]0,1}".
+// Checked by hlo::Sharding and kept in its canonical text, braces
+// included: "{devices=[2,1]0,1}".
 std::string Parser::ParseSharding() {
   Token open = Peek();
   if (!open.Is('{')) FailAt(open, "expected '{{' to start a sharding, found {}", Describe(open));
   Token close = SkipBalanced();
-  return std::string(lexer.text.substr(open.offset, close.offset + 1 - open.offset));
+  std::string_view text = lexer.text.substr(open.offset, close.offset + 1 - open.offset);
+  try {
+    return Sharding::Parse(text).ToText();
+  } catch (const Error& e) {
+    FailAt(open, "{}", e.what());
+  }
+}
+
+// {{0,1},{2,3}}, {}, or XLA's iota form [groups,size]<=[dims]T(perm): the
+// ids 0..n-1 laid out as `dims`, transposed by `perm`, read row-major into
+// groups of `size`.
+ReplicaGroups Parser::ParseReplicaGroups() {
+  ReplicaGroups groups;
+  if (Peek().Is('[')) {
+    Token at = Peek();
+    Take();
+    std::vector<int64_t> shape;
+    do {
+      shape.push_back(ParseInteger("a replica group dimension"));
+    } while (TakeIf(','));
+    Expect(']', "after the replica groups' shape");
+    Expect('<', "in '<=[...]' (iota replica groups)");
+    Expect('=', "in '<=[...]' (iota replica groups)");
+    Expect('[', "to start the iota dimensions");
+    std::vector<int64_t> dims;
+    do {
+      dims.push_back(ParseInteger("an iota dimension"));
+    } while (TakeIf(','));
+    Expect(']', "after the iota dimensions");
+    std::vector<int64_t> perm(dims.size());
+    for (size_t k = 0; k < perm.size(); ++k) perm[k] = static_cast<int64_t>(k);
+    if (Peek().IsName("T")) {
+      Take();
+      Expect('(', "after 'T'");
+      perm.clear();
+      do {
+        perm.push_back(ParseInteger("a transpose dimension"));
+      } while (TakeIf(','));
+      Expect(')', "after the transpose permutation");
+    }
+    int64_t total = 1, grouped = 1;
+    for (int64_t d : dims) {
+      if (d < 1 || __builtin_mul_overflow(total, d, &total) || total > (1 << 24))
+        FailAt(at, "iota replica groups: bad dimensions");
+    }
+    for (int64_t d : shape) {
+      if (d < 1 || __builtin_mul_overflow(grouped, d, &grouped))
+        FailAt(at, "iota replica groups: bad shape");
+    }
+    std::vector<int64_t> sorted = perm;
+    std::sort(sorted.begin(), sorted.end());
+    bool is_perm = sorted.size() == dims.size();
+    for (size_t k = 0; is_perm && k < sorted.size(); ++k) is_perm = sorted[k] == (int64_t)k;
+    if (!is_perm) FailAt(at, "iota replica groups: T(...) is not a permutation of the iota dims");
+    if (shape.size() != 2 || grouped != total) {
+      FailAt(at, "iota replica groups: shape [groups,size] must hold the {} ids", total);
+    }
+    // Element at transposed position (row-major over permuted dims) is the id
+    // whose original index is that position mapped back through perm.
+    std::vector<int64_t> permuted(dims.size()), strides(dims.size(), 1);
+    for (size_t k = 0; k < dims.size(); ++k) permuted[k] = dims[perm[k]];
+    for (int64_t k = static_cast<int64_t>(dims.size()) - 2; k >= 0; --k)
+      strides[k] = strides[k + 1] * dims[k + 1];
+    std::vector<int64_t> ids, idx(dims.size(), 0);
+    for (int64_t n = 0; n < total; ++n) {
+      int64_t id = 0;
+      for (size_t k = 0; k < dims.size(); ++k) id += idx[k] * strides[perm[k]];
+      ids.push_back(id);
+      for (int64_t k = static_cast<int64_t>(idx.size()) - 1; k >= 0; --k) {
+        if (++idx[k] < permuted[k]) break;
+        idx[k] = 0;
+      }
+    }
+    for (int64_t g = 0; g < shape[0]; ++g)
+      groups.emplace_back(ids.begin() + g * shape[1], ids.begin() + (g + 1) * shape[1]);
+    return groups;
+  }
+  Expect('{', "to start replica_groups");
+  if (!Peek().Is('}')) {
+    do {
+      groups.push_back(ParseIntegerList());
+    } while (TakeIf(','));
+  }
+  Expect('}', "to close replica_groups");
+  return groups;
+}
+
+// {{0,1},{1,0}}
+SourceTargetPairs Parser::ParseSourceTargetPairs() {
+  SourceTargetPairs pairs;
+  Expect('{', "to start source_target_pairs");
+  if (!Peek().Is('}')) {
+    do {
+      Token at = Peek();
+      std::vector<int64_t> pair = ParseIntegerList();
+      if (pair.size() != 2) FailAt(at, "a source-target pair has two ids, found {}", pair.size());
+      pairs.emplace_back(pair[0], pair[1]);
+    } while (TakeIf(','));
+  }
+  Expect('}', "to close source_target_pairs");
+  return pairs;
+}
+
+bool Parser::ParseBool() {
+  Token t = Take();
+  if (t.IsName("true")) return true;
+  if (t.IsName("false")) return false;
+  FailAt(t, "expected true or false, found {}", Describe(t));
 }
 
 Computation* Parser::ParseCalledComputation() {

@@ -92,6 +92,28 @@ std::string AttributesText(const Instruction& inst) {
     case Opcode::kRngBitGenerator:
       add("algorithm", inst.rng_algorithm.empty() ? "rng_default" : inst.rng_algorithm);
       break;
+    case Opcode::kAllReduce:
+    case Opcode::kAllGather:
+    case Opcode::kReduceScatter:
+    case Opcode::kAllToAll: {
+      if (inst.channel_id > 0) add("channel_id", fmt::format("{}", inst.channel_id));
+      std::vector<std::string> groups;
+      for (const auto& g : inst.replica_groups) groups.push_back(Braced(g));
+      add("replica_groups", fmt::format("{{{}}}", fmt::join(groups, ",")));
+      if (inst.opcode() != Opcode::kAllReduce) add("dimensions", Braced(inst.dimensions));
+      if (inst.use_global_device_ids) add("use_global_device_ids", "true");
+      if (inst.opcode() == Opcode::kAllReduce || inst.opcode() == Opcode::kReduceScatter)
+        add("to_apply", inst.called.at(0)->name());
+      break;
+    }
+    case Opcode::kCollectivePermute: {
+      if (inst.channel_id > 0) add("channel_id", fmt::format("{}", inst.channel_id));
+      std::vector<std::string> pairs;
+      for (auto [source, target] : inst.source_target_pairs)
+        pairs.push_back(fmt::format("{{{},{}}}", source, target));
+      add("source_target_pairs", fmt::format("{{{}}}", fmt::join(pairs, ",")));
+      break;
+    }
     default:
       break;
   }
@@ -137,7 +159,9 @@ std::string ToText(const Computation& c) {
 }
 
 std::string ToText(const Module& m) {
-  std::string out = fmt::format("HloModule {}\n", m.name());
+  std::string out = m.num_partitions() > 1 ? fmt::format("HloModule {}, num_partitions={}\n",
+                                                         m.name(), m.num_partitions())
+                                           : fmt::format("HloModule {}\n", m.name());
   for (const auto& c : m.computations()) {
     out += "\n";
     if (c.get() == m.entry()) out += "ENTRY ";

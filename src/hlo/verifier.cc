@@ -60,6 +60,54 @@ void VerifyComputation(const Computation& computation) {
   }
 }
 
+// Collectives name partitions of this module: every id below num_partitions,
+// and groups that cover all partitions (a partition outside every group would
+// wait for a collective no group runs).
+void VerifyPartitionIds(const Module& module, const Computation& c, const Instruction& inst) {
+  if (!IsCollective(inst.opcode())) return;
+  int64_t n = module.num_partitions();
+  std::vector<int64_t> ids;
+  for (const auto& g : inst.replica_groups) ids.insert(ids.end(), g.begin(), g.end());
+  for (auto [source, target] : inst.source_target_pairs) {
+    ids.push_back(source);
+    ids.push_back(target);
+  }
+  for (int64_t id : ids) {
+    if (id >= n) {
+      Fail(
+          "[verifier] computation {}, instruction {}: partition {} is out of range for a module of "
+          "{} partition(s) (num_partitions)",
+          c.name(), inst.name(), id, n);
+    }
+  }
+  int64_t covered = 0;
+  for (const auto& g : inst.replica_groups) covered += static_cast<int64_t>(g.size());
+  if (!inst.replica_groups.empty() && covered != n) {
+    Fail(
+        "[verifier] computation {}, instruction {}: replica_groups cover {} of the module's {} "
+        "partitions",
+        c.name(), inst.name(), covered, n);
+  }
+  int64_t group =
+      inst.replica_groups.empty() ? n : static_cast<int64_t>(inst.replica_groups[0].size());
+  if (inst.replica_groups.empty() &&
+      (inst.opcode() == Opcode::kAllGather || inst.opcode() == Opcode::kReduceScatter)) {
+    int64_t d = inst.dimensions.at(0);
+    int64_t in = inst.operand(0)->shape().dim(d), out = inst.shape().dim(d);
+    if ((inst.opcode() == Opcode::kAllGather ? in * n != out : out * n != in)) {
+      Fail(
+          "[verifier] computation {}, instruction {}: dimension {} goes from {} to {}, which a "
+          "group of all {} partitions does not give",
+          c.name(), inst.name(), d, in, out, n);
+    }
+  }
+  if (inst.opcode() == Opcode::kAllToAll &&
+      inst.operand(0)->shape().dim(inst.dimensions.at(0)) % group) {
+    Fail("[verifier] computation {}, instruction {}: dimension {} does not split into {} blocks",
+         c.name(), inst.name(), inst.dimensions.at(0), group);
+  }
+}
+
 void Verify(const Module& module) {
   if (!module.entry()) Fail("[verifier] module {} has no ENTRY computation", module.name());
   std::set<std::string> names;
@@ -68,6 +116,7 @@ void Verify(const Module& module) {
       Fail("[verifier] module {}: computation name {} is used twice", module.name(), c->name());
     }
     VerifyComputation(*c);
+    for (const auto& inst : c->instructions()) VerifyPartitionIds(module, *c, *inst);
   }
 }
 

@@ -1,5 +1,7 @@
 #include "strata/ir/node.h"
 
+#include "strata/runtime/sharded_buffer.h"
+
 #include <fmt/format.h>
 
 #include <map>
@@ -183,6 +185,43 @@ NodePtr Node::MakeLoop(std::vector<Value> operands, std::shared_ptr<const LoopBo
   node->loop_ = std::move(body);
   node->ComputeHashes();
   return node;
+}
+
+NodePtr Node::MakeShardedDeviceData(std::vector<runtime::Buffer> shards, Shape full,
+                                    const spmd::Mesh& mesh, spmd::AxisSharding layout,
+                                    std::optional<Sharding> sharding, bool computed) {
+  spmd::CheckSharding(mesh, layout, full.rank());
+  Shape shard(full.dtype(), spmd::ShardDims(mesh, layout, full.dims()));
+  if (static_cast<int64_t>(shards.size()) != mesh.size()) {
+    Fail("[device_data] {} shards for {}", shards.size(), mesh.ToString());
+  }
+  for (size_t p = 0; p < shards.size(); ++p) {
+    if (!shards[p].defined() || shards[p].shape() != shard) {
+      Fail("[device_data] shard {} must be {}, got {}", p, shard.ToString(),
+           shards[p].defined() ? shards[p].shape().ToString() : "an empty buffer");
+    }
+  }
+  if (sharding && static_cast<int64_t>(sharding->spec().size()) != full.rank()) {
+    Fail("[device_data] sharding {} does not fit {}", sharding->ToString(), full.ToString());
+  }
+  auto node = std::make_shared<Node>(Private{});
+  node->kind_ = NodeKind::kDeviceData;
+  node->shapes_ = {full};
+  node->buffer_ = shards[0];
+  node->sharded_data_ =
+      std::make_shared<const ShardedData>(ShardedData{std::move(shards), mesh, std::move(layout)});
+  node->sharding_ = std::move(sharding);
+  node->computed_ = computed;
+  node->attributes_ = EmptyAttributes();
+  node->ComputeHashes();
+  return node;
+}
+
+runtime::Buffer Node::WholeBuffer() const {
+  STRATA_CHECK(kind_ == NodeKind::kDeviceData, "WholeBuffer of a {} node", OpName());
+  if (!sharded_data_) return buffer_;
+  return runtime::AssembleShards(sharded_data_->shards, shapes_[0], sharded_data_->mesh,
+                                 sharded_data_->layout, runtime::Client::Default().device(0));
 }
 
 NodePtr Node::MakeDeviceData(runtime::Buffer buffer, std::optional<Sharding> sharding,

@@ -10,6 +10,9 @@
 
 #include "strata/core/error.h"
 #include "strata/hlo/text.h"
+#include "strata/runtime/communicator.h"
+#include "strata/runtime/sharded_buffer.h"
+#include "strata/runtime/thread_pool.h"
 
 namespace strata::lazy {
 namespace {
@@ -39,6 +42,35 @@ std::vector<NodeSignature> Signature(const ir::Graph& graph) {
   return sig;
 }
 
+// The mesh a graph's shardings name, when it has more than one device.
+std::optional<ir::Mesh> MeshOf(const ir::Graph& graph) {
+  std::optional<ir::Mesh> mesh;
+  auto visit = [&](const ir::Node* n) {
+    if (!n->sharding()) return;
+    const ir::Mesh& m = n->sharding()->mesh();
+    if (mesh && !(*mesh == m)) {
+      Fail("[sync] one graph uses two meshes: {} and {}; a program runs on one mesh",
+           mesh->ToString(), m.ToString());
+    }
+    mesh = m;
+  };
+  for (const ir::Node* n : graph.post_order) visit(n);
+  for (const ir::Node* n : graph.parameters) visit(n);
+  if (mesh && mesh->size() == 1) return std::nullopt;
+  return mesh;
+}
+
+// The spec of an axis sharding, with the mesh's axis names.
+ir::PartitionSpec SpecOf(const ir::Mesh& mesh, const spmd::AxisSharding& s) {
+  ir::PartitionSpec spec;
+  for (const auto& axes : s.dims) {
+    std::vector<std::string> names;
+    for (int64_t a : axes) names.push_back(mesh.axis_names()[a]);
+    spec.push_back(std::move(names));
+  }
+  return spec;
+}
+
 }  // namespace
 
 struct Context::Entry {
@@ -46,6 +78,10 @@ struct Context::Entry {
   std::unique_ptr<runtime::Executable> executable;
   std::vector<NodeSignature> signature;
   std::vector<int64_t> parameter_sequence;
+  // A graph over a mesh of several devices runs partitioned.
+  std::optional<ir::Mesh> mesh;
+  std::vector<spmd::AxisSharding> parameter_shardings, result_shardings;
+  spmd::PartitionReport report;
 };
 
 TensorImpl::TensorImpl(ir::Value v) : value(std::move(v)) { Context::Get().Register(this); }
@@ -81,6 +117,7 @@ ir::Hash128 Context::CacheKey(const ir::Graph& graph) const {
   return ir::HashBuilder()
       .AddHash(graph.hash)
       .Add<int64_t>(runtime::Client::Default().device_count())
+      .Add<int64_t>(partition_options_.strict)
       .AddString(kVersion)
       .Finish();
 }
@@ -104,7 +141,25 @@ std::shared_ptr<const Context::Entry> Context::CompileAndInsert(const ir::Hash12
   int64_t t0 = NowNs();
   auto module = ir::LowerGraph(graph, fmt::format("graph_{}", key.ToString().substr(0, 12)));
   int64_t t1 = NowNs();
-  entry->executable = runtime::Executable::Compile(*module);
+  entry->mesh = MeshOf(graph);
+  if (entry->mesh) {
+    spmd::PartitionedModule partitioned =
+        spmd::Partition(*module, *entry->mesh, partition_options_);
+    entry->parameter_shardings = std::move(partitioned.parameter_shardings);
+    entry->result_shardings = std::move(partitioned.result_shardings);
+    entry->report = std::move(partitioned.report);
+    runtime::CompileOptions options;
+    options.client = &ClientFor(entry->mesh->size());
+    entry->executable = runtime::Executable::Compile(*partitioned.module, options);
+    if (!dump_dir_.empty()) {
+      std::string base = (std::filesystem::path(dump_dir_) / graph.hash.ToString()).string();
+      std::filesystem::create_directories(dump_dir_);
+      std::ofstream(base + ".spmd.hlo.txt") << hlo::ToText(*partitioned.module);
+      std::ofstream(base + ".collectives.txt") << entry->report.ToString();
+    }
+  } else {
+    entry->executable = runtime::Executable::Compile(*module);
+  }
   int64_t t2 = NowNs();
   metrics_.lower_ns += t1 - t0;
   metrics_.compile_ns += t2 - t1;
@@ -325,6 +380,10 @@ void Context::Sync(const std::vector<TensorImpl*>& only) {
     metrics_.cache_misses++;
     entry = CompileAndInsert(key, graph);
   }
+  if (entry->mesh) {
+    RunPartitioned(*entry, graph, roots, targets, root_of_target);
+    return;
+  }
   const runtime::Device* device = runtime::Client::Default().device(0);
   std::vector<runtime::Buffer> arguments;
   for (const ir::Node* p : graph.parameters) {
@@ -363,18 +422,98 @@ void Context::Sync(const std::vector<TensorImpl*>& only) {
   }
 }
 
+runtime::Client& Context::ClientFor(int64_t devices) {
+  runtime::Client& shared = runtime::Client::Default();
+  if (shared.device_count() >= devices) return shared;
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  auto& client = mesh_clients_[devices];
+  if (!client) {
+    client = std::make_unique<runtime::Client>(static_cast<int>(devices),
+                                               shared.thread_pool().num_threads());
+  }
+  return *client;
+}
+
+// A graph over a mesh: each parameter is given to the partitions as the
+// shards the program expects (sharded data already laid out that way is
+// passed as it is; anything else is split here), the partitions run on
+// their devices, and each result keeps its shards.
+void Context::RunPartitioned(const Entry& entry, const ir::Graph& graph,
+                             const std::vector<ir::Value>& roots,
+                             const std::vector<TensorImpl*>& targets,
+                             const std::vector<size_t>& root_of_target) {
+  const ir::Mesh& mesh = *entry.mesh;
+  const int64_t n = mesh.size();
+  runtime::Client& client = ClientFor(n);
+  std::vector<const runtime::Device*> devices;
+  for (int64_t p = 0; p < n; ++p) devices.push_back(client.device(static_cast<int>(p)));
+  std::vector<std::vector<runtime::Buffer>> arguments(n);
+  for (size_t i = 0; i < graph.parameters.size(); ++i) {
+    const ir::Node* p = graph.parameters[i];
+    const spmd::AxisSharding& want = entry.parameter_shardings.at(i);
+    const ir::Node::ShardedData* data =
+        p->kind() == ir::NodeKind::kDeviceData ? p->sharded_data() : nullptr;
+    std::vector<runtime::Buffer> shards;
+    if (data && data->mesh == mesh && data->layout == want) {
+      shards = data->shards;
+    } else {
+      runtime::Buffer whole;
+      if (p->kind() == ir::NodeKind::kDeviceData) {
+        whole = p->WholeBuffer();
+      } else {
+        const hlo::Literal& lit = p->scalar();
+        whole = runtime::Buffer::FromHost(
+            lit.shape(), {lit.data(), static_cast<size_t>(lit.size_bytes())}, devices[0]);
+      }
+      metrics_.bytes_to_device += whole.size_bytes();
+      shards = runtime::SplitIntoShards(whole, mesh, want, devices);
+    }
+    for (int64_t d = 0; d < n; ++d) arguments[d].push_back(shards[d]);
+  }
+  int64_t t0 = NowNs();
+  auto communicator = runtime::MakeInProcessCommunicator(n);
+  auto outputs = entry.executable->RunPartitioned(arguments, devices, *communicator);
+  metrics_.execute_ns += NowNs() - t0;
+  metrics_.executions++;
+  metrics_.bytes_collective += communicator->bytes_sent(0);
+  std::lock_guard<std::mutex> lock(tensors_mutex_);
+  for (size_t i = 0; i < targets.size(); ++i) {
+    TensorImpl* impl = targets[i];
+    size_t r = root_of_target[i];
+    if (in_flight_dead_.count(impl) || impl->value.node != roots[r].node ||
+        impl->value.index != roots[r].index) {
+      continue;
+    }
+    const spmd::AxisSharding& layout = entry.result_shardings.at(r);
+    std::vector<runtime::Buffer> shards;
+    for (int64_t d = 0; d < n; ++d) shards.push_back(outputs[d][r]);
+    // A result with no spec of its own keeps the layout propagation gave it.
+    std::optional<ir::Sharding> sharding = impl->sharding;
+    if (!sharding) sharding = ir::Sharding(mesh, SpecOf(mesh, layout), layout.rank());
+    impl->value = ir::Value{ir::Node::MakeShardedDeviceData(std::move(shards), roots[r].shape(),
+                                                            mesh, layout, sharding, true)};
+  }
+}
+
+std::optional<spmd::PartitionReport> Context::PartitionReportOf(const ir::Graph& graph) {
+  auto entry = Lookup(CacheKey(graph));
+  if (!entry || !entry->mesh) return std::nullopt;
+  return entry->report;
+}
+
 std::string Context::MetricsReport() const {
   auto ms = [](int64_t ns) { return static_cast<double>(ns) / 1e6; };
   return fmt::format(
       "Metric: GraphsTraced {}\nMetric: Compiles {}\nMetric: CacheHits {}\nMetric: CacheMisses {}\n"
       "Metric: Executions {}\nMetric: TraceTime {:.3f} ms\nMetric: LowerTime {:.3f} ms\n"
       "Metric: CompileTime {:.3f} ms\nMetric: ExecuteTime {:.3f} ms\nMetric: BytesToDevice {}\n"
-      "Metric: BytesFromDevice {}\nMetric: BytesDonated {}\nMetric: CachedGraphs {}\n",
+      "Metric: BytesFromDevice {}\nMetric: BytesDonated {}\nMetric: BytesCollective {}\n"
+      "Metric: CachedGraphs {}\n",
       metrics_.graphs_traced.load(), metrics_.compiles.load(), metrics_.cache_hits.load(),
       metrics_.cache_misses.load(), metrics_.executions.load(), ms(metrics_.trace_ns),
       ms(metrics_.lower_ns), ms(metrics_.compile_ns), ms(metrics_.execute_ns),
       metrics_.bytes_to_device.load(), metrics_.bytes_from_device.load(),
-      metrics_.bytes_donated.load(), cache_size());
+      metrics_.bytes_donated.load(), metrics_.bytes_collective.load(), cache_size());
 }
 
 void Context::ResetMetrics() {
@@ -382,7 +521,7 @@ void Context::ResetMetrics() {
        {&metrics_.graphs_traced, &metrics_.compiles, &metrics_.cache_hits, &metrics_.cache_misses,
         &metrics_.executions, &metrics_.trace_ns, &metrics_.lower_ns, &metrics_.compile_ns,
         &metrics_.execute_ns, &metrics_.bytes_to_device, &metrics_.bytes_from_device,
-        &metrics_.bytes_donated}) {
+        &metrics_.bytes_donated, &metrics_.bytes_collective}) {
     c->store(0);
   }
 }

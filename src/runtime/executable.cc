@@ -1,10 +1,15 @@
 #include "strata/runtime/executable.h"
 
+#include <fmt/format.h>
+
 #include <cstdlib>
+#include <exception>
 #include <mutex>
+#include <thread>
 
 #include "program.h"
 #include "strata/hlo/verifier.h"
+#include "strata/runtime/communicator.h"
 #include "strata/runtime/passes.h"
 
 namespace strata::runtime {
@@ -63,6 +68,68 @@ std::unique_ptr<Executable> Executable::Compile(const hlo::Module& module,
 
 std::vector<Buffer> Executable::Run(const std::vector<Buffer>& arguments, const Device* device,
                                     const std::vector<bool>& donated) const {
+  if (module_->num_partitions() > 1) {
+    Fail("[execute] {} is an SPMD program of {} partitions: run it with RunPartitioned",
+         module_->name(), module_->num_partitions());
+  }
+  return RunWith(arguments, device, donated, RunContext{});
+}
+
+std::vector<Buffer> Executable::RunPartition(int64_t partition,
+                                             const std::vector<Buffer>& arguments,
+                                             const Device* device, Communicator& communicator,
+                                             const std::vector<bool>& donated) const {
+  int64_t n = module_->num_partitions();
+  if (partition < 0 || partition >= n) {
+    Fail("[execute] partition {} of a program of {} partitions", partition, n);
+  }
+  if (communicator.size() != n) {
+    Fail("[execute] {} has {} partitions but the communicator has {} participants", module_->name(),
+         n, communicator.size());
+  }
+  return RunWith(arguments, device, donated, RunContext{partition, n, &communicator});
+}
+
+std::vector<std::vector<Buffer>> Executable::RunPartitioned(
+    const std::vector<std::vector<Buffer>>& arguments, const std::vector<const Device*>& devices,
+    Communicator& communicator, const std::vector<bool>& donated) const {
+  const int64_t n = module_->num_partitions();
+  if (static_cast<int64_t>(arguments.size()) != n || static_cast<int64_t>(devices.size()) != n) {
+    Fail("[execute] {} has {} partitions; given arguments for {} and {} device(s)", module_->name(),
+         n, arguments.size(), devices.size());
+  }
+  std::vector<std::vector<Buffer>> results(n);
+  std::vector<std::exception_ptr> errors(n);
+  auto run = [&](int64_t p) {
+    try {
+      results[p] = RunPartition(p, arguments[p], devices[p], communicator, donated);
+    } catch (const std::exception& e) {
+      errors[p] = std::current_exception();
+      communicator.Abort(fmt::format("partition {} failed: {}", p, e.what()));
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int64_t p = 1; p < n; ++p) threads.emplace_back(run, p);
+  run(0);
+  for (std::thread& t : threads) t.join();
+  // The root cause is the first failure that is not another partition's abort.
+  std::exception_ptr first;
+  for (int64_t p = 0; p < n && !first; ++p) {
+    if (!errors[p]) continue;
+    try {
+      std::rethrow_exception(errors[p]);
+    } catch (const std::exception& e) {
+      if (std::string_view(e.what()).find("aborted") == std::string_view::npos) first = errors[p];
+    }
+  }
+  for (int64_t p = 0; p < n && !first; ++p) first = errors[p];
+  if (first) std::rethrow_exception(first);
+  return results;
+}
+
+std::vector<Buffer> Executable::RunWith(const std::vector<Buffer>& arguments, const Device* device,
+                                        const std::vector<bool>& donated,
+                                        const RunContext& context) const {
   if (!device) device = arguments.empty() ? client_->device(0) : arguments[0].device();
   if (arguments.size() != parameter_shapes_.size()) {
     std::string expected;
@@ -105,6 +172,7 @@ std::vector<Buffer> Executable::Run(const std::vector<Buffer>& arguments, const 
   }
   std::shared_ptr<uint8_t> arena = arenas_->Acquire();
   Frame frame;
+  frame.context = &context;
   program_->Bind(frame, arena.get(), params.data(), outputs.data());
   program_->Execute(frame, arena.get());
   program_->CopyOutputs(frame, outputs.data());

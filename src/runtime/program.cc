@@ -75,6 +75,14 @@ KernelInfo MakeKernel(const Instruction& inst, ThreadPool& pool) {
       return MakeRngKernel(inst, pool);
     case Opcode::kFusion:
       return MakeFusionKernel(inst, pool);
+    case Opcode::kPartitionId:
+    case Opcode::kReplicaId:
+    case Opcode::kAllReduce:
+    case Opcode::kAllGather:
+    case Opcode::kReduceScatter:
+    case Opcode::kAllToAll:
+    case Opcode::kCollectivePermute:
+      return MakeCollectiveKernel(inst, pool);
     default:
       break;
   }
@@ -499,7 +507,7 @@ void Program::Execute(Frame& frame, uint8_t* arena) const {
     auto t0 = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     step.kernel(KernelArgs{frame.operands.data() + frame.operand_begin[k],
                            frame.outputs.data() + frame.output_begin[k],
-                           arena + step.scratch_offset});
+                           arena + step.scratch_offset, frame.context});
     if (profile) {
       profile->Add(*step.inst, std::chrono::duration_cast<std::chrono::nanoseconds>(
                                    std::chrono::steady_clock::now() - t0)
@@ -519,6 +527,7 @@ void Program::RunWhile(const Step& step, Frame& frame, uint8_t* arena, size_t in
   uint8_t* condition_arena = body_arena + step.condition_offset;
   uint8_t* swap = body_arena + step.swap_offset;
   Frame condition_frame, body_frame;
+  condition_frame.context = body_frame.context = frame.context;
   step.condition->Bind(condition_frame, condition_arena, state, nullptr);
   step.body->Bind(body_frame, body_arena, state, nullptr);
   const int64_t condition_root = step.condition->root_slots()[0];

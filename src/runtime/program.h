@@ -48,6 +48,7 @@ struct Step {
 
 // Pointers resolved for one execution of a program.
 struct Frame {
+  const RunContext* context = nullptr;  // the partition a collective runs for
   std::vector<uint8_t*> slot;
   std::vector<const uint8_t*> operands;
   std::vector<uint8_t*> outputs;

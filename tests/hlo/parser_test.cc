@@ -301,6 +301,26 @@ std::unique_ptr<Module> NestedTupleProgram() {
   return m;
 }
 
+// SPMD: partition-id and every collective, over 4 partitions.
+std::unique_ptr<Module> CollectivesProgram() {
+  auto m = std::make_unique<Module>("spmd");
+  m->set_num_partitions(4);
+  Computation* add = m->AddComputation(MakeScalarBinaryComputation("add", Opcode::kAdd, DType::kF32));
+  Builder b("main");
+  Instruction* x = b.Parameter(0, F32({4, 2}), "x");
+  Instruction* sum = b.AllReduce(x, add, {{0, 1}, {2, 3}}, 1);
+  Instruction* gathered = b.AllGather(sum, 0, {{0, 1, 2, 3}}, 2);
+  Instruction* scattered = b.ReduceScatter(gathered, 0, add, {{0, 2}, {1, 3}}, 3);
+  Instruction* swapped = b.AllToAll(scattered, 0, {{0, 1}, {2, 3}});
+  Instruction* shifted = b.CollectivePermute(swapped, {{0, 1}, {1, 2}, {2, 3}, {3, 0}}, 4);
+  Instruction* id = b.PartitionId();
+  auto replica = std::make_unique<Instruction>(Opcode::kReplicaId, Shape::Scalar(DType::kU32),
+                                               std::vector<Instruction*>{});
+  Instruction* r = b.Add(std::move(replica));
+  m->AddEntryComputation(b.Build(b.Tuple({shifted, b.Add(id, r)})));
+  return m;
+}
+
 using ProgramFactory = std::function<std::unique_ptr<Module>()>;
 
 std::vector<std::pair<std::string, ProgramFactory>> Programs() {
@@ -316,7 +336,8 @@ std::vector<std::pair<std::string, ProgramFactory>> Programs() {
           {"gather_scatter", GatherScatterProgram},
           {"while", WhileProgram},
           {"call_rng_sharding", CallRngShardingProgram},
-          {"nested_tuple", NestedTupleProgram}};
+          {"nested_tuple", NestedTupleProgram},
+          {"collectives", CollectivesProgram}};
 }
 
 TEST(ParserRoundTrip, EveryProgramPrintsIdentically) {

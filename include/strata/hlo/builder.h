@@ -87,6 +87,21 @@ class Builder {
   // (new state u64[2], bits of `bits_shape`).
   Instruction* RngBitGenerator(Instruction* state, Shape bits_shape);
 
+  // SPMD: which partition runs (u32[]), and the collectives over groups of
+  // partition ids (empty `groups`: every partition; all-gather and
+  // reduce-scatter need explicit groups here, as the group size makes their
+  // shape). `channel_id` 0 prints none.
+  Instruction* PartitionId();
+  Instruction* AllReduce(Instruction* x, Computation* to_apply, ReplicaGroups groups,
+                         int64_t channel_id = 0);
+  Instruction* AllGather(Instruction* x, int64_t dimension, ReplicaGroups groups,
+                         int64_t channel_id = 0);
+  Instruction* ReduceScatter(Instruction* x, int64_t dimension, Computation* to_apply,
+                             ReplicaGroups groups, int64_t channel_id = 0);
+  Instruction* AllToAll(Instruction* x, int64_t dimension, ReplicaGroups groups,
+                        int64_t channel_id = 0);
+  Instruction* CollectivePermute(Instruction* x, SourceTargetPairs pairs, int64_t channel_id = 0);
+
   // Adds an instruction whose shape is already set, verifying it.
   Instruction* Add(std::unique_ptr<Instruction> instruction);
   // Finishes the computation with `root` as its root.

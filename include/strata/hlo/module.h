@@ -41,6 +41,12 @@ struct ScatterDims {
   bool operator==(const ScatterDims&) const = default;
 };
 
+// Groups of partition ids that exchange data in a collective (XLA's
+// replica_groups over global device ids: strata's SPMD programs run one
+// replica of N partitions). Empty means one group of every partition.
+using ReplicaGroups = std::vector<std::vector<int64_t>>;
+using SourceTargetPairs = std::vector<std::pair<int64_t, int64_t>>;
+
 // Attributes of an instruction; which ones an opcode uses is documented in
 // builder.h. Shared with the lazy IR, whose primitive ops carry the same
 // attributes and lower one-to-one.
@@ -48,7 +54,8 @@ struct Attributes {
   int64_t parameter_number = -1;             // parameter
   int64_t tuple_index = -1;                  // get-tuple-element
   std::vector<int64_t> dimensions;           // broadcast, transpose, reduce, reverse,
-                                             // concatenate, iota
+                                             // concatenate, iota; all-gather,
+                                             // reduce-scatter, all-to-all (one dim)
   std::vector<SliceRange> slice;             // slice
   std::vector<int64_t> dynamic_slice_sizes;  // dynamic-slice
   std::vector<PadRange> padding;             // pad
@@ -59,9 +66,13 @@ struct Attributes {
   Literal literal;                           // constant
   std::string rng_algorithm;                 // rng-bit-generator ("rng_philox")
   std::string sharding;                      // XLA sharding text, e.g. "{devices=[2,1]0,1}"
-  // Called computations: reduce / scatter to_apply = [0]; while condition = [0],
-  // body = [1]; call = [0]; fusion = [0] (the fused elementwise computation
-  // the CPU runtime's FuseElementwise pass makes; run as one loop).
+  ReplicaGroups replica_groups;              // all-reduce, all-gather, reduce-scatter, all-to-all
+  SourceTargetPairs source_target_pairs;     // collective-permute
+  int64_t channel_id = 0;                    // collectives; 0: none written
+  bool use_global_device_ids = false;        // all-reduce, all-gather, reduce-scatter
+  // Called computations: reduce / scatter / all-reduce / reduce-scatter to_apply = [0]; while
+  // condition = [0], body = [1]; call = [0]; fusion = [0] (the fused elementwise computation the
+  // CPU runtime's FuseElementwise pass makes; run as one loop).
   std::vector<Computation*> called;
 };
 
@@ -145,6 +156,10 @@ class Module {
 
   const std::string& name() const { return name_; }
   void set_name(std::string name) { name_ = std::move(name); }
+  // Partitions of an SPMD program (XLA's `num_partitions=` module attribute):
+  // how many copies run it, each reading its own partition-id.
+  int64_t num_partitions() const { return num_partitions_; }
+  void set_num_partitions(int64_t n) { num_partitions_ = n; }
 
   Computation* AddComputation(std::unique_ptr<Computation> computation);
   Computation* AddEntryComputation(std::unique_ptr<Computation> computation);
@@ -165,6 +180,7 @@ class Module {
   std::string name_;
   std::vector<std::unique_ptr<Computation>> computations_;
   Computation* entry_ = nullptr;
+  int64_t num_partitions_ = 1;
 };
 
 }  // namespace strata::hlo

@@ -8,7 +8,8 @@
 namespace strata::hlo {
 
 // V(enum, text name, kind): kind is Unary / Binary for elementwise ops whose
-// kernels are generated from one table, Other for everything else.
+// kernels are generated from one table, Collective for the SPMD ops that talk
+// across partitions, Other for everything else.
 #define STRATA_HLO_OPCODES(V)                                \
   V(kParameter, "parameter", Other)                          \
   V(kConstant, "constant", Other)                            \
@@ -72,7 +73,14 @@ namespace strata::hlo {
   V(kCall, "call", Other)                                    \
   V(kFusion, "fusion", Other)                                \
   V(kOptimizationBarrier, "opt-barrier", Other)              \
-  V(kRngBitGenerator, "rng-bit-generator", Other)
+  V(kRngBitGenerator, "rng-bit-generator", Other)            \
+  V(kPartitionId, "partition-id", Collective)                \
+  V(kReplicaId, "replica-id", Collective)                    \
+  V(kAllReduce, "all-reduce", Collective)                    \
+  V(kAllGather, "all-gather", Collective)                    \
+  V(kReduceScatter, "reduce-scatter", Collective)            \
+  V(kAllToAll, "all-to-all", Collective)                     \
+  V(kCollectivePermute, "collective-permute", Collective)
 
 enum class Opcode : uint8_t {
 #define STRATA_HLO_OPCODE_ENUM(e, name, kind) e,
@@ -84,6 +92,9 @@ std::string_view OpcodeName(Opcode op);
 std::optional<Opcode> OpcodeFromName(std::string_view name);
 bool IsElementwiseUnary(Opcode op);
 bool IsElementwiseBinary(Opcode op);
+// Ops that exchange data between the partitions of an SPMD program (or read
+// which partition runs): never folded, moved or evaluated on one device alone.
+bool IsCollective(Opcode op);
 
 enum class Comparison : uint8_t { kEq, kNe, kLt, kLe, kGt, kGe };
 std::string_view ComparisonName(Comparison c);  // "EQ", ...

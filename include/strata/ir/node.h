@@ -88,6 +88,12 @@ class Node {
   static NodePtr MakeDeviceData(runtime::Buffer buffer,
                                 std::optional<Sharding> sharding = std::nullopt,
                                 bool computed = false);
+  // Device data held as one shard per device of `mesh`, laid out by
+  // `layout` (what a partitioned program returns); `full` is the array's
+  // shape. No device holds the whole array; WholeBuffer() assembles it.
+  static NodePtr MakeShardedDeviceData(std::vector<runtime::Buffer> shards, Shape full,
+                                       const spmd::Mesh& mesh, spmd::AxisSharding layout,
+                                       std::optional<Sharding> sharding, bool computed = true);
   static NodePtr MakeScalar(hlo::Literal value);
   // A loop-body placeholder; `level` is the loop nesting depth it belongs to
   // (1 for the outermost scan).
@@ -116,9 +122,19 @@ class Node {
   // Gradients do not flow through this node into its operands (detach, and
   // every op built inside a StopGradientScope). Part of node_hash.
   bool stops_gradient() const { return stops_gradient_; }
-  const runtime::Buffer& buffer() const { return buffer_; }  // kDeviceData
-  bool computed() const { return computed_; }                // kDeviceData
-  const hlo::Literal& scalar() const { return scalar_; }     // kScalar
+  // kDeviceData: the whole array; for sharded data, partition 0's shard,
+  // which stands for the data's identity (read the values with WholeBuffer).
+  const runtime::Buffer& buffer() const { return buffer_; }
+  struct ShardedData {
+    std::vector<runtime::Buffer> shards;  // one per partition
+    spmd::Mesh mesh;
+    spmd::AxisSharding layout;
+  };
+  const ShardedData* sharded_data() const { return sharded_data_.get(); }
+  // The whole array (assembled from the shards of sharded data).
+  runtime::Buffer WholeBuffer() const;
+  bool computed() const { return computed_; }             // kDeviceData
+  const hlo::Literal& scalar() const { return scalar_; }  // kScalar
   // Set by MakeWithGradientRule / WithGradientRule (and kept by the clones).
   const GradientRule* gradient_rule() const { return gradient_rule_.get(); }
   NodePtr WithGradientRule(std::shared_ptr<const GradientRule> rule) const;
@@ -157,6 +173,7 @@ class Node {
   std::shared_ptr<const hlo::Attributes> attributes_;
   std::optional<Sharding> sharding_;
   runtime::Buffer buffer_;
+  std::shared_ptr<const ShardedData> sharded_data_;
   hlo::Literal scalar_;
   bool stops_gradient_ = false;
   std::shared_ptr<const GradientRule> gradient_rule_;

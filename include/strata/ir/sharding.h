@@ -1,8 +1,8 @@
 // SPMD sharding annotations: a device Mesh with named axes and a partition
 // spec per tensor dimension, as in PyTorch/XLA's mark_sharding and JAX's
-// NamedSharding. Execution is single-device for now; the annotation travels
-// in the IR (and its hash) and into the lowered program as XLA's
-// `sharding={devices=[2,1]0,1}` attribute.
+// NamedSharding. The annotation travels in the IR (and its hash) and into the
+// lowered program as XLA's `sharding={devices=[2,1]0,1}` attribute, where the
+// partitioner (spmd/) reads it.
 #pragma once
 
 #include <cstdint>
@@ -10,26 +10,12 @@
 #include <vector>
 
 #include "strata/ir/hash.h"
+#include "strata/spmd/mesh.h"
 
 namespace strata::ir {
 
-class Mesh {
- public:
-  // device_ids are laid out row-major over `shape`; axis names are unique.
-  Mesh(std::vector<int64_t> device_ids, std::vector<int64_t> shape,
-       std::vector<std::string> axis_names);
-  const std::vector<int64_t>& device_ids() const { return device_ids_; }
-  const std::vector<int64_t>& shape() const { return shape_; }
-  const std::vector<std::string>& axis_names() const { return axis_names_; }
-  int64_t size() const { return static_cast<int64_t>(device_ids_.size()); }
-  int64_t AxisIndex(const std::string& name) const;  // Error naming the axes if unknown
-  std::string ToString() const;
-  bool operator==(const Mesh&) const = default;
-
- private:
-  std::vector<int64_t> device_ids_, shape_;
-  std::vector<std::string> axis_names_;
-};
+// The device mesh is the partitioner's (spmd/mesh.h).
+using Mesh = spmd::Mesh;
 
 // One entry per tensor dimension: the mesh axes it is split over (in order),
 // or none for a replicated dimension.
@@ -44,6 +30,8 @@ class Sharding {
 
   const Mesh& mesh() const { return mesh_; }
   const PartitionSpec& spec() const { return spec_; }
+  // The spec as mesh axis indices, the partitioner's form.
+  const spmd::AxisSharding& axes() const { return axes_; }
   // XLA's sharding text: "{replicated}", "{devices=[2,1]0,1}",
   // "{devices=[1,2,2]0,2,1,3 last_tile_dim_replicate}".
   const std::string& hlo_text() const { return hlo_text_; }
@@ -56,6 +44,7 @@ class Sharding {
  private:
   Mesh mesh_;
   PartitionSpec spec_;
+  spmd::AxisSharding axes_;
   std::string hlo_text_;
   Hash128 hash_;
 };

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <list>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -17,6 +18,7 @@
 #include "strata/ir/lowering.h"
 #include "strata/lazy/tensor.h"
 #include "strata/runtime/executable.h"
+#include "strata/spmd/partitioner.h"
 
 namespace strata::lazy {
 
@@ -40,7 +42,8 @@ struct Metrics {
   std::atomic<int64_t> graphs_traced{0}, compiles{0}, cache_hits{0}, cache_misses{0}, executions{0};
   std::atomic<int64_t> trace_ns{0}, lower_ns{0}, compile_ns{0}, execute_ns{0};
   std::atomic<int64_t> bytes_to_device{0}, bytes_from_device{0};
-  std::atomic<int64_t> bytes_donated{0};  // argument bytes a sync let results reuse
+  std::atomic<int64_t> bytes_donated{0};     // argument bytes a sync let results reuse
+  std::atomic<int64_t> bytes_collective{0};  // bytes partition 0 sent through collectives
 };
 
 // What the lowering of a set of tensors looks like, without running it
@@ -99,6 +102,12 @@ class Context {
   // other thread builds on the tensors being synced while they sync (the
   // trainer's step).
   void set_buffer_donation(bool on) { donate_buffers_ = on; }
+  // How graphs over a mesh are partitioned (strict: replicating a sharded
+  // value whole is an error). Part of the program, so set it before syncing.
+  void set_partition_options(spmd::PartitionOptions options) { partition_options_ = options; }
+  // The partitioner's report (every collective, why, its bytes) of the
+  // cached program for `graph`, or none if it is not a partitioned one.
+  std::optional<spmd::PartitionReport> PartitionReportOf(const ir::Graph& graph);
   bool buffer_donation() const { return donate_buffers_; }
 
  private:
@@ -108,6 +117,10 @@ class Context {
   std::shared_ptr<const Entry> CompileAndInsert(const ir::Hash128& key, const ir::Graph& graph);
   std::string ExplainMiss(const Entry& fresh) const;
   void Dump(const ir::Graph& graph, const hlo::Module& module, const hlo::Module& optimized) const;
+  runtime::Client& ClientFor(int64_t devices);
+  void RunPartitioned(const Entry& entry, const ir::Graph& graph,
+                      const std::vector<ir::Value>& roots, const std::vector<TensorImpl*>& targets,
+                      const std::vector<size_t>& root_of_target);
   std::vector<bool> DonatableParameters(const ir::Graph& graph, const std::vector<ir::Value>& roots,
                                         const std::vector<TensorImpl*>& targets,
                                         const std::vector<runtime::Buffer>& arguments);
@@ -129,6 +142,9 @@ class Context {
   std::string dump_dir_;
   Metrics metrics_;
   std::atomic<bool> donate_buffers_{false};
+  spmd::PartitionOptions partition_options_;
+  // Virtual devices for meshes larger than the default client's.
+  std::map<int64_t, std::unique_ptr<runtime::Client>> mesh_clients_;
 };
 
 }  // namespace strata::lazy

@@ -31,6 +31,8 @@ struct PlanStats {
 };
 
 class Program;
+class Communicator;
+struct RunContext;
 
 class Executable {
  public:
@@ -49,6 +51,20 @@ class Executable {
   std::vector<Buffer> Run(const std::vector<Buffer>& arguments, const Device* device = nullptr,
                           const std::vector<bool>& donated = {}) const;
 
+  // An SPMD program (module().num_partitions() copies, each reading its own
+  // partition-id): runs every partition on its own thread and device,
+  // exchanging data through `communicator`; arguments[p] and devices[p] are
+  // partition p's. When one partition fails the communicator is aborted, so
+  // the others stop instead of waiting, and the first error is rethrown.
+  std::vector<std::vector<Buffer>> RunPartitioned(const std::vector<std::vector<Buffer>>& arguments,
+                                                  const std::vector<const Device*>& devices,
+                                                  Communicator& communicator,
+                                                  const std::vector<bool>& donated = {}) const;
+  // One partition's run from a thread (or process) the caller owns.
+  std::vector<Buffer> RunPartition(int64_t partition, const std::vector<Buffer>& arguments,
+                                   const Device* device, Communicator& communicator,
+                                   const std::vector<bool>& donated = {}) const;
+
   // The module after passes, as it is executed.
   const hlo::Module& module() const { return *module_; }
   const PlanStats& stats() const { return stats_; }
@@ -57,6 +73,8 @@ class Executable {
 
  private:
   Executable() = default;
+  std::vector<Buffer> RunWith(const std::vector<Buffer>& arguments, const Device* device,
+                              const std::vector<bool>& donated, const RunContext& context) const;
   struct ArenaPool;
   std::unique_ptr<hlo::Module> module_;
   std::unique_ptr<Program> program_;

@@ -13,10 +13,22 @@
 
 namespace strata::runtime {
 
+class Communicator;
+
+// What one run of a program knows about where it runs: its partition of an
+// SPMD program and the communicator its collectives go through (none for a
+// single-device run).
+struct RunContext {
+  int64_t partition = 0;
+  int64_t num_partitions = 1;
+  Communicator* communicator = nullptr;
+};
+
 struct KernelArgs {
   const uint8_t* const* operands;  // array leaves of the operands, in order
   uint8_t* const* outputs;         // array leaves of the result
   uint8_t* scratch;                // KernelInfo::scratch_bytes of 64-byte aligned space
+  const RunContext* context = nullptr;
 };
 
 using Kernel = std::function<void(const KernelArgs&)>;
@@ -48,6 +60,9 @@ KernelInfo MakeGatherKernel(const hlo::Instruction& inst, ThreadPool& pool);
 KernelInfo MakeScatterKernel(const hlo::Instruction& inst, ThreadPool& pool,
                              ScalarFunction to_apply);
 KernelInfo MakeRngKernel(const hlo::Instruction& inst, ThreadPool& pool);
+// partition-id, replica-id and the collectives (collectives.cc): data goes
+// through the run's communicator.
+KernelInfo MakeCollectiveKernel(const hlo::Instruction& inst, ThreadPool& pool);
 
 // Whether `inst` may write its output over operand `index`'s storage when
 // that operand is dead afterwards (same size, read-before-write per element).

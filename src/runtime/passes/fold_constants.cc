@@ -29,6 +29,7 @@ bool Foldable(const hlo::Instruction& inst) {
     default:
       break;
   }
+  if (hlo::IsCollective(inst.opcode())) return false;  // its value depends on the partition
   if (!inst.called.empty() || !inst.shape().is_array() || inst.operand_count() == 0) return false;
   if (inst.shape().num_elements() > kMaxFoldedElements) return false;
   for (const hlo::Instruction* op : inst.operands()) {

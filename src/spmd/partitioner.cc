@@ -1,0 +1,669 @@
+// The partitioner's visitor: each instruction of the original program
+// becomes a few instructions of the per-device program, in the same order.
+#include "strata/spmd/partitioner.h"
+
+#include <fmt/format.h>
+
+#include <fmt/ranges.h>
+#include <algorithm>
+#include <functional>
+
+#include <map>
+
+#include "partition_context.h"
+#include "spmd_internal.h"
+#include "strata/core/error.h"
+#include "strata/hlo/builder.h"
+#include "strata/hlo/shape_inference.h"
+
+namespace strata::spmd {
+
+using hlo::Instruction;
+using hlo::Opcode;
+
+int64_t PartitionReport::bytes_per_device() const {
+  int64_t total = 0;
+  for (const CollectiveRecord& r : collectives) total += r.bytes;
+  return total;
+}
+
+int64_t PartitionReport::count(std::string_view collective) const {
+  int64_t n = 0;
+  for (const CollectiveRecord& r : collectives) n += r.collective == collective;
+  return n;
+}
+
+std::string PartitionReport::ToString() const {
+  std::string out = fmt::format("{} collective(s), {} bytes sent per device\n", collectives.size(),
+                                bytes_per_device());
+  for (const CollectiveRecord& r : collectives) {
+    out +=
+        fmt::format("  {:<18} {:>12} B  for {}: {}\n", r.collective, r.bytes, r.serves, r.reason);
+  }
+  for (const std::string& s : full_rematerializations) out += "  replicated whole: " + s + "\n";
+  return out;
+}
+
+namespace {
+
+bool IsElementwiseOp(const Instruction& inst) {
+  Opcode op = inst.opcode();
+  return hlo::IsElementwiseUnary(op) || hlo::IsElementwiseBinary(op) || op == Opcode::kCompare ||
+         op == Opcode::kSelect || op == Opcode::kClamp || op == Opcode::kIsFinite ||
+         op == Opcode::kCopy || op == Opcode::kConvert ||
+         (op == Opcode::kBitcastConvert &&
+          DTypeSize(inst.shape().dtype()) == DTypeSize(inst.operand(0)->shape().dtype()));
+}
+
+bool Contains(const std::vector<int64_t>& v, int64_t x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+// Rewrites one computation; while bodies and conditions recurse.
+class Visitor {
+ public:
+  Visitor(PartitionState& state, const ShardingMap& shardings)
+      : state_(state), shardings_(shardings) {}
+
+  // `parameter_shardings` overrides the propagated sharding of parameter 0's
+  // leaves (a loop body's state). Returns the new computation; `root` is
+  // resharded to `root_sharding` when given.
+  std::unique_ptr<hlo::Computation> Run(
+      const hlo::Computation& c, const std::vector<AxisSharding>* root_sharding,
+      const std::vector<AxisSharding>* parameter_sharding = nullptr) {
+    parameter_sharding_ = parameter_sharding;
+    Local local(state_, c.name());
+    local_ = &local;
+    for (const auto& inst : c.instructions()) values_[inst.get()] = Visit(*inst);
+    PValue root = values_.at(c.root());
+    if (root_sharding) root = local.ReshardLeaves(root, *root_sharding, c.root()->name());
+    root_leaves_ = root.leaves;
+    return local.b.Build(root.local);
+  }
+
+  const std::vector<AxisSharding>& root_leaves() const { return root_leaves_; }
+
+ private:
+  const std::vector<AxisSharding>& ShardingOf(const Instruction& inst) {
+    return shardings_.at(&inst);
+  }
+  const AxisSharding& ArrayShardingOf(const Instruction& inst) { return ShardingOf(inst).at(0); }
+  PValue Operand(const Instruction& inst, int64_t i) { return values_.at(inst.operand(i)); }
+
+  // The operand resharded to `target`, with its reshard recorded for `inst`.
+  PValue OperandAs(const Instruction& inst, int64_t i, const AxisSharding& target) {
+    return local_->Reshard(Operand(inst, i), target, fmt::format("{} operand {}", inst.name(), i));
+  }
+
+  // A copy of `inst` over local operands, with `shape` (the local one).
+  Instruction* Clone(const Instruction& inst, std::vector<Instruction*> operands, Shape shape) {
+    auto copy = std::make_unique<Instruction>(inst);
+    copy->set_operands(std::move(operands));
+    copy->set_shape(std::move(shape));
+    copy->set_name("");
+    copy->sharding.clear();
+    for (hlo::Computation*& called : copy->called) called = state_.ScalarComputation(*called);
+    return local_->b.Add(std::move(copy));
+  }
+
+  PValue Visit(const Instruction& inst) {
+    if (IsElementwiseOp(inst)) return Elementwise(inst);
+    switch (inst.opcode()) {
+      case Opcode::kParameter:
+        return Parameter(inst);
+      case Opcode::kConstant:
+        return Constant(inst);
+      case Opcode::kIota:
+        return Iota(inst);
+      case Opcode::kBroadcast:
+        return Broadcast(inst);
+      case Opcode::kTranspose:
+        return Transpose(inst);
+      case Opcode::kReshape:
+        return Reshape(inst);
+      case Opcode::kDot:
+        return Dot(inst);
+      case Opcode::kReduce:
+        return Reduce(inst);
+      case Opcode::kSlice:
+      case Opcode::kPad:
+      case Opcode::kReverse:
+      case Opcode::kConcatenate:
+      case Opcode::kDynamicSlice:
+      case Opcode::kDynamicUpdateSlice:
+        return DataMovement(inst);
+      case Opcode::kTuple:
+        return Tuple(inst);
+      case Opcode::kGetTupleElement:
+        return GetTupleElement(inst);
+      case Opcode::kOptimizationBarrier:
+        return Barrier(inst);
+      case Opcode::kWhile:
+        return While(inst);
+      case Opcode::kGather:
+        return Gather(inst);
+      default:
+        break;
+    }
+    if (hlo::IsCollective(inst.opcode())) {
+      Fail(
+          "[partition] {} ({}) is already a per-device collective; the partitioner takes a "
+          "program written for one device",
+          hlo::OpcodeName(inst.opcode()), inst.name());
+    }
+    if (inst.opcode() == Opcode::kCall || inst.opcode() == Opcode::kFusion) {
+      Fail("[partition] {} ({}): inline calls and fusions before partitioning",
+           hlo::OpcodeName(inst.opcode()), inst.name());
+    }
+    return Replicated(inst);
+  }
+
+  // Any op on whole arrays: operands replicated, the op run whole, the result
+  // sliced to its sharding. Correct for every op; reported when it gathers.
+  PValue Replicated(const Instruction& inst) {
+    std::vector<Instruction*> operands;
+    for (int64_t i = 0; i < inst.operand_count(); ++i) {
+      PValue v = Operand(inst, i);
+      std::vector<AxisSharding> replicated;
+      for (const Shape& s : v.full.Leaves())
+        replicated.push_back(AxisSharding::Replicated(s.rank()));
+      if (v.leaves != replicated) {
+        state_.Rematerialized(fmt::format("{} ({}) operand {}: {} has no sharded handler",
+                                          inst.name(), hlo::OpcodeName(inst.opcode()), i,
+                                          hlo::OpcodeName(inst.opcode())));
+      }
+      operands.push_back(local_->ReshardLeaves(v, replicated, inst.name()).local);
+    }
+    Instruction* whole = Clone(inst, operands, inst.shape());
+    std::vector<AxisSharding> replicated;
+    for (const Shape& s : inst.shape().Leaves())
+      replicated.push_back(AxisSharding::Replicated(s.rank()));
+    PValue v{whole, inst.shape(), replicated};
+    return local_->ReshardLeaves(v, ShardingOf(inst), inst.name());
+  }
+
+  PValue Parameter(const Instruction& inst) {
+    const auto& leaves = parameter_sharding_ ? *parameter_sharding_ : ShardingOf(inst);
+    std::vector<Shape> shapes = inst.shape().Leaves();
+    std::vector<Shape> local_shapes;
+    for (size_t k = 0; k < shapes.size(); ++k)
+      local_shapes.push_back(LocalShape(shapes[k], leaves[k]));
+    Shape local =
+        inst.shape().is_array() ? local_shapes[0] : RebuildTuple(inst.shape(), local_shapes);
+    Instruction* p = local_->b.Parameter(inst.parameter_number, local, inst.name());
+    return {p, inst.shape(), leaves};
+  }
+
+  Shape LocalShape(const Shape& full, const AxisSharding& s) {
+    return Shape(full.dtype(), ShardDims(state_.mesh, s, full.dims()));
+  }
+  static Shape RebuildTuple(const Shape& like, const std::vector<Shape>& leaves) {
+    size_t k = 0;
+    std::function<Shape(const Shape&)> build = [&](const Shape& s) -> Shape {
+      if (s.is_array()) return leaves[k++];
+      std::vector<Shape> elements;
+      for (const Shape& e : s.tuple_shapes()) elements.push_back(build(e));
+      return Shape::Tuple(std::move(elements));
+    };
+    return build(like);
+  }
+
+  PValue Constant(const Instruction& inst) {
+    Instruction* whole = Clone(inst, {}, inst.shape());
+    PValue v{whole, inst.shape(), {AxisSharding::Replicated(inst.shape().rank())}};
+    return local_->Reshard(v, ArrayShardingOf(inst), inst.name());
+  }
+
+  // iota along a sharded dim: the local iota plus this shard's offset.
+  PValue Iota(const Instruction& inst) {
+    const AxisSharding& s = ArrayShardingOf(inst);
+    Shape local = LocalShape(inst.shape(), s);
+    Instruction* x = Clone(inst, {}, local);
+    int64_t d = inst.dimensions.at(0);
+    if (!s.dims[d].empty()) {
+      Instruction* offset = local_->Offset(s.dims[d], local.dim(d));  // s32[]
+      Instruction* typed = offset;
+      if (local.dtype() != DType::kS32) typed = local_->b.Convert(offset, local.dtype());
+      x = local_->b.Add(x, local_->b.Broadcast(typed, local.dims(), {}));
+    }
+    return {x, inst.shape(), {s}};
+  }
+
+  PValue Elementwise(const Instruction& inst) {
+    const AxisSharding& s = ArrayShardingOf(inst);
+    Shape local = LocalShape(inst.shape(), s);
+    std::vector<Instruction*> operands;
+    for (int64_t i = 0; i < inst.operand_count(); ++i) {
+      const Shape& os = inst.operand(i)->shape();
+      // clamp's scalar bounds are read whole.
+      AxisSharding target =
+          os.rank() == inst.shape().rank() ? s : AxisSharding::Replicated(os.rank());
+      operands.push_back(OperandAs(inst, i, target).local);
+    }
+    return {Clone(inst, operands, local.WithDType(inst.shape().dtype())), inst.shape(), {s}};
+  }
+
+  PValue Broadcast(const Instruction& inst) {
+    const AxisSharding& s = ArrayShardingOf(inst);
+    AxisSharding in;
+    for (int64_t d : inst.dimensions) in.dims.push_back(s.dims[d]);
+    PValue x = OperandAs(inst, 0, in);
+    Shape local = LocalShape(inst.shape(), s);
+    return {Clone(inst, {x.local}, local), inst.shape(), {s}};
+  }
+
+  PValue Transpose(const Instruction& inst) {
+    const AxisSharding& s = ArrayShardingOf(inst);
+    AxisSharding in = AxisSharding::Replicated(inst.shape().rank());
+    for (size_t i = 0; i < inst.dimensions.size(); ++i) in.dims[inst.dimensions[i]] = s.dims[i];
+    PValue x = OperandAs(inst, 0, in);
+    return {Clone(inst, {x.local}, LocalShape(inst.shape(), s)), inst.shape(), {s}};
+  }
+
+  // A local reshape when the operand's sharding maps onto the result's
+  // (each sharded dim an evenly split major part of its group); otherwise the
+  // operand is gathered first.
+  PValue Reshape(const Instruction& inst) {
+    const AxisSharding& want = ArrayShardingOf(inst);
+    const Shape& in_shape = inst.operand(0)->shape();
+    PValue x = Operand(inst, 0);
+    const AxisSharding& have = x.leaves[0];
+    // Try the operand's own sharding, then the one the result's sharding implies.
+    for (const std::optional<AxisSharding>& in :
+         {std::optional<AxisSharding>(have),
+          ReshapeSharding(state_.mesh, inst.shape().dims(), in_shape.dims(), want)}) {
+      if (!in) continue;
+      auto out = ReshapeSharding(state_.mesh, in_shape.dims(), inst.shape().dims(), *in);
+      if (!out) continue;
+      PValue operand = local_->Reshard(x, *in, fmt::format("{} operand 0", inst.name()));
+      PValue v{Clone(inst, {operand.local}, LocalShape(inst.shape(), *out)), inst.shape(), {*out}};
+      return local_->Reshard(v, want, inst.name());
+    }
+    if (!have.IsReplicated()) {
+      state_.Rematerialized(
+          fmt::format("{} (reshape {} -> {}): no sharding of the operand maps "
+                      "onto the result",
+                      inst.name(), in_shape.ToString(), inst.shape().ToString()));
+    }
+    PValue whole = OperandAs(inst, 0, AxisSharding::Replicated(in_shape.rank()));
+    PValue v{Clone(inst, {whole.local}, inst.shape()),
+             inst.shape(),
+             {AxisSharding::Replicated(inst.shape().rank())}};
+    return local_->Reshard(v, want, inst.name());
+  }
+
+  PValue Dot(const Instruction& inst);
+  PValue Reduce(const Instruction& inst);
+  PValue DataMovement(const Instruction& inst);
+  PValue While(const Instruction& inst);
+  PValue Gather(const Instruction& inst);
+
+  PValue Tuple(const Instruction& inst) {
+    std::vector<Instruction*> elements;
+    std::vector<AxisSharding> leaves;
+    for (int64_t i = 0; i < inst.operand_count(); ++i) {
+      PValue v = Operand(inst, i);
+      elements.push_back(v.local);
+      leaves.insert(leaves.end(), v.leaves.begin(), v.leaves.end());
+    }
+    PValue v{local_->b.Tuple(elements), inst.shape(), leaves};
+    return local_->ReshardLeaves(v, ShardingOf(inst), inst.name());
+  }
+
+  PValue GetTupleElement(const Instruction& inst) {
+    PValue t = Operand(inst, 0);
+    size_t first = 0;
+    for (int64_t i = 0; i < inst.tuple_index; ++i)
+      first += inst.operand(0)->shape().tuple_shape(i).Leaves().size();
+    size_t n = inst.shape().Leaves().size();
+    std::vector<AxisSharding> leaves(t.leaves.begin() + first, t.leaves.begin() + first + n);
+    PValue v{local_->b.GetTupleElement(t.local, inst.tuple_index), inst.shape(), leaves};
+    return local_->ReshardLeaves(v, ShardingOf(inst), inst.name());
+  }
+
+  PValue Barrier(const Instruction& inst) {
+    PValue x = local_->ReshardLeaves(Operand(inst, 0), ShardingOf(inst), inst.name());
+    return {local_->b.OptimizationBarrier(x.local), inst.shape(), x.leaves};
+  }
+
+  PartitionState& state_;
+  const ShardingMap& shardings_;
+  Local* local_ = nullptr;
+  const std::vector<AxisSharding>* parameter_sharding_ = nullptr;
+  std::unordered_map<const Instruction*, PValue> values_;
+  std::vector<AxisSharding> root_leaves_;
+};
+
+// Dot: batch dims split alike on both operands and non-contracting dims
+// split on their own operand give a local dot; contracting dims split alike
+// give partial sums, all-reduced over their axes. Among the candidate
+// contracting splits (the lhs's, the rhs's, none) the one that moves the
+// fewest bytes wins.
+PValue Visitor::Dot(const Instruction& inst) {
+  const AxisSharding& want = ArrayShardingOf(inst);
+  const hlo::DotDims& dd = inst.dot;
+  const Shape& ls = inst.operand(0)->shape();
+  const Shape& rs = inst.operand(1)->shape();
+  PValue l = Operand(inst, 0), r = Operand(inst, 1);
+  const Mesh& mesh = state_.mesh;
+
+  // Output dims in dot order: batch, lhs free, rhs free.
+  std::vector<int64_t> lhs_free, rhs_free;
+  for (int64_t d = 0; d < ls.rank(); ++d)
+    if (!Contains(dd.lhs_batch, d) && !Contains(dd.lhs_contracting, d)) lhs_free.push_back(d);
+  for (int64_t d = 0; d < rs.rank(); ++d)
+    if (!Contains(dd.rhs_batch, d) && !Contains(dd.rhs_contracting, d)) rhs_free.push_back(d);
+
+  struct Plan {
+    AxisSharding lhs, rhs, result;  // result: before the all-reduce
+    std::vector<int64_t> reduce_axes;
+    int64_t bytes = 0;
+  };
+  auto make_plan = [&](const std::vector<std::vector<int64_t>>& contracting) {
+    // The result's sharding with the contracting axes removed (they hold
+    // partial sums until the all-reduce).
+    std::vector<int64_t> reduce_axes;
+    for (const auto& axes : contracting)
+      reduce_axes.insert(reduce_axes.end(), axes.begin(), axes.end());
+    Plan p;
+    p.reduce_axes = reduce_axes;
+    p.result = want;
+    for (auto& axes : p.result.dims) {
+      for (size_t k = 0; k < axes.size(); ++k) {
+        if (Contains(reduce_axes, axes[k])) {
+          axes.resize(k);
+          break;
+        }
+      }
+    }
+    p.lhs = AxisSharding::Replicated(ls.rank());
+    p.rhs = AxisSharding::Replicated(rs.rank());
+    int64_t k = 0;
+    for (size_t b = 0; b < dd.lhs_batch.size(); ++b, ++k) {
+      p.lhs.dims[dd.lhs_batch[b]] = p.result.dims[k];
+      p.rhs.dims[dd.rhs_batch[b]] = p.result.dims[k];
+    }
+    for (int64_t d : lhs_free) p.lhs.dims[d] = p.result.dims[k++];
+    for (int64_t d : rhs_free) p.rhs.dims[d] = p.result.dims[k++];
+    for (size_t c = 0; c < dd.lhs_contracting.size(); ++c) {
+      p.lhs.dims[dd.lhs_contracting[c]] = contracting[c];
+      p.rhs.dims[dd.rhs_contracting[c]] = contracting[c];
+    }
+    Shape result_local(inst.shape().dtype(), ShardDims(mesh, p.result, inst.shape().dims()));
+    int64_t group = mesh.Size(reduce_axes);
+    // A reduce-scatter (when the result splits a dim over exactly these
+    // axes) sends half of what an all-reduce does.
+    bool scatters = false;
+    for (int64_t d = 0; d < want.rank(); ++d) {
+      const auto& w = want.dims[d];
+      scatters = scatters ||
+                 (w.size() >= reduce_axes.size() && !reduce_axes.empty() &&
+                  std::equal(reduce_axes.begin(), reduce_axes.end(), w.end() - reduce_axes.size()));
+    }
+    p.bytes = local_->ReshardBytes(l, p.lhs) + local_->ReshardBytes(r, p.rhs) +
+              (group > 1 ? (scatters ? 1 : 2) * (group - 1) * result_local.byte_size() / group : 0);
+    return p;
+  };
+  auto contracting_of = [&](const AxisSharding& s, const std::vector<int64_t>& dims) {
+    std::vector<std::vector<int64_t>> out;
+    for (int64_t d : dims) out.push_back(s.dims[d]);
+    return out;
+  };
+  std::vector<Plan> plans = {
+      make_plan(contracting_of(l.leaves[0], dd.lhs_contracting)),
+      make_plan(contracting_of(r.leaves[0], dd.rhs_contracting)),
+      make_plan(std::vector<std::vector<int64_t>>(dd.lhs_contracting.size()))};
+  const Plan* best = nullptr;
+  for (const Plan& p : plans) {
+    // A plan is valid when no axis splits two dims of one operand.
+    bool valid = true;
+    for (const AxisSharding* s : {&p.lhs, &p.rhs}) {
+      std::vector<int64_t> used = s->UsedAxes();
+      std::sort(used.begin(), used.end());
+      valid = valid && std::adjacent_find(used.begin(), used.end()) == used.end();
+    }
+    if (valid && (!best || p.bytes < best->bytes)) best = &p;
+  }
+  STRATA_CHECK(best, "the plan without contracting splits is always valid ({})", inst.name());
+  PValue lhs = OperandAs(inst, 0, best->lhs);
+  PValue rhs = OperandAs(inst, 1, best->rhs);
+  // Padding of an unevenly split contracting dim must add nothing.
+  for (size_t c = 0; c < dd.lhs_contracting.size(); ++c) {
+    lhs = local_->MaskPadding(lhs, dd.lhs_contracting[c], 0.0);
+    rhs = local_->MaskPadding(rhs, dd.rhs_contracting[c], 0.0);
+  }
+  Shape local(inst.shape().dtype(), ShardDims(mesh, best->result, inst.shape().dims()));
+  PValue v{Clone(inst, {lhs.local, rhs.local}, local), inst.shape(), {best->result}};
+  return local_->ReduceAndReshard(v, best->reduce_axes, Opcode::kAdd, want, inst.name(),
+                                  "partial sums over a split contracting dim");
+}
+
+// Reduce: a local reduce over the shard (padding masked with the init
+// value), then an all-reduce over the axes that split a reduced dim.
+PValue Visitor::Reduce(const Instruction& inst) {
+  int64_t n = inst.operand_count() / 2;
+  const hlo::Computation& f = *inst.called.at(0);
+  std::optional<Opcode> op;
+  const Instruction* root = f.root();
+  if (n == 1 && root->operand_count() == 2 && root->operand(0)->opcode() == Opcode::kParameter &&
+      root->operand(1)->opcode() == Opcode::kParameter) {
+    switch (root->opcode()) {
+      case Opcode::kAdd:
+      case Opcode::kMultiply:
+      case Opcode::kMaximum:
+      case Opcode::kMinimum:
+      case Opcode::kAnd:
+      case Opcode::kOr:
+        op = root->opcode();
+        break;
+      default:
+        break;
+    }
+  }
+  const Instruction* init = inst.operand(1);
+  if (!op || init->opcode() != Opcode::kConstant) return Replicated(inst);  // argmax and the like
+  PValue x = Operand(inst, 0);
+  AxisSharding in = x.leaves[0];
+  std::vector<int64_t> reduce_axes;
+  for (int64_t d : inst.dimensions)
+    reduce_axes.insert(reduce_axes.end(), in.dims[d].begin(), in.dims[d].end());
+  double identity = init->literal.GetAsDouble(0);
+  for (int64_t d : inst.dimensions) x = local_->MaskPadding(x, d, identity);
+  AxisSharding out;
+  for (int64_t d = 0; d < in.rank(); ++d) {
+    if (!Contains(inst.dimensions, d)) out.dims.push_back(in.dims[d]);
+  }
+  PValue init_value = OperandAs(inst, 1, AxisSharding::Replicated(0));
+  Shape local(inst.shape().dtype(), ShardDims(state_.mesh, out, inst.shape().dims()));
+  PValue v{Clone(inst, {x.local, init_value.local}, local), inst.shape(), {out}};
+  return local_->ReduceAndReshard(v, reduce_axes, *op, ArrayShardingOf(inst), inst.name(),
+                                  "a split reduced dim");
+}
+
+// slice, pad, reverse, concatenate, dynamic-slice, dynamic-update-slice:
+// dims the op changes are taken whole; the others keep their split, and a
+// dynamic slice's start on such a dim is 0 (the slice is the whole dim).
+PValue Visitor::DataMovement(const Instruction& inst) {
+  const AxisSharding& want = ArrayShardingOf(inst);
+  const Shape& full = inst.shape();
+  const Shape& in = inst.operand(0)->shape();
+  AxisSharding s = want;
+  for (int64_t d = 0; d < full.rank(); ++d) {
+    bool changed = in.dim(d) != full.dim(d);
+    if (inst.opcode() == Opcode::kReverse) changed = changed || Contains(inst.dimensions, d);
+    if (inst.opcode() == Opcode::kConcatenate) changed = changed || d == inst.dimensions[0];
+    if (inst.opcode() == Opcode::kDynamicUpdateSlice)
+      changed = changed || inst.operand(1)->shape().dim(d) != full.dim(d);
+    if (inst.opcode() == Opcode::kPad)
+      changed = changed || inst.padding[d].low != 0 || inst.padding[d].high != 0 ||
+                inst.padding[d].interior != 0;
+    if (changed) s.dims[d].clear();
+  }
+  std::vector<Instruction*> operands;
+  Shape local(full.dtype(), ShardDims(state_.mesh, s, full.dims()));
+  switch (inst.opcode()) {
+    case Opcode::kConcatenate:
+      for (int64_t i = 0; i < inst.operand_count(); ++i)
+        operands.push_back(OperandAs(inst, i, s).local);
+      break;
+    case Opcode::kPad:
+      operands = {OperandAs(inst, 0, s).local,
+                  OperandAs(inst, 1, AxisSharding::Replicated(0)).local};
+      break;
+    case Opcode::kDynamicSlice:
+    case Opcode::kDynamicUpdateSlice: {
+      int64_t first_index = inst.opcode() == Opcode::kDynamicSlice ? 1 : 2;
+      operands.push_back(OperandAs(inst, 0, s).local);
+      if (first_index == 2) operands.push_back(OperandAs(inst, 1, s).local);
+      for (int64_t d = 0; d < full.rank(); ++d) {
+        const Instruction* start = inst.operand(first_index + d);
+        if (!s.dims[d].empty()) {  // the whole dim: start 0
+          operands.push_back(local_->b.Constant(hlo::Literal::ScalarOf(start->shape().dtype(), 0)));
+        } else {
+          operands.push_back(OperandAs(inst, first_index + d, AxisSharding::Replicated(0)).local);
+        }
+      }
+      break;
+    }
+    default:
+      operands.push_back(OperandAs(inst, 0, s).local);
+      break;
+  }
+  auto copy = std::make_unique<Instruction>(inst);
+  copy->set_operands(operands);
+  copy->set_shape(local);
+  copy->set_name("");
+  copy->sharding.clear();
+  if (inst.opcode() == Opcode::kDynamicSlice) copy->dynamic_slice_sizes = local.dims();
+  if (inst.opcode() == Opcode::kSlice) {
+    for (int64_t d = 0; d < full.rank(); ++d) {
+      if (!s.dims[d].empty()) copy->slice[d] = {0, local.dim(d), 1};
+    }
+  }
+  PValue v{local_->b.Add(std::move(copy)), full, {s}};
+  return local_->Reshard(v, want, inst.name());
+}
+
+// While: the loop state keeps one sharding from entry to exit; the body and
+// condition are partitioned with it, the condition's predicate replicated.
+PValue Visitor::While(const Instruction& inst) {
+  const std::vector<AxisSharding>& state_sharding = ShardingOf(inst);
+  PValue init = local_->ReshardLeaves(Operand(inst, 0), state_sharding, inst.name());
+  const hlo::Computation& condition = *inst.called[0];
+  const hlo::Computation& body = *inst.called[1];
+  Visitor body_visitor(state_, shardings_);
+  auto new_body = body_visitor.Run(body, &state_sharding, &state_sharding);
+  Visitor condition_visitor(state_, shardings_);
+  std::vector<AxisSharding> replicated_predicate = {AxisSharding::Replicated(0)};
+  auto new_condition = condition_visitor.Run(condition, &replicated_predicate, &state_sharding);
+  hlo::Computation* c = state_.module->AddComputation(std::move(new_condition));
+  hlo::Computation* b = state_.module->AddComputation(std::move(new_body));
+  Instruction* loop = local_->b.While(c, b, init.local);
+  return {loop, inst.shape(), state_sharding};
+}
+
+// Gather from a table split on the dim its indices select (an embedding whose
+// vocabulary is split): each device looks up the ids that fall in its rows,
+// zeroes the rest, and the rows are summed over the vocabulary axes. The
+// table is never gathered. Other splits of the table are taken whole.
+PValue Visitor::Gather(const Instruction& inst) {
+  const hlo::GatherDims& g = inst.gather;
+  PValue table = Operand(inst, 0);
+  const Shape& ts = inst.operand(0)->shape();
+  const Shape& is = inst.operand(1)->shape();
+  const AxisSharding& want = ArrayShardingOf(inst);
+  const int64_t v = g.start_index_map.size() == 1 ? g.start_index_map[0] : -1;
+  bool vocabulary_split = v >= 0 && !table.leaves[0].dims[v].empty() &&
+                          Contains(g.collapsed_slice_dims, v) && g.slice_sizes[v] == 1 &&
+                          (g.index_vector_dim == is.rank() || is.dim(g.index_vector_dim) == 1) &&
+                          IsInteger(is.dtype());
+  if (!vocabulary_split) return Replicated(inst);
+  const Mesh& mesh = state_.mesh;
+  std::vector<int64_t> vocab_axes = table.leaves[0].dims[v];
+  // Output batch dims, in order, are the indices' dims but the index vector dim.
+  std::vector<int64_t> batch_out, batch_in;
+  for (int64_t d = 0; d < inst.shape().rank(); ++d)
+    if (!Contains(g.offset_dims, d)) batch_out.push_back(d);
+  for (int64_t d = 0; d < is.rank(); ++d)
+    if (d != g.index_vector_dim) batch_in.push_back(d);
+  // The indices keep the result's batch split, without the vocabulary axes.
+  AxisSharding indices_sharding = AxisSharding::Replicated(is.rank());
+  AxisSharding result = AxisSharding::Replicated(inst.shape().rank());
+  for (size_t k = 0; k < batch_out.size(); ++k) {
+    std::vector<int64_t> axes;
+    for (int64_t a : want.dims[batch_out[k]]) {
+      if (Contains(vocab_axes, a)) break;
+      axes.push_back(a);
+    }
+    indices_sharding.dims[batch_in[k]] = axes;
+    result.dims[batch_out[k]] = axes;
+  }
+  AxisSharding table_sharding = AxisSharding::Replicated(ts.rank());
+  table_sharding.dims[v] = vocab_axes;
+  table = OperandAs(inst, 0, table_sharding);
+  PValue indices = OperandAs(inst, 1, indices_sharding);
+  auto& b = local_->b;
+  const Shape& local_indices = indices.local->shape();
+  DType it = local_indices.dtype();
+  int64_t shard = table.local->shape().dim(v);
+  auto scalar = [&](int64_t x) {
+    return b.Broadcast(b.Constant(hlo::Literal::ScalarOf(it, static_cast<double>(x))),
+                       local_indices.dims(), {});
+  };
+  // XLA clamps an index to the table; then this device's rows are [offset, offset + shard).
+  Instruction* id =
+      b.Clamp(b.Constant(hlo::Literal::ScalarOf(it, 0)), indices.local,
+              b.Constant(hlo::Literal::ScalarOf(it, static_cast<double>(ts.dim(v) - 1))));
+  Instruction* offset = local_->Offset(vocab_axes, shard);
+  if (it != DType::kS32) offset = b.Convert(offset, it);
+  Instruction* local_id = b.Subtract(id, b.Broadcast(offset, local_indices.dims(), {}));
+  Instruction* mine = b.Binary(Opcode::kAnd, b.Compare(local_id, scalar(0), hlo::Comparison::kGe),
+                               b.Compare(local_id, scalar(shard), hlo::Comparison::kLt));
+  Instruction* clamped =
+      b.Clamp(b.Constant(hlo::Literal::ScalarOf(it, 0)), local_id,
+              b.Constant(hlo::Literal::ScalarOf(it, static_cast<double>(shard - 1))));
+  Shape local(inst.shape().dtype(), ShardDims(mesh, result, inst.shape().dims()));
+  Instruction* rows = Clone(inst, {table.local, clamped}, local);
+  // The mask over the result: the indices' batch dims, the index vector dim dropped.
+  std::vector<int64_t> mask_dims;
+  for (int64_t d : batch_in) mask_dims.push_back(local_indices.dim(d));
+  Instruction* mask = b.Reshape(mine, mask_dims);
+  mask = b.Broadcast(mask, local.dims(), batch_out);
+  Instruction* zeros =
+      b.Broadcast(b.Constant(hlo::Literal::ScalarOf(local.dtype(), 0)), local.dims(), {});
+  PValue partial{b.Select(mask, rows, zeros), inst.shape(), {result}};
+  return local_->ReduceAndReshard(partial, vocab_axes, Opcode::kAdd, want, inst.name(),
+                                  "rows looked up in a vocabulary-split table");
+}
+
+}  // namespace
+
+PartitionedModule Partition(const hlo::Module& module, const Mesh& mesh,
+                            const PartitionOptions& options) {
+  for (int64_t i = 0; i < mesh.size(); ++i) {
+    if (std::find(mesh.device_ids().begin(), mesh.device_ids().end(), i) ==
+        mesh.device_ids().end()) {
+      Fail("[partition] the mesh's device ids must be 0..{} (partition p runs on device p), got {}",
+           mesh.size() - 1, DimsToString(mesh.device_ids()));
+    }
+  }
+  ShardingMap shardings = PropagateShardings(module, mesh);
+  PartitionedModule result;
+  result.module = std::make_unique<hlo::Module>(module.name() + ".spmd");
+  result.module->set_num_partitions(mesh.size());
+  PartitionState state(mesh, options, result.module.get(), &result.report);
+  Visitor visitor(state, shardings);
+  const hlo::Computation& entry = *module.entry();
+  std::vector<AxisSharding> root = shardings.at(entry.root());
+  auto computation = visitor.Run(entry, &root);
+  result.module->AddEntryComputation(std::move(computation));
+  for (const Instruction* p : entry.parameters()) {
+    const auto& leaves = shardings.at(p);
+    result.parameter_shardings.insert(result.parameter_shardings.end(), leaves.begin(),
+                                      leaves.end());
+  }
+  result.result_shardings = visitor.root_leaves();
+  return result;
+}
+
+}  // namespace strata::spmd

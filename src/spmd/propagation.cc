@@ -1,0 +1,519 @@
+// Sharding propagation: user annotations spread to every instruction, to a
+// fixpoint, forward (operands -> result) and backward (result -> operands).
+// Elementwise and shape ops propagate first; dots, reductions and data
+// movement join in a second round, so a dot takes the layout its
+// neighbourhood already agreed on rather than imposing its own.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "spmd_internal.h"
+#include "strata/core/error.h"
+#include "strata/spmd/partitioner.h"
+
+namespace strata::spmd {
+
+using hlo::Instruction;
+using hlo::Opcode;
+
+std::optional<AxisSharding> ReshapeSharding(const Mesh& mesh, const std::vector<int64_t>& in_dims,
+                                            const std::vector<int64_t>& out_dims,
+                                            const AxisSharding& in) {
+  AxisSharding out = AxisSharding::Replicated(static_cast<int64_t>(out_dims.size()));
+  size_t i = 0, j = 0;
+  while (i < in_dims.size() || j < out_dims.size()) {
+    if (i < in_dims.size() && in_dims[i] == 1) {
+      if (!in.dims[i].empty()) return std::nullopt;
+      ++i;
+      continue;
+    }
+    if (j < out_dims.size() && out_dims[j] == 1) {
+      ++j;
+      continue;
+    }
+    if (i >= in_dims.size() || j >= out_dims.size()) return std::nullopt;
+    // A group of dims with equal products: [i0, i) and [j0, j).
+    size_t i0 = i, j0 = j;
+    int64_t pi = in_dims[i++], pj = out_dims[j++];
+    while (pi != pj) {
+      if (pi < pj) {
+        if (i >= in_dims.size()) return std::nullopt;
+        pi *= in_dims[i++];
+      } else {
+        if (j >= out_dims.size()) return std::nullopt;
+        pj *= out_dims[j++];
+      }
+    }
+    for (size_t k = i0 + 1; k < i; ++k) {
+      if (!in.dims[k].empty()) return std::nullopt;  // only the major dim may be split
+    }
+    const auto& axes = in.dims[i0];
+    if (axes.empty()) continue;
+    int64_t tiles = mesh.Size(axes);
+    if (in_dims[i0] % tiles != 0 || out_dims[j0] % tiles != 0) return std::nullopt;
+    out.dims[j0] = axes;
+  }
+  return out;
+}
+
+namespace {
+
+using Leaves = std::vector<std::optional<AxisSharding>>;
+
+class Propagation {
+ public:
+  Propagation(const hlo::Module& module, const Mesh& mesh) : module_(module), mesh_(mesh) {}
+
+  ShardingMap Run() {
+    for (const auto& c : module_.computations()) {
+      for (const auto& inst : c->instructions()) Seed(*inst);
+    }
+    for (bool all_ops : {false, true}) {
+      for (int round = 0; round < 64; ++round) {
+        changed_ = false;
+        for (const auto& c : module_.computations()) {
+          for (const auto& inst : c->instructions()) Forward(*inst, all_ops);
+          for (auto it = c->instructions().rbegin(); it != c->instructions().rend(); ++it)
+            Backward(**it, all_ops);
+        }
+        SyncLoops();
+        if (!changed_) break;
+      }
+    }
+    ShardingMap result;
+    for (const auto& c : module_.computations()) {
+      for (const auto& inst : c->instructions()) {
+        Leaves& leaves = Of(*inst);
+        std::vector<Shape> shapes = inst->shape().Leaves();
+        std::vector<AxisSharding> out;
+        for (size_t k = 0; k < leaves.size(); ++k) {
+          out.push_back(leaves[k] ? *leaves[k] : AxisSharding::Replicated(shapes[k].rank()));
+        }
+        result[inst.get()] = std::move(out);
+      }
+    }
+    return result;
+  }
+
+ private:
+  Leaves& Of(const Instruction& inst) {
+    auto it = map_.find(&inst);
+    if (it == map_.end()) {
+      it = map_.emplace(&inst, Leaves(inst.shape().Leaves().size())).first;
+    }
+    return it->second;
+  }
+
+  // A user annotation: fixed from the start, never overwritten.
+  void Seed(const Instruction& inst) {
+    if (inst.sharding.empty()) return;
+    hlo::Sharding s = hlo::Sharding::Parse(inst.sharding);
+    std::vector<Shape> shapes = inst.shape().Leaves();
+    std::vector<hlo::Sharding> parts =
+        s.IsTuple() ? s.tuple_elements() : std::vector<hlo::Sharding>(shapes.size(), s);
+    if (parts.size() != shapes.size()) {
+      Fail("[sharding] {} has {} sharding(s) for {} array(s) of {}", inst.name(), parts.size(),
+           shapes.size(), inst.shape().ToString());
+    }
+    Leaves& leaves = Of(inst);
+    for (size_t k = 0; k < shapes.size(); ++k) {
+      if (parts[k].IsMaximal()) {
+        leaves[k] = AxisSharding::Replicated(shapes[k].rank());  // computed everywhere alike
+        continue;
+      }
+      std::optional<AxisSharding> a = FromHloSharding(mesh_, parts[k], shapes[k].rank());
+      if (!a) {
+        Fail("[sharding] {}: {} is not a sharding over {} for {}", inst.name(), parts[k].ToText(),
+             mesh_.ToString(), shapes[k].ToString());
+      }
+      leaves[k] = *a;
+    }
+  }
+
+  void Set(const Instruction& inst, size_t leaf, const std::optional<AxisSharding>& s) {
+    if (!s) return;
+    Leaves& leaves = Of(inst);
+    if (leaves[leaf]) return;
+    std::vector<Shape> shapes = inst.shape().Leaves();
+    if (s->rank() != shapes[leaf].rank()) return;
+    // Never tile a dimension into more pieces than it has elements.
+    for (int64_t d = 0; d < s->rank(); ++d) {
+      if (shapes[leaf].dim(d) < TileCount(mesh_, *s, d)) return;
+    }
+    leaves[leaf] = s;
+    changed_ = true;
+  }
+  void SetArray(const Instruction& inst, const std::optional<AxisSharding>& s) {
+    if (inst.shape().is_array()) Set(inst, 0, s);
+  }
+  std::optional<AxisSharding> ArrayOf(const Instruction& inst) {
+    if (!inst.shape().is_array()) return std::nullopt;
+    return Of(inst)[0];
+  }
+
+  static bool IsShapeOp(Opcode op) {
+    return hlo::IsElementwiseUnary(op) || hlo::IsElementwiseBinary(op) || op == Opcode::kConvert ||
+           op == Opcode::kBitcastConvert || op == Opcode::kCopy || op == Opcode::kCompare ||
+           op == Opcode::kSelect || op == Opcode::kClamp || op == Opcode::kIsFinite ||
+           op == Opcode::kBroadcast || op == Opcode::kReshape || op == Opcode::kTranspose ||
+           op == Opcode::kTuple || op == Opcode::kGetTupleElement || op == Opcode::kWhile ||
+           op == Opcode::kOptimizationBarrier;
+  }
+  static bool IsElementwise(const Instruction& inst) {
+    Opcode op = inst.opcode();
+    return hlo::IsElementwiseUnary(op) || hlo::IsElementwiseBinary(op) || op == Opcode::kCompare ||
+           op == Opcode::kSelect || op == Opcode::kClamp || op == Opcode::kIsFinite ||
+           op == Opcode::kCopy || op == Opcode::kConvert ||
+           (op == Opcode::kBitcastConvert &&
+            DTypeSize(inst.shape().dtype()) == DTypeSize(inst.operand(0)->shape().dtype()));
+  }
+
+  // Dims of an operand whose size the op keeps (slice, pad, ...): sharding
+  // passes through them; the others are unsharded.
+  static std::optional<AxisSharding> KeepUnchangedDims(const Shape& from, const Shape& to,
+                                                       const std::optional<AxisSharding>& s) {
+    if (!s || from.rank() != to.rank()) return std::nullopt;
+    AxisSharding out = *s;
+    for (int64_t d = 0; d < to.rank(); ++d) {
+      if (from.dim(d) != to.dim(d)) out.dims[d].clear();
+    }
+    return out;
+  }
+
+  // Drops any later use of an axis already used (a dot's output can take
+  // the same axis from both operands only once).
+  static AxisSharding DropRepeatedAxes(AxisSharding s) {
+    std::vector<int64_t> seen;
+    for (auto& axes : s.dims) {
+      std::vector<int64_t> kept;
+      for (int64_t a : axes) {
+        if (std::find(seen.begin(), seen.end(), a) != seen.end()) break;
+        seen.push_back(a);
+        kept.push_back(a);
+      }
+      axes = kept;
+    }
+    return s;
+  }
+
+  void Forward(const Instruction& inst, bool all_ops) {
+    Opcode op = inst.opcode();
+    if (!all_ops && !IsShapeOp(op)) return;
+    if (IsElementwise(inst)) {
+      for (const Instruction* o : inst.operands()) {
+        if (o->shape().is_array() && o->shape().dims() == inst.shape().dims())
+          SetArray(inst, ArrayOf(*o));
+      }
+      return;
+    }
+    switch (op) {
+      case Opcode::kBroadcast: {
+        auto s = ArrayOf(*inst.operand(0));
+        if (!s) return;
+        AxisSharding out = AxisSharding::Replicated(inst.shape().rank());
+        for (size_t i = 0; i < inst.dimensions.size(); ++i)
+          out.dims[inst.dimensions[i]] = s->dims[i];
+        SetArray(inst, out);
+        return;
+      }
+      case Opcode::kTranspose: {
+        auto s = ArrayOf(*inst.operand(0));
+        if (!s) return;
+        AxisSharding out = AxisSharding::Replicated(inst.shape().rank());
+        for (size_t i = 0; i < inst.dimensions.size(); ++i)
+          out.dims[i] = s->dims[inst.dimensions[i]];
+        SetArray(inst, out);
+        return;
+      }
+      case Opcode::kReshape: {
+        auto s = ArrayOf(*inst.operand(0));
+        if (s)
+          SetArray(inst, ReshapeSharding(mesh_, inst.operand(0)->shape().dims(),
+                                         inst.shape().dims(), *s));
+        return;
+      }
+      case Opcode::kTuple: {
+        size_t k = 0;
+        for (const Instruction* o : inst.operands()) {
+          for (const auto& leaf : Of(*o)) Set(inst, k++, leaf);
+        }
+        return;
+      }
+      case Opcode::kGetTupleElement: {
+        size_t first = LeafOffset(inst.operand(0)->shape(), inst.tuple_index);
+        Leaves& from = Of(*inst.operand(0));
+        for (size_t k = 0; k < Of(inst).size(); ++k) Set(inst, k, from[first + k]);
+        return;
+      }
+      case Opcode::kOptimizationBarrier: {
+        Leaves& from = Of(*inst.operand(0));
+        for (size_t k = 0; k < from.size(); ++k) Set(inst, k, from[k]);
+        return;
+      }
+      case Opcode::kWhile: {
+        Leaves& from = Of(*inst.operand(0));
+        for (size_t k = 0; k < from.size(); ++k) Set(inst, k, from[k]);
+        return;
+      }
+      case Opcode::kReduce: {
+        int64_t n = inst.operand_count() / 2;
+        for (int64_t i = 0; i < n; ++i) {
+          auto s = ArrayOf(*inst.operand(i));
+          if (!s) continue;
+          AxisSharding out;
+          for (int64_t d = 0; d < s->rank(); ++d) {
+            if (std::find(inst.dimensions.begin(), inst.dimensions.end(), d) ==
+                inst.dimensions.end())
+              out.dims.push_back(s->dims[d]);
+          }
+          if (inst.shape().is_array()) {
+            Set(inst, 0, out);
+          } else {
+            for (int64_t k = 0; k < n; ++k) Set(inst, k, out);
+          }
+        }
+        return;
+      }
+      case Opcode::kDot: {
+        auto l = ArrayOf(*inst.operand(0));
+        auto r = ArrayOf(*inst.operand(1));
+        if (!l && !r) return;
+        const hlo::DotDims& dd = inst.dot;
+        AxisSharding out;
+        const Shape& ls = inst.operand(0)->shape();
+        const Shape& rs = inst.operand(1)->shape();
+        auto axes_of = [](const std::optional<AxisSharding>& s, int64_t d) {
+          return s ? s->dims[d] : std::vector<int64_t>{};
+        };
+        for (size_t b = 0; b < dd.lhs_batch.size(); ++b) {
+          auto a = axes_of(l, dd.lhs_batch[b]);
+          out.dims.push_back(a.empty() ? axes_of(r, dd.rhs_batch[b]) : a);
+        }
+        for (int64_t d = 0; d < ls.rank(); ++d) {
+          if (!Contains(dd.lhs_batch, d) && !Contains(dd.lhs_contracting, d))
+            out.dims.push_back(axes_of(l, d));
+        }
+        for (int64_t d = 0; d < rs.rank(); ++d) {
+          if (!Contains(dd.rhs_batch, d) && !Contains(dd.rhs_contracting, d))
+            out.dims.push_back(axes_of(r, d));
+        }
+        // Axes that split a contracting dim make partial sums, reduced
+        // afterwards: they are free for the result.
+        SetArray(inst, DropRepeatedAxes(out));
+        return;
+      }
+      case Opcode::kSlice:
+      case Opcode::kPad:
+      case Opcode::kReverse:
+      case Opcode::kDynamicSlice:
+      case Opcode::kDynamicUpdateSlice:
+      case Opcode::kScatter: {
+        auto s = ArrayOf(*inst.operand(0));
+        if (!s && op == Opcode::kDynamicUpdateSlice) {  // a loop's output stack follows its rows
+          SetArray(inst, KeepUnchangedDims(inst.operand(1)->shape(), inst.shape(),
+                                           ArrayOf(*inst.operand(1))));
+          return;
+        }
+        if (op == Opcode::kReverse && s) {
+          for (int64_t d : inst.dimensions) s->dims[d].clear();
+        }
+        SetArray(inst, KeepUnchangedDims(inst.operand(0)->shape(), inst.shape(), s));
+        return;
+      }
+      case Opcode::kConcatenate: {
+        for (const Instruction* o : inst.operands()) {
+          auto s = ArrayOf(*o);
+          if (s) {
+            s->dims[inst.dimensions[0]].clear();
+            SetArray(inst, s);
+          }
+        }
+        return;
+      }
+      case Opcode::kGather: {
+        // Batch dims follow the indices (an embedding lookup keeps its tokens'
+        // sharding); offset dims are taken whole.
+        auto s = ArrayOf(*inst.operand(1));
+        if (!s) return;
+        const hlo::GatherDims& g = inst.gather;
+        AxisSharding out = AxisSharding::Replicated(inst.shape().rank());
+        int64_t index_dim = 0;
+        for (int64_t d = 0; d < inst.shape().rank(); ++d) {
+          if (Contains(g.offset_dims, d)) continue;
+          if (index_dim == g.index_vector_dim) ++index_dim;
+          if (index_dim < s->rank()) out.dims[d] = s->dims[index_dim];
+          ++index_dim;
+        }
+        SetArray(inst, out);
+        return;
+      }
+      default:
+        return;
+    }
+  }
+
+  void Backward(const Instruction& inst, bool all_ops) {
+    Opcode op = inst.opcode();
+    if (!all_ops && !IsShapeOp(op)) return;
+    if (IsElementwise(inst)) {
+      auto s = ArrayOf(inst);
+      for (const Instruction* o : inst.operands()) {
+        if (o->shape().is_array() && o->shape().dims() == inst.shape().dims()) SetArray(*o, s);
+      }
+      return;
+    }
+    switch (op) {
+      case Opcode::kBroadcast: {
+        auto s = ArrayOf(inst);
+        if (!s) return;
+        AxisSharding in;
+        for (int64_t d : inst.dimensions) in.dims.push_back(s->dims[d]);
+        SetArray(*inst.operand(0), in);
+        return;
+      }
+      case Opcode::kTranspose: {
+        auto s = ArrayOf(inst);
+        if (!s) return;
+        AxisSharding in = AxisSharding::Replicated(inst.shape().rank());
+        for (size_t i = 0; i < inst.dimensions.size(); ++i)
+          in.dims[inst.dimensions[i]] = s->dims[i];
+        SetArray(*inst.operand(0), in);
+        return;
+      }
+      case Opcode::kReshape: {
+        auto s = ArrayOf(inst);
+        if (s) {
+          SetArray(*inst.operand(0), ReshapeSharding(mesh_, inst.shape().dims(),
+                                                     inst.operand(0)->shape().dims(), *s));
+        }
+        return;
+      }
+      case Opcode::kTuple: {
+        Leaves& from = Of(inst);
+        size_t k = 0;
+        for (const Instruction* o : inst.operands()) {
+          for (size_t j = 0; j < Of(*o).size(); ++j) Set(*o, j, from[k++]);
+        }
+        return;
+      }
+      case Opcode::kGetTupleElement: {
+        size_t first = LeafOffset(inst.operand(0)->shape(), inst.tuple_index);
+        Leaves& from = Of(inst);
+        for (size_t k = 0; k < from.size(); ++k) Set(*inst.operand(0), first + k, from[k]);
+        return;
+      }
+      case Opcode::kOptimizationBarrier:
+      case Opcode::kWhile: {
+        Leaves& from = Of(inst);
+        for (size_t k = 0; k < from.size(); ++k) Set(*inst.operand(0), k, from[k]);
+        return;
+      }
+      case Opcode::kReduce: {
+        int64_t n = inst.operand_count() / 2;
+        auto s = inst.shape().is_array() ? Of(inst)[0] : Of(inst)[0];
+        if (!s) return;
+        for (int64_t i = 0; i < n; ++i) {
+          const Shape& in = inst.operand(i)->shape();
+          AxisSharding out = AxisSharding::Replicated(in.rank());
+          int64_t k = 0;
+          for (int64_t d = 0; d < in.rank(); ++d) {
+            if (!Contains(inst.dimensions, d)) out.dims[d] = s->dims[k++];
+          }
+          SetArray(*inst.operand(i), out);
+        }
+        return;
+      }
+      case Opcode::kDot: {
+        auto s = ArrayOf(inst);
+        if (!s) return;
+        const hlo::DotDims& dd = inst.dot;
+        const Shape& ls = inst.operand(0)->shape();
+        const Shape& rs = inst.operand(1)->shape();
+        AxisSharding l = AxisSharding::Replicated(ls.rank()),
+                     r = AxisSharding::Replicated(rs.rank());
+        int64_t k = 0;
+        for (size_t b = 0; b < dd.lhs_batch.size(); ++b, ++k) {
+          l.dims[dd.lhs_batch[b]] = s->dims[k];
+          r.dims[dd.rhs_batch[b]] = s->dims[k];
+        }
+        for (int64_t d = 0; d < ls.rank(); ++d) {
+          if (!Contains(dd.lhs_batch, d) && !Contains(dd.lhs_contracting, d))
+            l.dims[d] = s->dims[k++];
+        }
+        for (int64_t d = 0; d < rs.rank(); ++d) {
+          if (!Contains(dd.rhs_batch, d) && !Contains(dd.rhs_contracting, d))
+            r.dims[d] = s->dims[k++];
+        }
+        SetArray(*inst.operand(0), l);
+        SetArray(*inst.operand(1), r);
+        return;
+      }
+      case Opcode::kSlice:
+      case Opcode::kPad:
+      case Opcode::kDynamicSlice:
+      case Opcode::kDynamicUpdateSlice:
+      case Opcode::kScatter: {
+        SetArray(*inst.operand(0),
+                 KeepUnchangedDims(inst.shape(), inst.operand(0)->shape(), ArrayOf(inst)));
+        if (op == Opcode::kDynamicUpdateSlice) {
+          SetArray(*inst.operand(1),
+                   KeepUnchangedDims(inst.shape(), inst.operand(1)->shape(), ArrayOf(inst)));
+        }
+        return;
+      }
+      case Opcode::kConcatenate: {
+        auto s = ArrayOf(inst);
+        if (!s) return;
+        s->dims[inst.dimensions[0]].clear();
+        for (const Instruction* o : inst.operands()) SetArray(*o, s);
+        return;
+      }
+      default:
+        return;
+    }
+  }
+
+  // A while's operand, result, body parameter, body root and condition
+  // parameter are one value: they share each leaf's sharding.
+  void SyncLoops() {
+    for (const auto& c : module_.computations()) {
+      for (const auto& inst : c->instructions()) {
+        if (inst->opcode() != Opcode::kWhile) continue;
+        const hlo::Computation* condition = inst->called[0];
+        const hlo::Computation* body = inst->called[1];
+        std::vector<const Instruction*> members = {inst.get(), inst->operand(0), body->parameter(0),
+                                                   body->root(), condition->parameter(0)};
+        size_t n = Of(*inst).size();
+        for (size_t k = 0; k < n; ++k) {
+          std::optional<AxisSharding> s;
+          for (const Instruction* m : members) {
+            if (!s) s = Of(*m)[k];
+          }
+          for (const Instruction* m : members) Set(*m, k, s);
+        }
+      }
+    }
+  }
+
+  static bool Contains(const std::vector<int64_t>& v, int64_t x) {
+    return std::find(v.begin(), v.end(), x) != v.end();
+  }
+  static size_t LeafOffset(const Shape& tuple, int64_t index) {
+    size_t offset = 0;
+    for (int64_t i = 0; i < index; ++i) offset += tuple.tuple_shape(i).Leaves().size();
+    return offset;
+  }
+
+  const hlo::Module& module_;
+  const Mesh& mesh_;
+  std::unordered_map<const Instruction*, Leaves> map_;
+  bool changed_ = false;
+};
+
+}  // namespace
+
+ShardingMap PropagateShardings(const hlo::Module& module, const Mesh& mesh) {
+  return Propagation(module, mesh).Run();
+}
+
+}  // namespace strata::spmd

@@ -1,0 +1,261 @@
+// Resharding: moving a value from one sharding to another with the least
+// communication the two allow.
+//
+// Per dimension, the axes both shardings split it over first (a common
+// prefix) stay; the source's remaining axes are all-gathered (minor ones
+// first, so each gather joins contiguous blocks); the target's remaining
+// axes are then taken by a local dynamic-slice at this partition's offset,
+// which costs nothing. A dimension split unevenly is gathered whole and
+// trimmed to its size before it is split again, so padding never moves
+// into the data. Going from replicated to split is therefore free, and from
+// split to replicated is one all-gather per split dimension.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "partition_context.h"
+#include "strata/core/error.h"
+
+namespace strata::spmd {
+
+using hlo::Instruction;
+using hlo::Opcode;
+
+namespace {
+
+struct Step {
+  int64_t dim;
+  std::vector<int64_t> axes;
+};
+
+struct ReshardPlan {
+  std::vector<Step> gathers, slices;
+};
+
+ReshardPlan PlanReshard(const Mesh& mesh, const Shape& full, const AxisSharding& from,
+                        const AxisSharding& to) {
+  ReshardPlan plan;
+  for (int64_t d = 0; d < full.rank(); ++d) {
+    const auto& a = from.dims[d];
+    const auto& b = to.dims[d];
+    size_t keep = 0;
+    while (keep < a.size() && keep < b.size() && a[keep] == b[keep]) ++keep;
+    bool even = full.dim(d) % mesh.Size(a) == 0 && full.dim(d) % mesh.Size(b) == 0;
+    if (!even && a != b) keep = 0;
+    if (keep < a.size()) plan.gathers.push_back({d, {a.begin() + keep, a.end()}});
+    if (keep < b.size()) plan.slices.push_back({d, {b.begin() + keep, b.end()}});
+  }
+  return plan;
+}
+
+std::string ShardingText(const Mesh& mesh, const AxisSharding& s) { return ToString(mesh, s); }
+
+}  // namespace
+
+hlo::Computation* PartitionState::ScalarComputation(const hlo::Computation& c) {
+  auto it = copied.find(&c);
+  if (it != copied.end()) return it->second;
+  auto copy = std::make_unique<hlo::Computation>(c.name());
+  std::map<const Instruction*, Instruction*> map;
+  for (const auto& inst : c.instructions()) {
+    std::vector<Instruction*> operands;
+    for (Instruction* op : inst->operands()) operands.push_back(map.at(op));
+    auto n = std::make_unique<Instruction>(*inst);
+    n->set_operands(std::move(operands));
+    for (hlo::Computation*& called : n->called) called = ScalarComputation(*called);
+    map[inst.get()] = copy->AddInstruction(std::move(n));
+  }
+  copy->set_root(map.at(c.root()));
+  hlo::Computation* added = module->AddComputation(std::move(copy));
+  copied[&c] = added;
+  return added;
+}
+
+hlo::Computation* PartitionState::Reducer(Opcode op, DType dtype) {
+  auto key = std::make_pair(op, dtype);
+  auto it = reducers.find(key);
+  if (it != reducers.end()) return it->second;
+  std::string name = fmt::format("{}.{}.spmd", hlo::OpcodeName(op), DTypeName(dtype));
+  hlo::Computation* c = module->AddComputation(hlo::MakeScalarBinaryComputation(name, op, dtype));
+  reducers[key] = c;
+  return c;
+}
+
+void PartitionState::Rematerialized(const std::string& what) {
+  if (options.strict) {
+    Fail("[partition] strict: {} would be replicated whole on every device", what);
+  }
+  report->full_rematerializations.push_back(what);
+}
+
+void PartitionState::Record(std::string collective, std::string serves, std::string reason,
+                            int64_t bytes) {
+  report->collectives.push_back(
+      {std::move(collective), std::move(serves), std::move(reason), bytes});
+}
+
+Instruction* Local::PartitionId() {
+  if (!partition_id_) partition_id_ = b.Convert(b.PartitionId(), DType::kS32);
+  return partition_id_;
+}
+
+Instruction* Local::Offset(const std::vector<int64_t>& axes, int64_t shard) {
+  auto key = std::make_pair(axes, shard);
+  auto it = offsets_.find(key);
+  if (it != offsets_.end()) return it->second;
+  const Mesh& mesh = state_.mesh;
+  std::vector<int32_t> table(mesh.size());
+  for (int64_t p = 0; p < mesh.size(); ++p)
+    table[p] = static_cast<int32_t>(mesh.IndexAlong(axes, p) * shard);
+  Instruction* t = b.Constant(hlo::Literal::Vector<int32_t>(table, {mesh.size()}));
+  Instruction* mine = b.Reshape(b.DynamicSlice(t, {PartitionId()}, {1}), {});
+  offsets_[key] = mine;
+  return mine;
+}
+
+PValue Local::MaskPadding(const PValue& v, int64_t dim, double value) {
+  const AxisSharding& s = v.leaves[0];
+  int64_t tiles = state_.mesh.Size(s.dims[dim]);
+  int64_t size = v.full.dim(dim);
+  if (size % tiles == 0) return v;
+  const Shape& local = v.local->shape();
+  Instruction* index = b.Iota(Shape(DType::kS32, local.dims()), dim);
+  Instruction* offset = Offset(s.dims[dim], local.dim(dim));
+  index = b.Add(index, b.Broadcast(offset, local.dims(), {}));
+  Instruction* limit =
+      b.Broadcast(b.Constant(hlo::Literal::ScalarOf(DType::kS32, size)), local.dims(), {});
+  Instruction* inside = b.Compare(index, limit, hlo::Comparison::kLt);
+  Instruction* fill =
+      b.Broadcast(b.Constant(hlo::Literal::ScalarOf(local.dtype(), value)), local.dims(), {});
+  return {b.Select(inside, v.local, fill), v.full, v.leaves};
+}
+
+Instruction* Local::AllReduce(Instruction* x, const std::vector<int64_t>& axes, Opcode op,
+                              const std::string& serves, const std::string& reason) {
+  const Mesh& mesh = state_.mesh;
+  int64_t n = mesh.Size(axes);
+  if (n == 1) return x;
+  Instruction* r = b.AllReduce(x, state_.Reducer(op, x->shape().dtype()), mesh.GroupsOver(axes),
+                               state_.next_channel++);
+  std::vector<std::string> names;
+  for (int64_t a : axes) names.push_back("'" + mesh.axis_names()[a] + "'");
+  state_.Record("all-reduce", serves, fmt::format("{} over {}", reason, fmt::join(names, ",")),
+                2 * (n - 1) * x->shape().byte_size() / n);
+  return r;
+}
+
+PValue Local::ReduceAndReshard(const PValue& partial, const std::vector<int64_t>& axes, Opcode op,
+                               const AxisSharding& target, const std::string& serves,
+                               const std::string& reason) {
+  const Mesh& mesh = state_.mesh;
+  const AxisSharding& s = partial.leaves[0];
+  int64_t n = mesh.Size(axes);
+  if (n == 1) return Reshard(partial, target, serves);
+  for (int64_t d = 0; d < s.rank(); ++d) {
+    const auto& want = target.dims[d];
+    const auto& have = s.dims[d];
+    bool adds_exactly_axes = want.size() == have.size() + axes.size() &&
+                             std::equal(have.begin(), have.end(), want.begin()) &&
+                             std::equal(axes.begin(), axes.end(), want.begin() + have.size());
+    if (!adds_exactly_axes || partial.full.dim(d) % mesh.Size(want) != 0) continue;
+    Instruction* x = partial.local;
+    Instruction* r = b.ReduceScatter(x, d, state_.Reducer(op, x->shape().dtype()),
+                                     mesh.GroupsOver(axes), state_.next_channel++);
+    std::vector<std::string> names;
+    for (int64_t a : axes) names.push_back("'" + mesh.axis_names()[a] + "'");
+    state_.Record(
+        "reduce-scatter", serves,
+        fmt::format("{} over {}, result split on dim {}", reason, fmt::join(names, ","), d),
+        (n - 1) * x->shape().byte_size() / n);
+    AxisSharding scattered = s;
+    scattered.dims[d] = want;
+    return Reshard({r, partial.full, {scattered}}, target, serves);
+  }
+  PValue whole = partial;
+  whole.local = AllReduce(partial.local, axes, op, serves, reason);
+  return Reshard(whole, target, serves);
+}
+
+int64_t Local::ReshardBytes(const PValue& v, const AxisSharding& target) const {
+  const Mesh& mesh = state_.mesh;
+  const AxisSharding& from = v.leaves[0];
+  if (from == target) return 0;
+  ReshardPlan plan = PlanReshard(mesh, v.full, from, target);
+  std::vector<int64_t> local = ShardDims(mesh, from, v.full.dims());
+  int64_t bytes = 0;
+  for (const Step& g : plan.gathers) {
+    int64_t n = mesh.Size(g.axes);
+    bytes += (n - 1) * Product(local) * DTypeSize(v.full.dtype());
+    local[g.dim] *= n;
+  }
+  return bytes;
+}
+
+PValue Local::Reshard(const PValue& v, const AxisSharding& target, const std::string& serves) {
+  STRATA_CHECK(v.full.is_array(), "Reshard of a tuple value ({})", serves);
+  const Mesh& mesh = state_.mesh;
+  const AxisSharding& from = v.leaves[0];
+  if (from == target) return v;
+  CheckSharding(mesh, target, v.full.rank());
+  ReshardPlan plan = PlanReshard(mesh, v.full, from, target);
+  std::string reason =
+      fmt::format("{} -> {}", ShardingText(mesh, from), ShardingText(mesh, target));
+  Instruction* x = v.local;
+  for (const Step& g : plan.gathers) {
+    int64_t n = mesh.Size(g.axes);
+    int64_t bytes = (n - 1) * x->shape().byte_size();
+    x = b.AllGather(x, g.dim, mesh.GroupsOver(g.axes), state_.next_channel++);
+    state_.Record("all-gather", serves, reason, bytes);
+    // Whole again: trim an uneven split's padding.
+    if (from.dims[g.dim].size() == g.axes.size() && x->shape().dim(g.dim) != v.full.dim(g.dim)) {
+      std::vector<int64_t> starts(v.full.rank(), 0), limits = x->shape().dims(),
+                                                     strides(v.full.rank(), 1);
+      limits[g.dim] = v.full.dim(g.dim);
+      x = b.Slice(x, starts, limits, strides);
+    }
+  }
+  if (!plan.slices.empty()) {
+    std::vector<int64_t> sizes = x->shape().dims();
+    Instruction* zero = b.Constant(hlo::Literal::ScalarOf(DType::kS32, 0));
+    std::vector<Instruction*> starts(v.full.rank(), zero);
+    for (const Step& s : plan.slices) {
+      int64_t tiles = mesh.Size(target.dims[s.dim]);
+      int64_t shard = hlo::Sharding::ShardSize(v.full.dim(s.dim), tiles);
+      int64_t needed = shard * mesh.Size(s.axes);
+      if (x->shape().dim(s.dim) < needed) {  // uneven: pad to equal shards
+        std::vector<hlo::PadRange> padding(v.full.rank());
+        padding[s.dim].high = needed - x->shape().dim(s.dim);
+        x = b.Pad(x, b.Constant(hlo::Literal::ScalarOf(x->shape().dtype(), 0)), padding);
+      }
+      starts[s.dim] = Offset(s.axes, shard);
+      sizes[s.dim] = shard;
+    }
+    x = b.DynamicSlice(x, starts, sizes);
+  }
+  return {x, v.full, {target}};
+}
+
+PValue Local::ReshardLeaves(const PValue& v, const std::vector<AxisSharding>& targets,
+                            const std::string& serves) {
+  if (v.leaves == targets) return v;
+  if (v.full.is_array()) return Reshard(v, targets.at(0), serves);
+  // A tuple: reshard each element (recursively) and build it again.
+  std::vector<Instruction*> elements;
+  std::vector<AxisSharding> leaves;
+  size_t k = 0;
+  for (int64_t i = 0; i < v.full.tuple_size(); ++i) {
+    const Shape& element = v.full.tuple_shape(i);
+    size_t n = element.Leaves().size();
+    PValue e{b.GetTupleElement(v.local, i), element,
+             std::vector<AxisSharding>(v.leaves.begin() + k, v.leaves.begin() + k + n)};
+    std::vector<AxisSharding> want(targets.begin() + k, targets.begin() + k + n);
+    PValue r = ReshardLeaves(e, want, serves);
+    elements.push_back(r.local);
+    leaves.insert(leaves.end(), r.leaves.begin(), r.leaves.end());
+    k += n;
+  }
+  return {b.Tuple(elements), v.full, leaves};
+}
+
+}  // namespace strata::spmd
