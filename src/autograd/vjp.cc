@@ -674,9 +674,22 @@ std::vector<Tensor> VjpImpl(const std::vector<Tensor>& outputs,
   std::vector<Tensor> result;
   for (const Tensor& x : inputs) {
     auto g = grads.find({x.value().node.get(), x.value().index});
-    result.push_back(g != grads.end() ? SumContributions(g->second)
-                     : fill_zeros     ? Zeros(x.shape())
-                                      : Tensor());
+    Tensor grad = g != grads.end() ? SumContributions(g->second)
+                  : fill_zeros     ? Zeros(x.shape())
+                                   : Tensor();
+    // A gradient is laid out like its primal (JAX's cotangent rule): the
+    // partitioner then reduce-scatters a sharded weight's gradient instead
+    // of all-reducing it whole, inside scan's backward loop too.
+    const std::optional<ir::Sharding>& sharding =
+        x.sharding() ? x.sharding() : x.value().node->sharding();
+    if (grad.defined() && sharding && !grad.value().node->sharding()) {
+      ir::NodePtr one =
+          grad.value().node->num_outputs() == 1 && grad.value().node->kind() == ir::NodeKind::kOp
+              ? grad.value().node
+              : ir::Node::MakeOp(hlo::Opcode::kCopy, {grad.value()});
+      grad = T(ir::Value{one->CloneWithSharding(sharding), 0});
+    }
+    result.push_back(grad);
   }
   return result;
 }

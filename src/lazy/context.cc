@@ -156,6 +156,7 @@ std::shared_ptr<const Context::Entry> Context::CompileAndInsert(const ir::Hash12
       std::filesystem::create_directories(dump_dir_);
       std::ofstream(base + ".spmd.hlo.txt") << hlo::ToText(*partitioned.module);
       std::ofstream(base + ".collectives.txt") << entry->report.ToString();
+      std::ofstream(base + ".propagated.hlo.txt") << partitioned.propagated_text;
     }
   } else {
     entry->executable = runtime::Executable::Compile(*module);

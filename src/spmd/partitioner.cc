@@ -15,6 +15,7 @@
 #include "strata/core/error.h"
 #include "strata/hlo/builder.h"
 #include "strata/hlo/shape_inference.h"
+#include "strata/hlo/text.h"
 
 namespace strata::spmd {
 
@@ -142,6 +143,8 @@ class Visitor {
         return While(inst);
       case Opcode::kGather:
         return Gather(inst);
+      case Opcode::kScatter:
+        return Scatter(inst);
       default:
         break;
     }
@@ -297,6 +300,7 @@ class Visitor {
   PValue DataMovement(const Instruction& inst);
   PValue While(const Instruction& inst);
   PValue Gather(const Instruction& inst);
+  PValue Scatter(const Instruction& inst);
 
   PValue Tuple(const Instruction& inst) {
     std::vector<Instruction*> elements;
@@ -562,78 +566,191 @@ PValue Visitor::While(const Instruction& inst) {
   return {loop, inst.shape(), state_sharding};
 }
 
-// Gather from a table split on the dim its indices select (an embedding whose
-// vocabulary is split): each device looks up the ids that fall in its rows,
-// zeroes the rest, and the rows are summed over the vocabulary axes. The
-// table is never gathered. Other splits of the table are taken whole.
+// Gather from a table split on dims its indices address one element wide (an
+// embedding with its vocabulary split; take_along_dim's pick of the label's
+// log-probability from vocabulary-split logits): each device looks up the
+// indices that fall in its part, zeroes the rest, and the results are summed
+// over the splitting axes. The table is never gathered.
 PValue Visitor::Gather(const Instruction& inst) {
   const hlo::GatherDims& g = inst.gather;
   PValue table = Operand(inst, 0);
   const Shape& ts = inst.operand(0)->shape();
   const Shape& is = inst.operand(1)->shape();
   const AxisSharding& want = ArrayShardingOf(inst);
-  const int64_t v = g.start_index_map.size() == 1 ? g.start_index_map[0] : -1;
-  bool vocabulary_split = v >= 0 && !table.leaves[0].dims[v].empty() &&
-                          Contains(g.collapsed_slice_dims, v) && g.slice_sizes[v] == 1 &&
-                          (g.index_vector_dim == is.rank() || is.dim(g.index_vector_dim) == 1) &&
-                          IsInteger(is.dtype());
-  if (!vocabulary_split) return Replicated(inst);
   const Mesh& mesh = state_.mesh;
-  std::vector<int64_t> vocab_axes = table.leaves[0].dims[v];
+  const int64_t k_count = static_cast<int64_t>(g.start_index_map.size());
+  const bool implicit = g.index_vector_dim == is.rank();
+  AxisSharding table_sharding = AxisSharding::Replicated(ts.rank());
+  std::vector<int64_t> split_axes;
+  for (int64_t d : g.start_index_map) {
+    if (Contains(g.collapsed_slice_dims, d) && g.slice_sizes[d] == 1 &&
+        !table.leaves[0].dims[d].empty()) {
+      table_sharding.dims[d] = table.leaves[0].dims[d];
+      split_axes.insert(split_axes.end(), table_sharding.dims[d].begin(),
+                        table_sharding.dims[d].end());
+    }
+  }
+  if (!IsInteger(is.dtype()) || (implicit && k_count != 1)) return Replicated(inst);
   // Output batch dims, in order, are the indices' dims but the index vector dim.
   std::vector<int64_t> batch_out, batch_in;
   for (int64_t d = 0; d < inst.shape().rank(); ++d)
     if (!Contains(g.offset_dims, d)) batch_out.push_back(d);
   for (int64_t d = 0; d < is.rank(); ++d)
     if (d != g.index_vector_dim) batch_in.push_back(d);
-  // The indices keep the result's batch split, without the vocabulary axes.
+  // The indices keep the result's batch split, without the splitting axes.
   AxisSharding indices_sharding = AxisSharding::Replicated(is.rank());
   AxisSharding result = AxisSharding::Replicated(inst.shape().rank());
   for (size_t k = 0; k < batch_out.size(); ++k) {
     std::vector<int64_t> axes;
     for (int64_t a : want.dims[batch_out[k]]) {
-      if (Contains(vocab_axes, a)) break;
+      if (Contains(split_axes, a)) break;
       axes.push_back(a);
     }
     indices_sharding.dims[batch_in[k]] = axes;
     result.dims[batch_out[k]] = axes;
   }
-  AxisSharding table_sharding = AxisSharding::Replicated(ts.rank());
-  table_sharding.dims[v] = vocab_axes;
   table = OperandAs(inst, 0, table_sharding);
   PValue indices = OperandAs(inst, 1, indices_sharding);
   auto& b = local_->b;
-  const Shape& local_indices = indices.local->shape();
-  DType it = local_indices.dtype();
-  int64_t shard = table.local->shape().dim(v);
-  auto scalar = [&](int64_t x) {
-    return b.Broadcast(b.Constant(hlo::Literal::ScalarOf(it, static_cast<double>(x))),
-                       local_indices.dims(), {});
+  if (split_axes.empty()) {  // a whole table: each device looks up its own indices
+    Shape local(inst.shape().dtype(), ShardDims(mesh, result, inst.shape().dims()));
+    PValue v{Clone(inst, {table.local, indices.local}, local), inst.shape(), {result}};
+    return local_->Reshard(v, want, inst.name());
+  }
+  const Shape& li = indices.local->shape();
+  DType it = li.dtype();
+  auto constant = [&](int64_t x) {
+    return b.Constant(hlo::Literal::ScalarOf(it, static_cast<double>(x)));
   };
-  // XLA clamps an index to the table; then this device's rows are [offset, offset + shard).
-  Instruction* id =
-      b.Clamp(b.Constant(hlo::Literal::ScalarOf(it, 0)), indices.local,
-              b.Constant(hlo::Literal::ScalarOf(it, static_cast<double>(ts.dim(v) - 1))));
-  Instruction* offset = local_->Offset(vocab_axes, shard);
-  if (it != DType::kS32) offset = b.Convert(offset, it);
-  Instruction* local_id = b.Subtract(id, b.Broadcast(offset, local_indices.dims(), {}));
-  Instruction* mine = b.Binary(Opcode::kAnd, b.Compare(local_id, scalar(0), hlo::Comparison::kGe),
-                               b.Compare(local_id, scalar(shard), hlo::Comparison::kLt));
-  Instruction* clamped =
-      b.Clamp(b.Constant(hlo::Literal::ScalarOf(it, 0)), local_id,
-              b.Constant(hlo::Literal::ScalarOf(it, static_cast<double>(shard - 1))));
+  // One component of the index vector at a time.
+  std::vector<int64_t> component_dims = li.dims();
+  if (!implicit) component_dims[g.index_vector_dim] = 1;
+  auto fill = [&](int64_t x) { return b.Broadcast(constant(x), component_dims, {}); };
+  std::vector<Instruction*> components;
+  Instruction* mine = nullptr;
+  for (int64_t k = 0; k < k_count; ++k) {
+    Instruction* c = indices.local;
+    if (!implicit) {
+      std::vector<int64_t> starts(li.rank(), 0), limits = li.dims(), strides(li.rank(), 1);
+      starts[g.index_vector_dim] = k;
+      limits[g.index_vector_dim] = k + 1;
+      c = b.Slice(c, starts, limits, strides);
+    }
+    int64_t d = g.start_index_map[k];
+    if (!table_sharding.dims[d].empty()) {
+      int64_t shard = table.local->shape().dim(d);
+      // XLA clamps a start to the table; this device holds [offset, offset + shard).
+      c = b.Clamp(constant(0), c, constant(ts.dim(d) - 1));
+      Instruction* offset = local_->Offset(table_sharding.dims[d], shard);
+      if (it != DType::kS32) offset = b.Convert(offset, it);
+      c = b.Subtract(c, b.Broadcast(offset, component_dims, {}));
+      Instruction* inside = b.Binary(Opcode::kAnd, b.Compare(c, fill(0), hlo::Comparison::kGe),
+                                     b.Compare(c, fill(shard), hlo::Comparison::kLt));
+      mine = mine ? b.Binary(Opcode::kAnd, mine, inside) : inside;
+      c = b.Clamp(constant(0), c, constant(shard - 1));
+    }
+    components.push_back(c);
+  }
+  Instruction* local_indices =
+      components.size() == 1 ? components[0] : b.Concatenate(components, g.index_vector_dim);
   Shape local(inst.shape().dtype(), ShardDims(mesh, result, inst.shape().dims()));
-  Instruction* rows = Clone(inst, {table.local, clamped}, local);
-  // The mask over the result: the indices' batch dims, the index vector dim dropped.
+  Instruction* rows = Clone(inst, {table.local, local_indices}, local);
+  // The mask over the result: the indices' batch dims (index vector dim dropped).
   std::vector<int64_t> mask_dims;
-  for (int64_t d : batch_in) mask_dims.push_back(local_indices.dim(d));
-  Instruction* mask = b.Reshape(mine, mask_dims);
-  mask = b.Broadcast(mask, local.dims(), batch_out);
+  for (int64_t d : batch_in) mask_dims.push_back(li.dim(d));
+  Instruction* mask = b.Broadcast(b.Reshape(mine, mask_dims), local.dims(), batch_out);
   Instruction* zeros =
       b.Broadcast(b.Constant(hlo::Literal::ScalarOf(local.dtype(), 0)), local.dims(), {});
   PValue partial{b.Select(mask, rows, zeros), inst.shape(), {result}};
-  return local_->ReduceAndReshard(partial, vocab_axes, Opcode::kAdd, want, inst.name(),
-                                  "rows looked up in a vocabulary-split table");
+  return local_->ReduceAndReshard(partial, split_axes, Opcode::kAdd, want, inst.name(),
+                                  "elements looked up in a split table");
+}
+
+// Scatter. Into a table split on the dims its indices address (an embedding's
+// gradient with the vocabulary split): every device applies all updates with
+// its indices shifted to its rows; updates for other rows fall out of bounds,
+// which scatter skips. With the operand whole and the updates split along
+// their scatter dims, a scatter-add of each device's updates into zeros is a
+// partial sum: it is all-reduced (or reduce-scattered) and added once.
+PValue Visitor::Scatter(const Instruction& inst) {
+  if (inst.operand_count() != 3) return Replicated(inst);
+  const hlo::ScatterDims& sd = inst.scatter;
+  const Shape& os = inst.operand(0)->shape();
+  const Shape& is = inst.operand(1)->shape();
+  const AxisSharding& want = ArrayShardingOf(inst);
+  PValue operand = Operand(inst, 0);
+  auto& b = local_->b;
+  // Case A: keep the operand's split on the addressed, inserted dims.
+  AxisSharding table = AxisSharding::Replicated(os.rank());
+  bool split = false;
+  for (int64_t d : sd.scatter_dims_to_operand_dims) {
+    if (Contains(sd.inserted_window_dims, d) && !operand.leaves[0].dims[d].empty()) {
+      table.dims[d] = operand.leaves[0].dims[d];
+      split = true;
+    }
+  }
+  if (split && IsInteger(is.dtype())) {
+    PValue t = OperandAs(inst, 0, table);
+    PValue indices = OperandAs(inst, 1, AxisSharding::Replicated(is.rank()));
+    PValue updates = OperandAs(inst, 2, AxisSharding::Replicated(inst.operand(2)->shape().rank()));
+    DType it = is.dtype();
+    std::vector<Instruction*> offsets;
+    for (int64_t d : sd.scatter_dims_to_operand_dims) {
+      Instruction* o = table.dims[d].empty()
+                           ? b.Constant(hlo::Literal::ScalarOf(DType::kS32, 0))
+                           : local_->Offset(table.dims[d], t.local->shape().dim(d));
+      offsets.push_back(b.Reshape(o, {1}));
+    }
+    Instruction* vec = offsets.size() == 1 ? offsets[0] : b.Concatenate(offsets, 0);
+    if (it != DType::kS32) vec = b.Convert(vec, it);
+    Instruction* shift = sd.index_vector_dim == is.rank()
+                             ? b.Broadcast(b.Reshape(vec, {}), is.dims(), {})
+                             : b.Broadcast(vec, is.dims(), {sd.index_vector_dim});
+    Instruction* local_indices = b.Subtract(indices.local, shift);
+    PValue v{Clone(inst, {t.local, local_indices, updates.local}, t.local->shape()),
+             inst.shape(),
+             {table}};
+    return local_->Reshard(v, want, inst.name());
+  }
+  // Case B: a scatter-add with the operand whole.
+  const hlo::Instruction* root = inst.called.at(0)->root();
+  bool is_add = root->opcode() == Opcode::kAdd && root->operand_count() == 2 &&
+                root->operand(0)->opcode() == Opcode::kParameter &&
+                root->operand(1)->opcode() == Opcode::kParameter;
+  PValue updates = Operand(inst, 2);
+  const Shape& us = inst.operand(2)->shape();
+  std::vector<int64_t> scatter_axes;  // axes splitting the updates' scatter dims
+  AxisSharding u = AxisSharding::Replicated(us.rank());
+  for (int64_t d = 0; d < us.rank(); ++d) {
+    if (Contains(sd.update_window_dims, d)) continue;
+    u.dims[d] = updates.leaves[0].dims[d];
+    scatter_axes.insert(scatter_axes.end(), u.dims[d].begin(), u.dims[d].end());
+  }
+  if (!is_add || scatter_axes.empty()) return Replicated(inst);
+  // The indices follow the updates' split (the index vector dim whole).
+  AxisSharding index_sharding = AxisSharding::Replicated(is.rank());
+  int64_t k = 0;
+  for (int64_t d = 0; d < us.rank(); ++d) {
+    if (Contains(sd.update_window_dims, d)) continue;
+    if (k == sd.index_vector_dim) ++k;
+    if (k < is.rank()) index_sharding.dims[k] = u.dims[d];
+    ++k;
+  }
+  PValue upd = OperandAs(inst, 2, u);
+  PValue idx = OperandAs(inst, 1, index_sharding);
+  // Padded update rows must add nothing.
+  for (int64_t d = 0; d < us.rank(); ++d) {
+    if (!u.dims[d].empty()) upd = local_->MaskPadding(upd, d, 0.0);
+  }
+  Instruction* zeros =
+      b.Broadcast(b.Constant(hlo::Literal::ScalarOf(os.dtype(), 0)), os.dims(), {});
+  PValue partial{Clone(inst, {zeros, idx.local, upd.local}, os),
+                 inst.shape(),
+                 {AxisSharding::Replicated(os.rank())}};
+  PValue sum = local_->ReduceAndReshard(partial, scatter_axes, Opcode::kAdd, want, inst.name(),
+                                        "scatter-adds of split updates");
+  PValue base = local_->Reshard(operand, want, inst.name());
+  return {b.Add(sum.local, base.local), inst.shape(), {want}};
 }
 
 }  // namespace
@@ -649,6 +766,21 @@ PartitionedModule Partition(const hlo::Module& module, const Mesh& mesh,
   }
   ShardingMap shardings = PropagateShardings(module, mesh);
   PartitionedModule result;
+  {
+    auto annotated = module.Clone();
+    for (size_t c = 0; c < module.computations().size(); ++c) {
+      const auto& from = module.computations()[c]->instructions();
+      const auto& to = annotated->computations()[c]->instructions();
+      for (size_t i = 0; i < from.size(); ++i) {
+        const auto& leaves = shardings.at(from[i].get());
+        std::vector<hlo::Sharding> parts;
+        for (const AxisSharding& a : leaves) parts.push_back(ToHloSharding(mesh, a));
+        to[i]->sharding =
+            (from[i]->shape().is_array() ? parts.at(0) : hlo::Sharding::Tuple(parts)).ToText();
+      }
+    }
+    result.propagated_text = hlo::ToText(*annotated);
+  }
   result.module = std::make_unique<hlo::Module>(module.name() + ".spmd");
   result.module->set_num_partitions(mesh.size());
   PartitionState state(mesh, options, result.module.get(), &result.report);

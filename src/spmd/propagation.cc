@@ -68,13 +68,21 @@ class Propagation {
     for (const auto& c : module_.computations()) {
       for (const auto& inst : c->instructions()) Seed(*inst);
     }
-    for (bool all_ops : {false, true}) {
+    // Callers before callees: a loop body sees its state's sharding from the
+    // same round.
+    std::vector<const hlo::Computation*> order;
+    for (const auto& c : module_.computations()) order.insert(order.begin(), c.get());
+    for (Priority level : {kShapeOps, kKnownOperands, kAll}) {
+      level_ = level;
       for (int round = 0; round < 64; ++round) {
         changed_ = false;
-        for (const auto& c : module_.computations()) {
-          for (const auto& inst : c->instructions()) Forward(*inst, all_ops);
+        for (const hlo::Computation* c : order) {
+          for (const auto& inst : c->instructions()) {
+            Forward(*inst, level != kShapeOps);
+            if (inst->opcode() == Opcode::kWhile) SyncLoops();
+          }
           for (auto it = c->instructions().rbegin(); it != c->instructions().rend(); ++it)
-            Backward(**it, all_ops);
+            Backward(**it, level != kShapeOps);
         }
         SyncLoops();
         if (!changed_) break;
@@ -200,10 +208,23 @@ class Propagation {
     Opcode op = inst.opcode();
     if (!all_ops && !IsShapeOp(op)) return;
     if (IsElementwise(inst)) {
+      // A split operand decides; "replicated" only when every operand says
+      // so (a broadcast weight must not pin an activation's layout).
+      std::optional<AxisSharding> replicated;
+      bool all_known = true;
       for (const Instruction* o : inst.operands()) {
-        if (o->shape().is_array() && o->shape().dims() == inst.shape().dims())
-          SetArray(inst, ArrayOf(*o));
+        if (!o->shape().is_array() || o->shape().dims() != inst.shape().dims()) continue;
+        auto s = ArrayOf(*o);
+        if (!s) {
+          all_known = false;
+        } else if (!s->IsReplicated()) {
+          SetArray(inst, s);
+          return;
+        } else {
+          replicated = s;
+        }
       }
+      if (replicated && (all_known || level_ == kAll)) SetArray(inst, replicated);
       return;
     }
     switch (op) {
@@ -213,6 +234,10 @@ class Propagation {
         AxisSharding out = AxisSharding::Replicated(inst.shape().rank());
         for (size_t i = 0; i < inst.dimensions.size(); ++i)
           out.dims[inst.dimensions[i]] = s->dims[i];
+        // A replicated value broadcast to new dims says nothing about them.
+        if (out.IsReplicated() &&
+            static_cast<int64_t>(inst.dimensions.size()) < inst.shape().rank() && level_ != kAll)
+          return;
         SetArray(inst, out);
         return;
       }
@@ -260,6 +285,9 @@ class Propagation {
         for (int64_t i = 0; i < n; ++i) {
           auto s = ArrayOf(*inst.operand(i));
           if (!s) continue;
+          bool reduced_split = false;  // partial results: as for a dot
+          for (int64_t d : inst.dimensions) reduced_split = reduced_split || !s->dims[d].empty();
+          if (reduced_split && level_ != kAll) continue;
           AxisSharding out;
           for (int64_t d = 0; d < s->rank(); ++d) {
             if (std::find(inst.dimensions.begin(), inst.dimensions.end(), d) ==
@@ -278,6 +306,7 @@ class Propagation {
         auto l = ArrayOf(*inst.operand(0));
         auto r = ArrayOf(*inst.operand(1));
         if (!l && !r) return;
+        if ((!l || !r) && level_ != kAll) return;
         const hlo::DotDims& dd = inst.dot;
         AxisSharding out;
         const Shape& ls = inst.operand(0)->shape();
@@ -298,7 +327,15 @@ class Propagation {
             out.dims.push_back(axes_of(r, d));
         }
         // Axes that split a contracting dim make partial sums, reduced
-        // afterwards: they are free for the result.
+        // afterwards: the result's layout is better decided by its users
+        // (a gradient reduce-scattered into its weight's split), so it is
+        // only taken from here when nothing else decided it.
+        bool contracting_split = false;
+        for (size_t c = 0; c < dd.lhs_contracting.size(); ++c) {
+          contracting_split = contracting_split || !axes_of(l, dd.lhs_contracting[c]).empty() ||
+                              !axes_of(r, dd.rhs_contracting[c]).empty();
+        }
+        if (contracting_split && level_ != kAll) return;
         SetArray(inst, DropRepeatedAxes(out));
         return;
       }
@@ -504,10 +541,16 @@ class Propagation {
     return offset;
   }
 
+  // Elementwise and shape ops first; then every op but a dot that knows only
+  // one operand (a weight's split must not decide an activation's layout
+  // before the batch split reaches it); then everything.
+  enum Priority { kShapeOps, kKnownOperands, kAll };
+
   const hlo::Module& module_;
   const Mesh& mesh_;
   std::unordered_map<const Instruction*, Leaves> map_;
   bool changed_ = false;
+  Priority level_ = kShapeOps;
 };
 
 }  // namespace

@@ -44,6 +44,7 @@ struct TrainCommandOptions {
   double temperature = 0.8;
   std::string prompt = "Tom ";
   bool quiet = false;
+  int64_t devices = 0;  // > 0: --mesh data=N
 };
 // `strata train`: trains a byte-level Llama on a text corpus.
 int RunTrain(const TrainCommandOptions& options);

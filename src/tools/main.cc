@@ -63,6 +63,16 @@ int main(int argc, char** argv) {
                    "products; attention's are recomputed)")
       ->check(CLI::IsMember({"carries", "dots", "dots-no-batch"}))
       ->capture_default_str();
+  train->add_option("--mesh", t.mesh,
+                    "SPMD device mesh, e.g. data=2 or data=2,model=2: the step runs partitioned "
+                    "on that many in-process devices (default: one device)");
+  train->add_option("--devices", train_options.devices, "shorthand for --mesh data=N");
+  train
+      ->add_option("--sharding", t.sharding,
+                   "how the mesh splits the model: dp (batch), fsdp (batch and weights), tp "
+                   "(Megatron, on 'model'), fsdp+tp (a data x model mesh)")
+      ->check(CLI::IsMember({"dp", "fsdp", "tp", "fsdp+tp"}))
+      ->capture_default_str();
   train->add_option("--batch", t.batch, "windows per step")->capture_default_str();
   train->add_option("--seq", t.seq, "tokens per window (and the sampling context)")
       ->capture_default_str();

@@ -140,7 +140,11 @@ class StopOnSignal {
 
 int RunTrain(const TrainCommandOptions& options) {
   const auto start = std::chrono::steady_clock::now();
-  const train::TrainOptions& o = options.train;
+  train::TrainOptions o = options.train;
+  if (options.devices > 0) {
+    if (!o.mesh.empty()) Fail("[train] give --devices or --mesh, not both");
+    o.mesh = fmt::format("data={}", options.devices);
+  }
   o.Validate();
   if (options.checkpoint_every < 0) Fail("[train] --checkpoint-every must not be negative");
   if (options.sample_tokens < 0) Fail("[train] --sample-tokens must not be negative");
@@ -174,6 +178,10 @@ int RunTrain(const TrainCommandOptions& options) {
         "  AdamW lr {:g} (warm-up {}, cosine to {:g}), weight decay {:g}, clip {:g}, seed {}\n",
         options.corpus, train_bytes, heldout_bytes, o.batch, o.seq, tokens_per_step, o.lr, o.warmup,
         o.min_lr, o.weight_decay, o.clip, o.seed);
+    if (std::optional<ir::Mesh> mesh = o.Mesh()) {
+      fmt::print("  SPMD: {} in-process devices ({}), sharding {}\n", mesh->size(),
+                 mesh->ToString(), o.sharding);
+    }
     if (options.resume)
       fmt::print("  resumed from step {} ({})\n", trainer->step(), checkpoints.string());
     std::fflush(stdout);

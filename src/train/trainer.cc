@@ -50,12 +50,15 @@ json OptionsToJson(const TrainOptions& o) {
               {"clip", o.clip},
               {"seed", o.seed},
               {"eval-every", o.eval_every},
-              {"eval-batches", o.eval_batches}};
+              {"eval-batches", o.eval_batches},
+              {"mesh", o.mesh},
+              {"sharding", o.sharding}};
 }
 
 // Options a resumed run may change: they do not touch the updates.
 bool FreeOnResume(const std::string& key) {
-  return key == "steps" || key == "eval-every" || key == "eval-batches";
+  return key == "steps" || key == "eval-every" || key == "eval-batches" || key == "mesh" ||
+         key == "sharding";
 }
 
 json ReadJson(const fs::path& path) {
@@ -154,6 +157,42 @@ void TrainOptions::Validate() const {
   require(eval_every >= 0, "--eval-every must not be negative (0 turns evaluation off)",
           eval_every);
   require(eval_batches > 0, "--eval-batches must be positive", eval_batches);
+  if (std::optional<ir::Mesh> m = Mesh()) nn::LlamaShardingPlan(sharding, *m);  // names a bad plan
+}
+
+std::optional<ir::Mesh> TrainOptions::Mesh() const {
+  if (mesh.empty()) return std::nullopt;
+  std::vector<int64_t> shape;
+  std::vector<std::string> names;
+  size_t start = 0;
+  while (start <= mesh.size()) {
+    size_t end = mesh.find(',', start);
+    if (end == std::string::npos) end = mesh.size();
+    std::string part = mesh.substr(start, end - start);
+    size_t eq = part.find('=');
+    int64_t size = 0;
+    if (eq != std::string::npos && eq > 0) {
+      try {
+        size_t used = 0;
+        size = std::stoll(part.substr(eq + 1), &used);
+        if (used != part.size() - eq - 1) size = 0;
+      } catch (const std::exception&) {
+        size = 0;
+      }
+    }
+    if (size < 1 || size > 1024) {
+      Fail("[train] --mesh takes axis=size pairs such as data=2,model=2; '{}' is not one", part);
+    }
+    names.push_back(part.substr(0, eq));
+    shape.push_back(size);
+    start = end + 1;
+  }
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  if (n > 1024) Fail("[train] --mesh {} has {} devices; at most 1024", mesh, n);
+  std::vector<int64_t> ids(n);
+  for (int64_t i = 0; i < n; ++i) ids[i] = i;
+  return ir::Mesh(ids, shape, names);
 }
 
 io::LlamaConfig TrainOptions::ModelConfig() const {
@@ -202,6 +241,10 @@ Trainer::Trainer(const TrainOptions& options, Corpus corpus,
   model_->layer_remat = options_.remat == "dots"            ? Remat::kSaveDots
                         : options_.remat == "dots-no-batch" ? Remat::kSaveDotsWithNoBatchDims
                                                             : Remat::kSaveCarries;
+  if (std::optional<ir::Mesh> mesh = options_.Mesh()) {
+    plan_ = nn::LlamaShardingPlan(options_.sharding, *mesh);
+    plan_->Apply(*model_);
+  }
   for (auto& [name, tensor] : model_->named_parameters()) {
     names_.push_back(name);
     params_.push_back(tensor);
@@ -213,6 +256,12 @@ Trainer::Trainer(const TrainOptions& options, Corpus corpus,
                                                         .eps = 1e-8,
                                                         .weight_decay = options_.weight_decay,
                                                     });
+  if (plan_) {  // AdamW's moments are laid out like their parameters
+    for (size_t i = 0; i < params_.size(); ++i) {
+      mark_sharding(optimizer_->exp_avg()[i], plan_->mesh, params_[i]->sharding()->spec());
+      mark_sharding(optimizer_->exp_avg_sq()[i], plan_->mesh, params_[i]->sharding()->spec());
+    }
+  }
 }
 
 int64_t Trainer::parameter_count() const {
@@ -230,6 +279,7 @@ StepStats Trainer::Step() {
                          WindowStarts(options_.seed, step_, options_.batch, options_.seq,
                                       static_cast<int64_t>(corpus_.train.size())),
                          options_.seq);
+  if (plan_) mark_sharding(ids, plan_->mesh, plan_->batch);
   // Hugging Face's loss with labels = input_ids: position s predicts s + 1.
   Tensor loss = model_->loss(model_->forward(ids), ids);
   std::vector<Tensor> values;
@@ -280,6 +330,7 @@ float Trainer::Evaluate() {
   for (int64_t i = 0; i < options_.eval_batches; ++i) {
     std::vector<int64_t> part(starts.begin() + i * b, starts.begin() + (i + 1) * b);
     Tensor ids = MakeBatch(corpus_.heldout, part, options_.seq);
+    if (plan_) mark_sharding(ids, plan_->mesh, plan_->batch);
     total += model_->loss(model_->forward(ids), ids).item<float>();
   }
   float mean = static_cast<float>(total / static_cast<double>(options_.eval_batches));

@@ -55,6 +55,9 @@ struct PartitionedModule {
   std::vector<AxisSharding> parameter_shardings;  // per entry parameter (arrays)
   std::vector<AxisSharding> result_shardings;     // per leaf of the entry root
   PartitionReport report;
+  // The input program with every instruction's propagated sharding written
+  // in (XLA's sharding= text): what the partitioner decided, before it rewrote.
+  std::string propagated_text;
 };
 
 // The sharding of every leaf of every instruction's value, after propagation.

@@ -13,12 +13,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "strata/io/llama_config.h"
 #include "strata/nn/llama.h"
 #include "strata/nn/optim.h"
+#include "strata/nn/sharding_plan.h"
 #include "strata/train/data.h"
 
 namespace strata::train {
@@ -56,10 +58,19 @@ struct TrainOptions {
   int64_t eval_every = 100;
   int64_t eval_batches = 4;
 
+  // SPMD: the device mesh ("" is one device; "data=2", "data=2,model=2"),
+  // run as that many in-process devices, and the Llama sharding plan on it
+  // (nn::LlamaShardingPlan: dp, fsdp, tp, fsdp+tp). The same numbers as one
+  // device; a resumed run may change both.
+  std::string mesh;
+  std::string sharding = "dp";
+
   // Errors name the first option out of range.
   void Validate() const;
   // The Llama configuration these options describe.
   io::LlamaConfig ModelConfig() const;
+  // The mesh `mesh` names (devices 0..n-1), or none for one device.
+  std::optional<ir::Mesh> Mesh() const;
 };
 
 struct StepStats {
@@ -116,6 +127,7 @@ class Trainer {
 
   TrainOptions options_;
   Corpus corpus_;
+  std::optional<nn::ShardingPlan> plan_;  // set when options.mesh names a mesh
   std::unique_ptr<nn::LlamaForCausalLM> model_;
   std::vector<Tensor*> params_;
   std::vector<std::string> names_;
