@@ -423,14 +423,24 @@ void Context::Sync(const std::vector<TensorImpl*>& only) {
   }
 }
 
+// The devices a mesh of `devices` runs on: virtual CPU devices of a client
+// of their own, each running its program on its share of the cores (the
+// machine's threads divided among them; STRATA_DEVICE_THREADS overrides).
 runtime::Client& Context::ClientFor(int64_t devices) {
-  runtime::Client& shared = runtime::Client::Default();
-  if (shared.device_count() >= devices) return shared;
   std::lock_guard<std::mutex> lock(cache_mutex_);
   auto& client = mesh_clients_[devices];
   if (!client) {
-    client = std::make_unique<runtime::Client>(static_cast<int>(devices),
-                                               shared.thread_pool().num_threads());
+    int threads = std::max<int>(
+        1, runtime::Client::Default().thread_pool().num_threads() / static_cast<int>(devices));
+    if (const char* env = std::getenv("STRATA_DEVICE_THREADS")) {
+      char* end = nullptr;
+      long n = std::strtol(env, &end, 10);
+      if (end == env || *end != '\0' || n < 1 || n > 1024) {
+        Fail("[runtime] STRATA_DEVICE_THREADS must be an integer in [1, 1024], got '{}'", env);
+      }
+      threads = static_cast<int>(n);
+    }
+    client = std::make_unique<runtime::Client>(static_cast<int>(devices), threads);
   }
   return *client;
 }

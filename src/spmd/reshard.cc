@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "partition_context.h"
 #include "strata/core/error.h"
@@ -50,6 +51,79 @@ ReshardPlan PlanReshard(const Mesh& mesh, const Shape& full, const AxisSharding&
 }
 
 std::string ShardingText(const Mesh& mesh, const AxisSharding& s) { return ToString(mesh, s); }
+
+// Axes X that move from the minor end of dim i's split to the minor end of
+// dim j's, everything else alike, both dims even: one all-to-all does it.
+struct AxisMove {
+  int64_t from_dim, to_dim;
+  std::vector<int64_t> axes;
+};
+std::optional<AxisMove> FindAxisMove(const Mesh& mesh, const Shape& full, const AxisSharding& a,
+                                     const AxisSharding& b) {
+  std::optional<AxisMove> move;
+  for (int64_t d = 0; d < full.rank(); ++d) {
+    if (a.dims[d] == b.dims[d]) continue;
+    const auto& x = a.dims[d];
+    const auto& y = b.dims[d];
+    if (y.size() < x.size() && std::equal(y.begin(), y.end(), x.begin())) {
+      if (move && move->from_dim >= 0) return std::nullopt;
+      if (!move) move = AxisMove{-1, -1, {}};
+      move->from_dim = d;
+      std::vector<int64_t> moved(x.begin() + y.size(), x.end());
+      if (!move->axes.empty() && move->axes != moved) return std::nullopt;
+      move->axes = moved;
+    } else if (x.size() < y.size() && std::equal(x.begin(), x.end(), y.begin())) {
+      if (move && move->to_dim >= 0) return std::nullopt;
+      if (!move) move = AxisMove{-1, -1, {}};
+      move->to_dim = d;
+      std::vector<int64_t> moved(y.begin() + x.size(), y.end());
+      if (!move->axes.empty() && move->axes != moved) return std::nullopt;
+      move->axes = moved;
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (!move || move->from_dim < 0 || move->to_dim < 0) return std::nullopt;
+  for (int64_t d : {move->from_dim, move->to_dim}) {
+    if (full.dim(d) % mesh.Size(a.dims[d]) != 0 || full.dim(d) % mesh.Size(b.dims[d]) != 0)
+      return std::nullopt;
+  }
+  return move;
+}
+
+// all-to-all over the moving axes along the dim that gains them; the blocks
+// received (one per source tile of the other dim) then become that dim's
+// major part: reshape, transpose, reshape.
+Instruction* MoveAxes(hlo::Builder& b, Instruction* x, const AxisMove& m,
+                      const std::vector<std::vector<int64_t>>& groups, int64_t channel) {
+  const int64_t n = static_cast<int64_t>(groups.at(0).size());
+  const int64_t i = m.from_dim, j = m.to_dim;
+  std::vector<int64_t> dims = x->shape().dims();
+  Instruction* y = b.AllToAll(x, j, groups, channel);
+  std::vector<int64_t> split;  // dim j as [n, dims[j] / n]
+  for (int64_t d = 0; d < static_cast<int64_t>(dims.size()); ++d) {
+    if (d == j) {
+      split.push_back(n);
+      split.push_back(dims[d] / n);
+    } else {
+      split.push_back(dims[d]);
+    }
+  }
+  y = b.Reshape(y, split);
+  const int64_t block = j, at = i < j ? i : i + 1;  // positions in `split`
+  std::vector<int64_t> order;
+  for (int64_t d = 0; d < static_cast<int64_t>(split.size()); ++d) {
+    if (d == block) continue;
+    if (d == at) order.push_back(block);
+    order.push_back(d);
+  }
+  y = b.Transpose(y, order);
+  std::vector<int64_t> out = dims;
+  out[i] *= n;
+  out[j] /= n;
+  return b.Reshape(y, out);
+}
+
 
 }  // namespace
 
@@ -181,6 +255,10 @@ int64_t Local::ReshardBytes(const PValue& v, const AxisSharding& target) const {
   const Mesh& mesh = state_.mesh;
   const AxisSharding& from = v.leaves[0];
   if (from == target) return 0;
+  if (std::optional<AxisMove> move = FindAxisMove(mesh, v.full, from, target)) {
+    int64_t n = mesh.Size(move->axes);
+    return (n - 1) * Product(ShardDims(mesh, from, v.full.dims())) * DTypeSize(v.full.dtype()) / n;
+  }
   ReshardPlan plan = PlanReshard(mesh, v.full, from, target);
   std::vector<int64_t> local = ShardDims(mesh, from, v.full.dims());
   int64_t bytes = 0;
@@ -198,6 +276,15 @@ PValue Local::Reshard(const PValue& v, const AxisSharding& target, const std::st
   const AxisSharding& from = v.leaves[0];
   if (from == target) return v;
   CheckSharding(mesh, target, v.full.rank());
+  if (std::optional<AxisMove> move = FindAxisMove(mesh, v.full, from, target)) {
+    int64_t n = mesh.Size(move->axes);
+    int64_t bytes = (n - 1) * v.local->shape().byte_size() / n;
+    Instruction* x = MoveAxes(b, v.local, *move, mesh.GroupsOver(move->axes), state_.next_channel++);
+    state_.Record("all-to-all", serves,
+                  fmt::format("{} -> {}", ShardingText(mesh, from), ShardingText(mesh, target)),
+                  bytes);
+    return {x, v.full, {target}};
+  }
   ReshardPlan plan = PlanReshard(mesh, v.full, from, target);
   std::string reason =
       fmt::format("{} -> {}", ShardingText(mesh, from), ShardingText(mesh, target));

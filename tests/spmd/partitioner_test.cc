@@ -222,7 +222,7 @@ ENTRY main {
 
 TEST(SpmdReshape, MinorSplitIsRegatheredOnTheMajorDim) {
   // [4,6] split on dim 1 -> [24] split: dim 1 is not the major part of the
-  // merged dim, so the operand is resplit on dim 0 first.
+  // merged dim, so the operand is resplit on dim 0 first (one all-to-all).
   auto run = RunBoth(R"(
 HloModule m
 ENTRY main {
@@ -231,7 +231,8 @@ ENTRY main {
 })",
                      Mesh::Line(2));
   ExpectClose(run);
-  EXPECT_EQ(run.partition.report.count("all-gather"), 1) << run.partition.report.ToString();
+  EXPECT_EQ(run.partition.report.count("all-to-all"), 1) << run.partition.report.ToString();
+  EXPECT_EQ(run.partition.report.collectives.size(), 1u) << run.partition.report.ToString();
   EXPECT_TRUE(run.partition.report.full_rematerializations.empty());
 }
 

@@ -52,6 +52,7 @@ class HashBuilder {
 
  private:
   void Append(const void* data, size_t size) {
+    if (size == 0) return;  // an empty span's data() may be null: memcpy must not see it
     if (size_ + size <= sizeof(inline_) && heap_.empty()) {
       std::memcpy(inline_ + size_, data, size);
     } else {
