@@ -38,6 +38,7 @@
 #include "strata/nn/sharding_plan.h"
 #include "strata/runtime/device.h"
 #include "strata/runtime/executable.h"
+#include "strata/runtime/thread_pool.h"
 #include "strata/spmd/partitioner.h"
 #include "strata/train/trainer.h"
 

@@ -151,6 +151,9 @@ std::shared_ptr<const Context::Entry> Context::CompileAndInsert(const ir::Hash12
     runtime::CompileOptions options;
     options.client = &ClientFor(entry->mesh->size());
     entry->executable = runtime::Executable::Compile(*partitioned.module, options);
+    int64_t arguments = 0;
+    for (const Shape& shape : entry->executable->parameter_shapes()) arguments += shape.byte_size();
+    entry->report.peak_bytes_per_device = arguments + entry->executable->stats().planned_peak_bytes;
     if (!dump_dir_.empty()) {
       std::string base = (std::filesystem::path(dump_dir_) / graph.hash.ToString()).string();
       std::filesystem::create_directories(dump_dir_);
@@ -506,12 +509,20 @@ void Context::RunPartitioned(const Entry& entry, const ir::Graph& graph,
   }
 }
 
-std::optional<spmd::PartitionReport> Context::PartitionReportOf(const ir::Graph& graph) {
-  auto entry = Lookup(CacheKey(graph));
-  if (!entry || !entry->mesh) return std::nullopt;
+std::optional<spmd::PartitionReport> Context::PartitionReportOf(
+    const std::vector<Tensor>& tensors) {
+  std::vector<ir::Value> roots;
+  for (const Tensor& t : tensors) {
+    if (!t.value().node->is_leaf()) roots.push_back(t.value());
+  }
+  if (roots.empty()) return std::nullopt;
+  ir::Graph graph = ir::BuildGraph(roots);
+  ir::Hash128 key = CacheKey(graph);
+  std::shared_ptr<const Entry> entry = Lookup(key);
+  if (!entry) entry = CompileAndInsert(key, graph);
+  if (!entry->mesh) return std::nullopt;
   return entry->report;
 }
-
 std::string Context::MetricsReport() const {
   auto ms = [](int64_t ns) { return static_cast<double>(ns) / 1e6; };
   return fmt::format(

@@ -28,6 +28,10 @@ struct PartitionState {
   hlo::Module* module;
   PartitionReport* report;
   int64_t next_channel = 1;
+  // Iterations of the loops around the computation being partitioned (1
+  // when a trip count is unknown): a collective in a loop body counts that
+  // many times in the report's bytes.
+  int64_t trips = 1;
   std::map<const hlo::Computation*, hlo::Computation*> copied;
   std::map<std::pair<hlo::Opcode, DType>, hlo::Computation*> reducers;
 

@@ -24,7 +24,7 @@ using hlo::Opcode;
 
 int64_t PartitionReport::bytes_per_device() const {
   int64_t total = 0;
-  for (const CollectiveRecord& r : collectives) total += r.bytes;
+  for (const CollectiveRecord& r : collectives) total += r.bytes * r.runs;
   return total;
 }
 
@@ -38,10 +38,13 @@ std::string PartitionReport::ToString() const {
   std::string out = fmt::format("{} collective(s), {} bytes sent per device\n", collectives.size(),
                                 bytes_per_device());
   for (const CollectiveRecord& r : collectives) {
-    out +=
-        fmt::format("  {:<18} {:>12} B  for {}: {}\n", r.collective, r.bytes, r.serves, r.reason);
+    out += fmt::format("  {:<18} {:>12} B{}  for {}: {}\n", r.collective, r.bytes,
+                       r.runs > 1 ? fmt::format(" x {}", r.runs) : "", r.serves, r.reason);
   }
   for (const std::string& s : full_rematerializations) out += "  replicated whole: " + s + "\n";
+  if (peak_bytes_per_device > 0) {
+    out += fmt::format("planned peak memory per device: {} bytes\n", peak_bytes_per_device);
+  }
   return out;
 }
 
@@ -548,6 +551,24 @@ PValue Visitor::DataMovement(const Instruction& inst) {
   return local_->Reshard(v, want, inst.name());
 }
 
+// A counted loop's iterations: state element k starts at constant c and the
+// condition is k < N (scan's loops); 1 when the loop is not of that form.
+int64_t TripCount(const Instruction& loop) {
+  const Instruction* root = loop.called[0]->root();
+  if (root->opcode() != Opcode::kCompare || root->direction != hlo::Comparison::kLt) return 1;
+  const Instruction* counter = root->operand(0);
+  const Instruction* limit = root->operand(1);
+  if (counter->opcode() != Opcode::kGetTupleElement ||
+      counter->operand(0)->opcode() != Opcode::kParameter || limit->opcode() != Opcode::kConstant)
+    return 1;
+  const Instruction* init = loop.operand(0);
+  if (init->opcode() != Opcode::kTuple) return 1;
+  const Instruction* start = init->operand(counter->tuple_index);
+  if (start->opcode() != Opcode::kConstant) return 1;
+  int64_t n = static_cast<int64_t>(limit->literal.GetAsDouble(0) - start->literal.GetAsDouble(0));
+  return n > 0 ? n : 1;
+}
+
 // While: the loop state keeps one sharding from entry to exit; the body and
 // condition are partitioned with it, the condition's predicate replicated.
 PValue Visitor::While(const Instruction& inst) {
@@ -556,7 +577,10 @@ PValue Visitor::While(const Instruction& inst) {
   const hlo::Computation& condition = *inst.called[0];
   const hlo::Computation& body = *inst.called[1];
   Visitor body_visitor(state_, shardings_);
+  const int64_t outer_trips = state_.trips;
+  state_.trips = outer_trips * TripCount(inst);
   auto new_body = body_visitor.Run(body, &state_sharding, &state_sharding);
+  state_.trips = outer_trips;
   Visitor condition_visitor(state_, shardings_);
   std::vector<AxisSharding> replicated_predicate = {AxisSharding::Replicated(0)};
   auto new_condition = condition_visitor.Run(condition, &replicated_predicate, &state_sharding);

@@ -124,7 +124,6 @@ Instruction* MoveAxes(hlo::Builder& b, Instruction* x, const AxisMove& m,
   return b.Reshape(y, out);
 }
 
-
 }  // namespace
 
 hlo::Computation* PartitionState::ScalarComputation(const hlo::Computation& c) {
@@ -166,7 +165,7 @@ void PartitionState::Rematerialized(const std::string& what) {
 void PartitionState::Record(std::string collective, std::string serves, std::string reason,
                             int64_t bytes) {
   report->collectives.push_back(
-      {std::move(collective), std::move(serves), std::move(reason), bytes});
+      {std::move(collective), std::move(serves), std::move(reason), bytes, trips});
 }
 
 Instruction* Local::PartitionId() {
@@ -279,7 +278,8 @@ PValue Local::Reshard(const PValue& v, const AxisSharding& target, const std::st
   if (std::optional<AxisMove> move = FindAxisMove(mesh, v.full, from, target)) {
     int64_t n = mesh.Size(move->axes);
     int64_t bytes = (n - 1) * v.local->shape().byte_size() / n;
-    Instruction* x = MoveAxes(b, v.local, *move, mesh.GroupsOver(move->axes), state_.next_channel++);
+    Instruction* x =
+        MoveAxes(b, v.local, *move, mesh.GroupsOver(move->axes), state_.next_channel++);
     state_.Record("all-to-all", serves,
                   fmt::format("{} -> {}", ShardingText(mesh, from), ShardingText(mesh, target)),
                   bytes);

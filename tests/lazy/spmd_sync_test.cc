@@ -126,6 +126,30 @@ TEST(SpmdSync, ShardedResultsFeedTheNextGraphWithoutMovingData) {
   ExpectNear(z.to_vector<float>(), expected);
 }
 
+TEST(SpmdSync, TheCostIsKnownBeforeRunningAndIsWhatTheRunSends) {
+  ir::Mesh mesh({0, 1}, {2}, {"model"});
+  auto xv = Values(4 * 8, 1.0f), wv = Values(8 * 6, 0.5f);
+  Tensor x = Tensor::FromVector<float>(xv, {4, 8});
+  Tensor w = Tensor::FromVector<float>(wv, {8, 6});
+  mark_sharding(x, mesh, {{}, {"model"}});  // row-parallel: partial sums, one all-reduce
+  mark_sharding(w, mesh, {{"model"}, {}});
+  Tensor y = matmul(x, w);
+  mark_sharding(y, mesh, {{}, {}});
+  auto& context = lazy::Context::Get();
+  std::optional<spmd::PartitionReport> report = context.PartitionReportOf({y});
+  ASSERT_TRUE(report.has_value());
+  EXPECT_EQ(report->count("all-reduce"), 1) << report->ToString();
+  // 2(n-1)/n of the [4,6] f32 result: 96 bytes.
+  EXPECT_EQ(report->bytes_per_device(), 96) << report->ToString();
+  EXPECT_GT(report->peak_bytes_per_device, 0);
+  int64_t compiles = context.metrics().compiles;
+  int64_t sent = context.metrics().bytes_collective;
+  y.sync();
+  EXPECT_EQ(context.metrics().compiles, compiles);  // the report compiled it
+  EXPECT_EQ(context.metrics().bytes_collective - sent, report->bytes_per_device());
+  ExpectNear(y.to_vector<float>(), MatMul(xv, wv, 4, 8, 6));
+}
+
 TEST(SpmdSync, TwoMeshesInOneGraphIsAnError) {
   Tensor a = Tensor::FromVector<float>(Values(4, 1.0f), {4});
   Tensor b = Tensor::FromVector<float>(Values(4, 1.0f), {4});

@@ -118,6 +118,7 @@ ENTRY main {
   ExpectClose(run);
   EXPECT_EQ(run.partition.report.count("all-reduce"), 1) << run.partition.report.ToString();
   EXPECT_EQ(run.partition.report.collectives.size(), 1u) << run.partition.report.ToString();
+  EXPECT_EQ(run.partition.report.bytes_per_device(), run.sent_bytes);
 }
 
 TEST(SpmdDot, ContractingSplitWithSplitResultIsOneReduceScatter) {
@@ -134,6 +135,7 @@ ENTRY main {
   ExpectClose(run);
   EXPECT_EQ(run.partition.report.count("reduce-scatter"), 1) << run.partition.report.ToString();
   EXPECT_EQ(run.partition.report.collectives.size(), 1u) << run.partition.report.ToString();
+  EXPECT_EQ(run.partition.report.bytes_per_device(), run.sent_bytes);
 }
 
 TEST(SpmdDot, ConflictGathersTheSmallerOperand) {
@@ -316,6 +318,51 @@ ENTRY main {
   ExpectClose(run);
   EXPECT_TRUE(run.partition.report.collectives.empty()) << run.partition.report.ToString();
   EXPECT_EQ(run.partition.result_shardings[1], (AxisSharding{{{}, {0}}}));
+}
+
+TEST(SpmdLoop, CollectivesInALoopCountEveryIteration) {
+  // A row-parallel product in a 5-step loop: one all-reduce per iteration,
+  // and the report's bytes are what the communicator counts running it.
+  auto run = RunBoth(R"(
+HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+cond {
+  s = (s32[], f32[4,8], f32[8,8]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(5)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+body {
+  s = (s32[], f32[4,8], f32[8,8]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  h = f32[4,8] get-tuple-element(s), index=1
+  w = f32[8,8] get-tuple-element(s), index=2
+  d = f32[4,8] dot(h, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}, sharding={replicated}
+  t = f32[4,8] tanh(d)
+  one = s32[] constant(1)
+  i2 = s32[] add(i, one)
+  ROOT r = (s32[], f32[4,8], f32[8,8]) tuple(i2, t, w)
+}
+ENTRY main {
+  h0 = f32[4,8] parameter(0), sharding={devices=[1,2]0,1}
+  w = f32[8,8] parameter(1), sharding={devices=[2,1]0,1}
+  zero = s32[] constant(0)
+  s = (s32[], f32[4,8], f32[8,8]) tuple(zero, h0, w)
+  l = (s32[], f32[4,8], f32[8,8]) while(s), condition=cond, body=body
+  ROOT out = f32[4,8] get-tuple-element(l), index=1
+})",
+                     Mesh::Line(2));
+  ExpectClose(run);
+  int64_t loop_all_reduces = 0;
+  for (const CollectiveRecord& r : run.partition.report.collectives)
+    loop_all_reduces += r.collective == "all-reduce" && r.runs == 5;
+  EXPECT_EQ(loop_all_reduces, 1) << run.partition.report.ToString();
+  EXPECT_EQ(run.partition.report.bytes_per_device(), run.sent_bytes)
+      << run.partition.report.ToString();
 }
 
 TEST(SpmdGather, EmbeddingWithTokensSplit) {

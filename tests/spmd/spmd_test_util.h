@@ -46,6 +46,7 @@ struct SpmdRun {
   std::vector<runtime::Buffer> partitioned;  // assembled from the shards
   PartitionedModule partition;
   int64_t largest_shard_bytes = 0;  // of any parameter or result on any device
+  int64_t sent_bytes = 0;           // what partition 0 sent, as the communicator counted it
 };
 
 inline SpmdRun RunBoth(const std::string& text, const Mesh& mesh,
@@ -76,6 +77,7 @@ inline SpmdRun RunBoth(const std::string& text, const Mesh& mesh,
   }
   auto communicator = runtime::MakeInProcessCommunicator(mesh.size());
   auto results = exe->RunPartitioned(arguments, devices, *communicator);
+  run.sent_bytes = communicator->bytes_sent(0);
   std::vector<Shape> full = module->entry()->root()->shape().Leaves();
   for (size_t k = 0; k < full.size(); ++k) {
     std::vector<runtime::Buffer> shards;

@@ -59,8 +59,7 @@ TEST_P(TrainerPlans, SameLossesAsOneDevice) {
 
 INSTANTIATE_TEST_SUITE_P(Spmd, TrainerPlans,
                          ::testing::Values(std::pair{"data=2", "dp"}, std::pair{"data=4", "dp"},
-                                           std::pair{"data=2", "fsdp"},
-                                           std::pair{"model=2", "tp"},
+                                           std::pair{"data=2", "fsdp"}, std::pair{"model=2", "tp"},
                                            std::pair{"data=2,model=2", "fsdp+tp"}));
 
 TEST(TrainerSpmd, ResumesOnAnotherMesh) {

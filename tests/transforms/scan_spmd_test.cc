@@ -84,8 +84,8 @@ TEST(ScanSpmd, NoDeviceHoldsTheWholeStackOrItsGradient) {
   // layer's gradient (a sum over the split batch) is reduce-scattered into it.
   EXPECT_GE(p.report.count("reduce-scatter"), 1) << p.report.ToString();
   for (const spmd::CollectiveRecord& r : p.report.collectives) {
-    EXPECT_FALSE(r.collective == "all-gather" && r.reason.find("(None, 'data', None) -> (None, None, None)") !=
-                                                     std::string::npos)
+    EXPECT_FALSE(r.collective == "all-gather" &&
+                 r.reason.find("(None, 'data', None) -> (None, None, None)") != std::string::npos)
         << "the stack was gathered whole for " << r.serves;
   }
 }

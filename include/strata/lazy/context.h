@@ -105,9 +105,11 @@ class Context {
   // How graphs over a mesh are partitioned (strict: replicating a sharded
   // value whole is an error). Part of the program, so set it before syncing.
   void set_partition_options(spmd::PartitionOptions options) { partition_options_ = options; }
-  // The partitioner's report (every collective, why, its bytes) of the
-  // cached program for `graph`, or none if it is not a partitioned one.
-  std::optional<spmd::PartitionReport> PartitionReportOf(const ir::Graph& graph);
+  // What syncing `tensors` would do on their mesh, before running it: the
+  // partitioner's report (every collective, why, its bytes per device per
+  // run, the planned peak memory per device). Compiles (and caches) the
+  // program if needed; runs nothing. None when the graph is not partitioned.
+  std::optional<spmd::PartitionReport> PartitionReportOf(const std::vector<Tensor>& tensors);
   bool buffer_donation() const { return donate_buffers_; }
 
  private:

@@ -30,6 +30,7 @@ struct CollectiveRecord {
   std::string serves;      // the original instruction it serves: "dot.12"
   std::string reason;      // "operand 1: ('x', None) -> (None, None)", "sum over 'x'"
   int64_t bytes = 0;       // bytes each device sends (a bandwidth-optimal algorithm)
+  int64_t runs = 1;        // times it runs per run of the program (loop trip counts)
 };
 
 struct PartitionReport {
@@ -37,10 +38,15 @@ struct PartitionReport {
   // Values the partitioner could only handle by replicating a sharded array
   // whole ("involuntary full rematerialization" in XLA).
   std::vector<std::string> full_rematerializations;
-  // Bytes each device sends through collectives on one run of the program
-  // (loop bodies count once per static occurrence).
+  // Bytes each device sends through collectives on one run of the program:
+  // a collective in a loop counts once per iteration when the loop's trip
+  // count is a constant (a counted loop, as scan's), else once.
   int64_t bytes_per_device() const;
   int64_t count(std::string_view collective) const;
+  // Planned peak memory of one device running the program (arguments,
+  // temporaries and results), when the program was compiled (lazy::Context
+  // fills it in); 0 otherwise.
+  int64_t peak_bytes_per_device = 0;
   std::string ToString() const;
 };
 
