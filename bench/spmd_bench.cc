@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -289,32 +290,42 @@ const PlanCase kPlans[] = {
     {"fsdp+tp", "data=2,model=2", 2, 2},
 };
 
-// The partitioner's collectives, summed by kind and by the computation of the
-// op they serve (a loop body's run `layers` times), printed to stderr; the
-// whole report goes to $SPMD_BENCH_REPORT_DIR/<plan>-<mesh>.txt when set.
-double SummarizeReport(const PlanCase& c, const spmd::PartitionReport& report,
-                       const hlo::Module& module, int64_t layers) {
+// The partitioner's collectives (bytes x runs: a loop body's run once per
+// iteration), summed by the computation of the op they serve and by kind,
+// then the largest single records, printed to stderr; the whole report goes
+// to $SPMD_BENCH_REPORT_DIR/<plan>-<mesh>.txt when that is set.
+void SummarizeReport(const PlanCase& c, const spmd::PartitionReport& report,
+                     const hlo::Module& module) {
   std::unordered_map<std::string, std::string> computation_of;
   for (const auto& comp : module.computations()) {
     for (const auto& inst : comp->instructions()) computation_of[inst->name()] = comp->name();
   }
   std::map<std::pair<std::string, std::string>, std::pair<int64_t, int64_t>> groups;
-  double weighted = 0;
   for (const spmd::CollectiveRecord& r : report.collectives) {
-    // "serves" may carry more than the name ("dot.12 operand 1"): its first word.
-    std::string op = r.serves.substr(0, r.serves.find(' '));
-    auto it = computation_of.find(op);
-    const bool in_loop = it != computation_of.end() && it->second != module.entry()->name();
-    const std::string where = it == computation_of.end() ? "?" : in_loop ? it->second : "entry";
+    auto it = computation_of.find(r.serves.substr(0, r.serves.find(' ')));
+    const std::string where = it == computation_of.end()                ? "?"
+                              : it->second == module.entry()->name() ? "entry"
+                                                                     : it->second;
     auto& g = groups[{where, r.collective}];
     g.first += 1;
-    g.second += r.bytes;
-    weighted += static_cast<double>(r.bytes) * (in_loop ? layers : 1);
+    g.second += r.bytes * r.runs;
   }
-  std::string text = fmt::format("[{} on {}] partitioner report, static:\n", c.plan, c.mesh);
+  std::string text = fmt::format("[{} on {}] {} B per device per step; by computation:\n", c.plan,
+                                 c.mesh, report.bytes_per_device());
   for (const auto& [key, value] : groups) {
-    text += fmt::format("  {:<40} {:<16} {:>4} x  {:>12} B\n", key.first, key.second, value.first,
+    text += fmt::format("  {:<14} {:<16} {:>4} x {:>12} B\n", key.first, key.second, value.first,
                         value.second);
+  }
+  std::vector<const spmd::CollectiveRecord*> largest;
+  for (const spmd::CollectiveRecord& r : report.collectives) largest.push_back(&r);
+  std::stable_sort(largest.begin(), largest.end(), [](auto* a, auto* b) {
+    return a->bytes * a->runs > b->bytes * b->runs;
+  });
+  text += "  largest:\n";
+  for (size_t i = 0; i < std::min<size_t>(8, largest.size()); ++i) {
+    const spmd::CollectiveRecord& r = *largest[i];
+    text += fmt::format("    {:<15} {:>9} B x {} for {}: {}\n", r.collective, r.bytes, r.runs,
+                        r.serves, r.reason);
   }
   for (const std::string& s : report.full_rematerializations)
     text += "  replicated whole: " + s + "\n";
@@ -323,9 +334,9 @@ double SummarizeReport(const PlanCase& c, const spmd::PartitionReport& report,
     std::string mesh = c.mesh;
     std::replace(mesh.begin(), mesh.end(), ',', '_');
     std::ofstream(fmt::format("{}/{}-{}.txt", dir, c.plan, mesh))
-        << text << "\n" << report.ToString();
+        << text << "\n"
+        << report.ToString();
   }
-  return weighted;
 }
 
 void BM_BytesPerStep(benchmark::State& state) {
@@ -334,11 +345,12 @@ void BM_BytesPerStep(benchmark::State& state) {
   runner.Step();  // compiles
   // The report of the step about to run, from the same lowering.
   runner.Build();
-  double weighted = 0;
+  int64_t report_bytes = 0;
   {
     lazy::LoweringContext lowering(runner.RootValues());
     spmd::PartitionedModule partitioned = spmd::Partition(lowering.module(), runner.plan()->mesh);
-    weighted = SummarizeReport(c, partitioned.report, lowering.module(), kSmall.layers);
+    SummarizeReport(c, partitioned.report, lowering.module());
+    report_bytes = partitioned.report.bytes_per_device();
   }
   runner.Sync();
   lazy::Metrics& metrics = lazy::Context::Get().metrics();
@@ -358,7 +370,7 @@ void BM_BytesPerStep(benchmark::State& state) {
   state.counters["MB"] = static_cast<double>(bytes) / 1e6;
   state.counters["min_MB"] = minimum.bytes / 1e6;
   state.counters["ratio"] = static_cast<double>(bytes) / minimum.bytes;
-  state.counters["report_MB"] = weighted / 1e6;  // static report, loop bodies x layers
+  state.counters["report_MB"] = static_cast<double>(report_bytes) / 1e6;  // the partitioner's estimate
   state.counters["step_ms"] = seconds * 1e3;
   state.counters["load1"] = LoadAverage();
   state.SetLabel(fmt::format("{} on {}; P={:.0f} (layers {:.0f}, norms {:.0f}, embed {:.0f}, "
@@ -404,8 +416,14 @@ runtime::Client& ClientFor(int64_t n) {  // as lazy::Context makes them: n devic
 
 struct CompileTimes {
   double partition = 0, compile = 0;
-  int64_t collectives = 0;
+  int64_t collectives = 0, instructions = 0, propagated_text_bytes = 0;
 };
+
+int64_t InstructionCount(const hlo::Module& module) {
+  int64_t n = 0;
+  for (const auto& c : module.computations()) n += c->instruction_count();
+  return n;
+}
 
 CompileTimes PartitionAndCompile(int64_t n) {
   const hlo::Module& module = FsdpStepModule(n);
@@ -417,11 +435,25 @@ CompileTimes PartitionAndCompile(int64_t n) {
   start = std::chrono::steady_clock::now();
   runtime::CompileOptions options;
   options.client = &ClientFor(n);
-  std::unique_ptr<runtime::Executable> exe = runtime::Executable::Compile(*partitioned.module, options);
+  std::unique_ptr<runtime::Executable> exe =
+      runtime::Executable::Compile(*partitioned.module, options);
   t.compile = Seconds(start);
   benchmark::DoNotOptimize(exe.get());
   t.collectives = static_cast<int64_t>(partitioned.report.collectives.size());
+  t.instructions = InstructionCount(*partitioned.module);
+  t.propagated_text_bytes = static_cast<int64_t>(partitioned.propagated_text.size());
   return t;
+}
+
+// Sharding propagation alone (the first half of Partition).
+double PropagateSeconds(int64_t n) {
+  const hlo::Module& module = FsdpStepModule(n);
+  const spmd::Mesh mesh = spmd::Mesh::Line(n, "data");
+  auto start = std::chrono::steady_clock::now();
+  spmd::ShardingMap map = spmd::PropagateShardings(module, mesh);
+  const double seconds = Seconds(start);
+  benchmark::DoNotOptimize(map.size());
+  return seconds;
 }
 
 void BM_PartitionCompile(benchmark::State& state) {
@@ -429,8 +461,9 @@ void BM_PartitionCompile(benchmark::State& state) {
   FsdpStepModule(1);
   FsdpStepModule(n);
   PartitionAndCompile(n);  // warm: first-touch allocations, kernel caches
-  std::vector<double> partition, compile, total, one, ratios;
-  int64_t collectives = 0, round = 0;
+  std::vector<double> partition, compile, total, one, ratios, propagate;
+  CompileTimes last;
+  int64_t round = 0;
   for (auto _ : state) {
     // n devices and 1 device alternately, each going first in turn.
     CompileTimes mine, base;
@@ -447,7 +480,10 @@ void BM_PartitionCompile(benchmark::State& state) {
     one.push_back((base.partition + base.compile) * 1e3);
     ratios.push_back((mine.partition + mine.compile) / (base.partition + base.compile));
     state.SetIterationTime(mine.partition + mine.compile);
-    collectives = mine.collectives;
+    last = mine;
+    state.PauseTiming();
+    propagate.push_back(PropagateSeconds(n) * 1e3);
+    state.ResumeTiming();
   }
   state.counters["partition_ms"] = Median(partition);
   state.counters["compile_ms"] = Median(compile);
@@ -455,13 +491,16 @@ void BM_PartitionCompile(benchmark::State& state) {
   state.counters["one_device_ms"] = Median(one);
   state.counters["vs_1_device"] = Median(total) / Median(one);
   state.counters["median_ratio"] = Median(ratios);
-  state.counters["collectives"] = static_cast<double>(collectives);
+  state.counters["propagate_ms"] = Median(propagate);
+  state.counters["collectives"] = static_cast<double>(last.collectives);
+  state.counters["instructions"] = static_cast<double>(last.instructions);
+  state.counters["propagated_text_kB"] = static_cast<double>(last.propagated_text_bytes) / 1e3;
   state.counters["load1"] = LoadAverage();
 }
 BENCHMARK(BM_PartitionCompile)
     ->RangeMultiplier(2)
     ->Range(1, 64)
-    ->Iterations(3)
+    ->Iterations(15)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
@@ -478,14 +517,18 @@ void BM_TwoDevicesVsOne(benchmark::State& state) {
   one.Step();  // and run each once more before timing
   two.Step();
   std::vector<double> one_tps, two_tps, ratios;
+  std::atomic<int64_t>& donated = lazy::Context::Get().metrics().bytes_donated;
+  int64_t donated_one = 0, donated_two = 0;  // bytes a step's results took from its arguments
   for (auto _ : state) {
     for (int r = 0; r < rounds; ++r) {
       double t1 = 0, t2 = 0;
       for (int k = 0; k < 2; ++k) {
         const bool first_one = (r + k) % 2 == 0;
+        const int64_t before = donated.load();
         const auto start = std::chrono::steady_clock::now();
         (first_one ? one : two).Step();
         (first_one ? t1 : t2) = Seconds(start);
+        (first_one ? donated_one : donated_two) = donated.load() - before;
       }
       one_tps.push_back(one.tokens() / t1);
       two_tps.push_back(two.tokens() / t2);
@@ -498,6 +541,8 @@ void BM_TwoDevicesVsOne(benchmark::State& state) {
   state.counters["median_round_ratio"] = Median(ratios);
   state.counters["min_round_ratio"] = *std::min_element(ratios.begin(), ratios.end());
   state.counters["max_round_ratio"] = *std::max_element(ratios.begin(), ratios.end());
+  state.counters["one_donated_MB"] = static_cast<double>(donated_one) / 1e6;
+  state.counters["two_donated_MB"] = static_cast<double>(donated_two) / 1e6;
   state.counters["load1"] = LoadAverage();
   std::string rows;
   for (size_t i = 0; i < ratios.size(); ++i)

@@ -3,6 +3,8 @@
 // builder numbers them process-wide), and its numbers against one device.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <map>
 #include <regex>
 
@@ -24,7 +26,7 @@ std::string Canonical(const hlo::Module& m) {
   std::vector<std::string> body;
   while (std::getline(lines, line)) {
     std::smatch match;
-    if (std::regex_search(line, match, def)) names[match[1]] = "v" + std::to_string(next++);
+    if (std::regex_search(line, match, def)) names[match[1].str()] = fmt::format("v{}", next++);
     body.push_back(line);
   }
   std::regex word(R"([A-Za-z_][\w.\-]*)");
