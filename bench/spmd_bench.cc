@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -169,6 +170,7 @@ class StepRunner {
     Sync();
   }
 
+  float loss() const { return loss_.item<float>(); }  // the last step's
   const std::optional<nn::ShardingPlan>& plan() const { return plan_; }
   const std::vector<std::string>& names() const { return names_; }
   const std::vector<Tensor*>& params() const { return params_; }
@@ -221,8 +223,10 @@ ParameterCounts CountParameters(const StepRunner& runner) {
 }
 
 // The least bytes one device must send in a step of `plan` on d data x m
-// model devices (f32 throughout; A = one [B, S, H] activation, N = B (S - 1)
-// loss positions). Each term is a collective the plan cannot avoid:
+// model devices (f32 throughout; A = 4 B S H bytes, one [B, S, H] activation;
+// N = 4 B (S - 1) bytes, one value per loss position; AR / AG / RS of a full
+// array's bytes as the Communicator counts them). Each term is a collective
+// the plan cannot avoid:
 //   dp:      all-reduce of every gradient, and of the loss's sum and count.
 //   fsdp:    each decoder matrix all-gathered for the forward and once more
 //            for the backward (its recompute and its input gradient share
@@ -339,8 +343,19 @@ void SummarizeReport(const PlanCase& c, const spmd::PartitionReport& report,
   }
 }
 
+// The loss of the third step on one device: every plan must reproduce it.
+float ReferenceLoss() {
+  static const float loss = [] {
+    StepRunner one(kSmall, "", "");
+    for (int i = 0; i < 3; ++i) one.Step();
+    return one.loss();
+  }();
+  return loss;
+}
+
 void BM_BytesPerStep(benchmark::State& state) {
   const PlanCase& c = kPlans[state.range(0)];
+  const float reference = ReferenceLoss();
   StepRunner runner(kSmall, c.mesh, c.plan);
   runner.Step();  // compiles
   // The report of the step about to run, from the same lowering.
@@ -372,6 +387,9 @@ void BM_BytesPerStep(benchmark::State& state) {
   state.counters["ratio"] = static_cast<double>(bytes) / minimum.bytes;
   state.counters["report_MB"] = static_cast<double>(report_bytes) / 1e6;  // the partitioner's estimate
   state.counters["step_ms"] = seconds * 1e3;
+  // Step 3's loss against one device's (the same initial weights and batch).
+  state.counters["loss"] = runner.loss();
+  state.counters["loss_rel_diff"] = std::abs(runner.loss() - reference) / std::abs(reference);
   state.counters["load1"] = LoadAverage();
   state.SetLabel(fmt::format("{} on {}; P={:.0f} (layers {:.0f}, norms {:.0f}, embed {:.0f}, "
                              "head {:.0f}); min = {}",
@@ -550,8 +568,8 @@ void BM_TwoDevicesVsOne(benchmark::State& state) {
   state.SetLabel(fmt::format("{} on data=2; per round 1dev/2dev tok/s: {}", plan, rows));
 }
 BENCHMARK(BM_TwoDevicesVsOne)
-    ->Args({0, 6})
-    ->Args({1, 6})
+    ->Args({0, 10})
+    ->Args({1, 10})
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();

@@ -143,8 +143,9 @@ std::shared_ptr<const Context::Entry> Context::CompileAndInsert(const ir::Hash12
   int64_t t1 = NowNs();
   entry->mesh = MeshOf(graph);
   if (entry->mesh) {
-    spmd::PartitionedModule partitioned =
-        spmd::Partition(*module, *entry->mesh, partition_options_);
+    spmd::PartitionOptions partition_options = partition_options_;
+    partition_options.propagated_text = !dump_dir_.empty();
+    spmd::PartitionedModule partitioned = spmd::Partition(*module, *entry->mesh, partition_options);
     entry->parameter_shardings = std::move(partitioned.parameter_shardings);
     entry->result_shardings = std::move(partitioned.result_shardings);
     entry->report = std::move(partitioned.report);
@@ -484,9 +485,25 @@ void Context::RunPartitioned(const Entry& entry, const ir::Graph& graph,
     }
     for (int64_t d = 0; d < n; ++d) arguments[d].push_back(shards[d]);
   }
+  // Donation as for one device, judged on the last partition's shard (the
+  // node keeps partition 0's as its identity): the trainer's new weights and
+  // moments take the old ones' shards.
+  std::vector<bool> donated;
+  if (donate_buffers_) {
+    std::vector<runtime::Buffer> last;
+    for (int64_t i = 0; i < static_cast<int64_t>(graph.parameters.size()); ++i)
+      last.push_back(arguments[n - 1][i]);
+    donated = DonatableParameters(graph, roots, targets, last);
+  }
   int64_t t0 = NowNs();
   auto communicator = runtime::MakeInProcessCommunicator(n);
-  auto outputs = entry.executable->RunPartitioned(arguments, devices, *communicator);
+  auto outputs = entry.executable->RunPartitioned(arguments, devices, *communicator, donated);
+  for (size_t i = 0; i < donated.size(); ++i) {
+    if (!donated[i]) continue;
+    for (const runtime::Buffer& out : outputs[0]) {
+      if (out.data() == arguments[0][i].data()) metrics_.bytes_donated += n * out.size_bytes();
+    }
+  }
   metrics_.execute_ns += NowNs() - t0;
   metrics_.executions++;
   metrics_.bytes_collective += communicator->bytes_sent(0);

@@ -69,10 +69,14 @@ class Local {
 
  private:
   hlo::Instruction* PartitionId();  // s32[], made once per computation
+  PValue ReshardUncached(const PValue& v, const AxisSharding& target, const std::string& serves);
 
   PartitionState& state_;
   hlo::Instruction* partition_id_ = nullptr;
   std::map<std::pair<std::vector<int64_t>, int64_t>, hlo::Instruction*> offsets_;
+  // Reshards already made in this computation, by (local value, target):
+  // a weight gathered for the forward is not gathered again for the backward.
+  std::map<std::pair<const hlo::Instruction*, std::vector<std::vector<int64_t>>>, PValue> reshards_;
 
  public:
   hlo::Builder b;

@@ -615,6 +615,18 @@ PValue Visitor::Gather(const Instruction& inst) {
     }
   }
   if (!IsInteger(is.dtype()) || (implicit && k_count != 1)) return Replicated(inst);
+  // Summing masked lookups moves the result (twice, as an all-reduce);
+  // gathering the table moves the table. A small table is cheaper to gather.
+  if (!split_axes.empty()) {
+    int64_t n = mesh.Size(split_axes);
+    int64_t table_bytes =
+        Product(ShardDims(mesh, table.leaves[0], ts.dims())) * DTypeSize(ts.dtype());
+    int64_t result_bytes = inst.shape().byte_size() / std::max<int64_t>(1, mesh.size() / n);
+    if ((n - 1) * table_bytes < 2 * (n - 1) * result_bytes / n) {
+      split_axes.clear();
+      table_sharding = AxisSharding::Replicated(ts.rank());
+    }
+  }
   // Output batch dims, in order, are the indices' dims but the index vector dim.
   std::vector<int64_t> batch_out, batch_in;
   for (int64_t d = 0; d < inst.shape().rank(); ++d)
@@ -790,7 +802,7 @@ PartitionedModule Partition(const hlo::Module& module, const Mesh& mesh,
   }
   ShardingMap shardings = PropagateShardings(module, mesh);
   PartitionedModule result;
-  {
+  if (options.propagated_text) {
     auto annotated = module.Clone();
     for (size_t c = 0; c < module.computations().size(); ++c) {
       const auto& from = module.computations()[c]->instructions();

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "spmd_internal.h"
 #include "strata/core/error.h"
@@ -150,6 +151,11 @@ class Propagation {
     }
     leaves[leaf] = s;
     changed_ = true;
+    if (trace_) {  // STRATA_SPMD_TRACE=1: which rule decided each sharding
+      fmt::print(stderr, "[spmd] level {} {} {} leaf {} = {} (by {})\n", static_cast<int>(level_),
+                 current_ ? current_->name() : "?", inst.name(), leaf, ToString(mesh_, *s),
+                 forward_ ? "forward" : "backward");
+    }
   }
   void SetArray(const Instruction& inst, const std::optional<AxisSharding>& s) {
     if (inst.shape().is_array()) Set(inst, 0, s);
@@ -205,6 +211,8 @@ class Propagation {
   }
 
   void Forward(const Instruction& inst, bool all_ops) {
+    current_ = &inst;
+    forward_ = true;
     Opcode op = inst.opcode();
     if (!all_ops && !IsShapeOp(op)) return;
     if (IsElementwise(inst)) {
@@ -390,10 +398,13 @@ class Propagation {
   }
 
   void Backward(const Instruction& inst, bool all_ops) {
+    current_ = &inst;
+    forward_ = false;
     Opcode op = inst.opcode();
     if (!all_ops && !IsShapeOp(op)) return;
     if (IsElementwise(inst)) {
       auto s = ArrayOf(inst);
+      if (s && s->IsReplicated() && level_ != kAll) return;
       for (const Instruction* o : inst.operands()) {
         if (o->shape().is_array() && o->shape().dims() == inst.shape().dims()) SetArray(*o, s);
       }
@@ -456,6 +467,7 @@ class Propagation {
           for (int64_t d = 0; d < in.rank(); ++d) {
             if (!Contains(inst.dimensions, d)) out.dims[d] = s->dims[k++];
           }
+          if (out.IsReplicated() && level_ != kAll) continue;
           SetArray(*inst.operand(i), out);
         }
         return;
@@ -473,16 +485,67 @@ class Propagation {
           l.dims[dd.lhs_batch[b]] = s->dims[k];
           r.dims[dd.rhs_batch[b]] = s->dims[k];
         }
+        // Axes already splitting a contracting dim of a known operand make
+        // partial sums that are reduce-scattered into the result's split: a
+        // free dim must not take them (an FSDP weight gradient would
+        // otherwise split its activation's feature dim on the batch axis).
+        auto lo = ArrayOf(*inst.operand(0));
+        auto ro = ArrayOf(*inst.operand(1));
+        // Only the larger operand's split counts: the smaller one (a weight
+        // beside an activation) is cheaper to gather than to sum partially.
+        const bool lhs_larger = ls.num_elements() >= rs.num_elements();
+        const bool rhs_larger = rs.num_elements() >= ls.num_elements();
+        std::vector<int64_t> partial;
+        for (size_t c = 0; c < dd.lhs_contracting.size(); ++c) {
+          if (lo && lhs_larger) {
+            const auto& a = lo->dims[dd.lhs_contracting[c]];
+            partial.insert(partial.end(), a.begin(), a.end());
+          }
+          if (ro && rhs_larger) {
+            const auto& a = ro->dims[dd.rhs_contracting[c]];
+            partial.insert(partial.end(), a.begin(), a.end());
+          }
+        }
+        auto free_axes = [&](const std::vector<int64_t>& axes) {
+          std::vector<int64_t> kept;
+          for (int64_t a : axes) {
+            if (Contains(partial, a)) break;
+            kept.push_back(a);
+          }
+          return kept;
+        };
         for (int64_t d = 0; d < ls.rank(); ++d) {
           if (!Contains(dd.lhs_batch, d) && !Contains(dd.lhs_contracting, d))
-            l.dims[d] = s->dims[k++];
+            l.dims[d] = free_axes(s->dims[k++]);
         }
         for (int64_t d = 0; d < rs.rank(); ++d) {
           if (!Contains(dd.rhs_batch, d) && !Contains(dd.rhs_contracting, d))
-            r.dims[d] = s->dims[k++];
+            r.dims[d] = free_axes(s->dims[k++]);
         }
-        SetArray(*inst.operand(0), l);
-        SetArray(*inst.operand(1), r);
+        // A contracting dim takes the other operand's split (the partial sums
+        // are then reduced once, instead of both operands being gathered).
+        auto used = [](const AxisSharding& a, int64_t axis) {
+          for (const auto& d : a.dims)
+            if (std::find(d.begin(), d.end(), axis) != d.end()) return true;
+          return false;
+        };
+        for (size_t c = 0; c < dd.lhs_contracting.size(); ++c) {
+          int64_t lc = dd.lhs_contracting[c], rc = dd.rhs_contracting[c];
+          if (ro && rhs_larger && !ro->dims[rc].empty() && l.dims[lc].empty()) {
+            bool ok = true;
+            for (int64_t a : ro->dims[rc]) ok = ok && !used(l, a);
+            if (ok) l.dims[lc] = ro->dims[rc];
+          }
+          if (lo && lhs_larger && !lo->dims[lc].empty() && r.dims[rc].empty()) {
+            bool ok = true;
+            for (int64_t a : lo->dims[lc]) ok = ok && !used(r, a);
+            if (ok) r.dims[rc] = lo->dims[lc];
+          }
+        }
+        // Before the last round, an operand is only given a sharding once the
+        // other operand's is known: until then the partial-sum axes are not.
+        if ((!l.IsReplicated() && ro) || level_ == kAll) SetArray(*inst.operand(0), l);
+        if ((!r.IsReplicated() && lo) || level_ == kAll) SetArray(*inst.operand(1), r);
         return;
       }
       case Opcode::kSlice:
@@ -551,6 +614,9 @@ class Propagation {
   std::unordered_map<const Instruction*, Leaves> map_;
   bool changed_ = false;
   Priority level_ = kShapeOps;
+  const bool trace_ = std::getenv("STRATA_SPMD_TRACE") != nullptr;
+  const Instruction* current_ = nullptr;  // the instruction whose rule runs
+  bool forward_ = true;
 };
 
 }  // namespace

@@ -275,6 +275,17 @@ PValue Local::Reshard(const PValue& v, const AxisSharding& target, const std::st
   const AxisSharding& from = v.leaves[0];
   if (from == target) return v;
   CheckSharding(mesh, target, v.full.rank());
+  auto key = std::make_pair(static_cast<const Instruction*>(v.local), target.dims);
+  if (auto it = reshards_.find(key); it != reshards_.end()) return it->second;
+  PValue result = ReshardUncached(v, target, serves);
+  reshards_.emplace(key, result);
+  return result;
+}
+
+PValue Local::ReshardUncached(const PValue& v, const AxisSharding& target,
+                              const std::string& serves) {
+  const Mesh& mesh = state_.mesh;
+  const AxisSharding& from = v.leaves[0];
   if (std::optional<AxisMove> move = FindAxisMove(mesh, v.full, from, target)) {
     int64_t n = mesh.Size(move->axes);
     int64_t bytes = (n - 1) * v.local->shape().byte_size() / n;

@@ -54,6 +54,9 @@ struct PartitionOptions {
   // Replicating a sharded value whole is an error naming the op, instead of
   // a line in the report.
   bool strict = false;
+  // Fill PartitionedModule::propagated_text (for dumps: its device lists
+  // grow with the mesh, so it is not made unless asked for).
+  bool propagated_text = false;
 };
 
 struct PartitionedModule {
