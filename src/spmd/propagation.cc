@@ -531,12 +531,12 @@ class Propagation {
         };
         for (size_t c = 0; c < dd.lhs_contracting.size(); ++c) {
           int64_t lc = dd.lhs_contracting[c], rc = dd.rhs_contracting[c];
-          if (ro && rhs_larger && !ro->dims[rc].empty() && l.dims[lc].empty()) {
+          if (ro && !ro->dims[rc].empty() && l.dims[lc].empty()) {
             bool ok = true;
             for (int64_t a : ro->dims[rc]) ok = ok && !used(l, a);
             if (ok) l.dims[lc] = ro->dims[rc];
           }
-          if (lo && lhs_larger && !lo->dims[lc].empty() && r.dims[rc].empty()) {
+          if (lo && !lo->dims[lc].empty() && r.dims[rc].empty()) {
             bool ok = true;
             for (int64_t a : lo->dims[lc]) ok = ok && !used(r, a);
             if (ok) r.dims[rc] = lo->dims[lc];
