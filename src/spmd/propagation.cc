@@ -467,7 +467,9 @@ class Propagation {
           for (int64_t d = 0; d < in.rank(); ++d) {
             if (!Contains(inst.dimensions, d)) out.dims[d] = s->dims[k++];
           }
-          if (out.IsReplicated() && level_ != kAll) continue;
+          // A replicated sum says nothing about its input (a split input
+          // sums partially and all-reduces): leave the input to its producers.
+          if (out.IsReplicated()) continue;
           SetArray(*inst.operand(i), out);
         }
         return;
@@ -544,8 +546,10 @@ class Propagation {
         }
         // Before the last round, an operand is only given a sharding once the
         // other operand's is known: until then the partial-sum axes are not.
-        if ((!l.IsReplicated() && ro) || level_ == kAll) SetArray(*inst.operand(0), l);
-        if ((!r.IsReplicated() && lo) || level_ == kAll) SetArray(*inst.operand(1), r);
+        // A replicated operand sharding is never pushed from here (a product
+        // of split operands can be summed instead).
+        if (!l.IsReplicated() && (ro || level_ == kAll)) SetArray(*inst.operand(0), l);
+        if (!r.IsReplicated() && (lo || level_ == kAll)) SetArray(*inst.operand(1), r);
         return;
       }
       case Opcode::kSlice:
