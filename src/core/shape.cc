@@ -64,7 +64,11 @@ std::vector<int64_t> RowMajorStrides(std::span<const int64_t> dims) {
 
 int64_t Product(std::span<const int64_t> dims) {
   int64_t n = 1;
-  for (int64_t d : dims) n *= d;
+  for (int64_t d : dims) {
+    if (__builtin_mul_overflow(n, d, &n)) {
+      Fail("[shape] {} has more elements than a 64-bit count holds", DimsToString(dims));
+    }
+  }
   return n;
 }
 

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "strata/core/error.h"
+#include "strata/io/json_depth.h"
 #include "strata/io/safetensors.h"
 
 namespace strata::io {
@@ -175,8 +176,12 @@ json ParseJsonText(std::string_view text, std::string_view source) {
   if (size_t nul = text.find('\0'); nul != std::string_view::npos) {
     FailIn(source, "not valid JSON: NUL byte at byte {}", nul);
   }
+  auto depth_limit = [&](int depth, json::parse_event_t, json&) {
+    if (depth > kMaxJsonDepth) FailIn(source, "nests deeper than {} levels", kMaxJsonDepth);
+    return true;
+  };
   try {
-    return json::parse(text.begin(), text.end());
+    return json::parse(text.begin(), text.end(), depth_limit);
   } catch (const json::parse_error& e) {
     FailIn(source, "not valid JSON at byte {}: {}", e.byte, e.what());
   } catch (const json::exception& e) {  // e.g. a number too large for a double

@@ -21,6 +21,7 @@
 
 #include "strata/core/error.h"
 #include "strata/core/shape.h"
+#include "strata/io/json_depth.h"
 
 namespace strata::io {
 namespace {
@@ -58,7 +59,10 @@ std::string Brief(const json& value) {
 json ParseJson(std::string_view text, std::string_view label, std::string_view what) {
   std::vector<std::set<std::string>> open_objects;
   std::optional<std::string> duplicate;
-  auto on_event = [&](int, json::parse_event_t event, json& parsed) {
+  auto on_event = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (depth > kMaxJsonDepth) {
+      FailIn(label, "{} nests deeper than {} levels", what, kMaxJsonDepth);
+    }
     if (event == json::parse_event_t::object_start) {
       open_objects.emplace_back();
     } else if (event == json::parse_event_t::object_end) {

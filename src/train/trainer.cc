@@ -12,6 +12,7 @@
 
 #include "strata/autograd/grad.h"
 #include "strata/core/error.h"
+#include "strata/io/json_depth.h"
 #include "strata/io/safetensors.h"
 #include "strata/lazy/context.h"
 #include "strata/lazy/ops.h"
@@ -64,8 +65,14 @@ bool FreeOnResume(const std::string& key) {
 json ReadJson(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) Fail("[train] cannot open '{}'", path.string());
+  auto depth_limit = [&](int depth, json::parse_event_t, json&) {
+    if (depth > io::kMaxJsonDepth) {
+      Fail("[train] '{}' nests deeper than {} levels", path.string(), io::kMaxJsonDepth);
+    }
+    return true;
+  };
   try {
-    return json::parse(in);
+    return json::parse(in, depth_limit);
   } catch (const json::exception& e) {
     Fail("[train] '{}' is not valid JSON: {}", path.string(), e.what());
   }
@@ -100,6 +107,18 @@ fs::path StepDirectory(const fs::path& checkpoint) {
   if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
     Fail("[train] '{}' should name a step directory, found '{}'", latest.string(), name);
   fs::path dir = checkpoint / name;
+  // A save interrupted while re-saving this step: the new directory is
+  // complete in step-N.tmp (trainer_state.json is written last), or the old
+  // one waits in step-N.old. Put the complete one in place.
+  if (!fs::exists(dir)) {
+    for (const char* suffix : {".tmp", ".old"}) {
+      fs::path candidate = checkpoint / (name + suffix);
+      if (fs::exists(candidate / "trainer_state.json")) {
+        fs::rename(candidate, dir);
+        break;
+      }
+    }
+  }
   if (!fs::exists(dir / "trainer_state.json"))
     Fail("[train] '{}' names '{}', which holds no trainer_state.json", latest.string(), name);
   return dir;
@@ -419,12 +438,19 @@ std::string Trainer::SaveCheckpoint(const std::string& dir, int keep) const {
   std::string text = state.dump(1);
   io::WriteFileAtomically((tmp / "trainer_state.json").string(), {text});
 
-  // The step directory appears whole or not at all; then `latest` moves.
+  // The step directory appears whole or not at all; then `latest` moves. A
+  // re-save of the same step first moves the old directory aside (rename is
+  // atomic; a directory cannot be renamed over a non-empty one), so a crash
+  // at any point leaves a complete step-N, step-N.tmp or step-N.old that
+  // StepDirectory recovers.
   const fs::path final_dir = root / name;
-  fs::remove_all(final_dir);
+  const fs::path old_dir = root / (name + ".old");
+  fs::remove_all(old_dir);
+  if (fs::exists(final_dir)) fs::rename(final_dir, old_dir);
   fs::rename(tmp, final_dir);
   std::string latest = name + "\n";
   io::WriteFileAtomically((root / "latest").string(), {latest});
+  fs::remove_all(old_dir);
 
   std::vector<std::string> steps;
   for (const fs::directory_entry& entry : fs::directory_iterator(root)) {

@@ -506,5 +506,17 @@ TEST(LlamaConfigParse, SourceNamesTheInput) {
             "positive integer)");
 }
 
+TEST(LlamaConfigErrors, DeeplyNestedJsonIsAnErrorNotACrash) {
+  std::string text = "{\"x\":" + std::string(65000, '[') + std::string(65000, ']') + "}";
+  try {
+    ParseLlamaConfig(text, "deep/config.json");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("nests deeper than 64 levels"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("deep/config.json"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace strata::io

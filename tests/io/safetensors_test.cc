@@ -291,8 +291,9 @@ TEST(SafetensorsRead, RejectsCorruptInputs) {
       {"NUL then garbage", FileOf(std::string("{}\0{\"x\"", 6)), "NUL byte at offset 2"},
       {"invalid UTF-8", FileOf("{\"\xff\":{}}"), "header is not valid JSON"},
       {"deeply nested header", FileOf(std::string(1'000'000, '[') + std::string(1'000'000, ']')),
-       "expected the header to be a JSON object, got array"},
-      {"deeply nested, unclosed", FileOf(std::string(1'000'000, '[')), "header is not valid JSON"},
+       "header nests deeper than 64 levels"},
+      {"deeply nested, unclosed", FileOf(std::string(1'000'000, '[')),
+       "header nests deeper than 64 levels"},
       {"header is an array", FileOf("[1,2]"), "expected the header to be a JSON object, got array"},
       {"duplicate tensor", FileOf("{" + kU8Pair + "," + kU8Pair + "}", {1, 2}),
        "header has duplicate key 'a'"},
@@ -543,6 +544,16 @@ TEST_F(TempDir, ShardedCheckpointFallsBackToSingleFile) {
   EXPECT_EQ(ckpt.names(), (std::vector<std::string>{"b", "a"}));
   EXPECT_EQ(ToBytes(ckpt.Get("a").data), (Bytes{6}));
   EXPECT_TRUE(ckpt.metadata().empty());
+}
+
+TEST(SafetensorsRead, DeeplyNestedHeaderIsAnErrorNotACrash) {
+  // Issue 14: 65,000 levels of nesting overflowed the stack in copies and
+  // error messages; the parser now stops at kMaxJsonDepth.
+  std::string header = "{\"m\":" + std::string(65000, '[') + std::string(65000, ']') + "}";
+  std::string error =
+      ErrorOf([&] { SafetensorsFile::FromBytes(FileOf(header), "deep.safetensors"); });
+  EXPECT_NE(error.find("nests deeper than 64 levels"), std::string::npos) << error;
+  EXPECT_NE(error.find("deep.safetensors"), std::string::npos) << error;
 }
 
 }  // namespace

@@ -445,5 +445,52 @@ TEST(LossCurveSvg, PlotsEveryStepAndEvaluation) {
   EXPECT_EQ(circles, 2u + 1u);  // the evaluations and the legend's marker
 }
 
+TEST(Trainer, AKillInsideAResaveOfTheSameStepStillResumes) {
+  // Issue 14's finding: re-saving step N removed step-N before renaming
+  // step-N.tmp into place, so a kill between the two left `latest` naming
+  // nothing. Recreate that moment: the new checkpoint complete in
+  // step-N.tmp, step-N gone.
+  fs::path dir = TempDir("resave");
+  TrainOptions o = Tiny();
+  std::vector<float> uninterrupted;
+  {
+    Trainer t(o, TestCorpus());
+    for (int i = 0; i < 6; ++i) uninterrupted.push_back(t.Step().loss);
+  }
+  {
+    Trainer t(o, TestCorpus());
+    for (int i = 0; i < 3; ++i) t.Step();
+    t.SaveCheckpoint(dir.string());
+    t.SaveCheckpoint(dir.string());  // the same step again: the old one is replaced whole
+  }
+  EXPECT_FALSE(fs::exists(dir / "step-0000003.old"));
+  fs::rename(dir / "step-0000003", dir / "step-0000003.tmp");
+  auto resumed = Trainer::Resume(dir.string(), o, TestCorpus());
+  ASSERT_EQ(resumed->step(), 3);
+  for (int i = 3; i < 6; ++i) EXPECT_TRUE(SameBits(resumed->Step().loss, uninterrupted[i])) << i;
+  EXPECT_TRUE(fs::exists(dir / "step-0000003" / "trainer_state.json"));
+  fs::remove_all(dir);
+}
+
+TEST(Trainer, DeeplyNestedTrainerStateIsAnErrorNotACrash) {
+  fs::path dir = TempDir("deep");
+  TrainOptions o = Tiny();
+  {
+    Trainer t(o, TestCorpus());
+    t.Step();
+    t.SaveCheckpoint(dir.string());
+  }
+  std::ofstream(dir / "step-0000001" / "trainer_state.json")
+      << std::string(65000, '[') << std::string(65000, ']');
+  try {
+    Trainer::Resume(dir.string(), o, TestCorpus());
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("nests deeper than 64 levels"), std::string::npos)
+        << e.what();
+  }
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace strata::train
