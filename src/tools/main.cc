@@ -1,11 +1,16 @@
 // The `strata` command line.
 #include <fmt/core.h>
+
 #include <CLI/CLI.hpp>
+#include <csignal>
 
 #include "commands.h"
 #include "strata/core/error.h"
 
 int main(int argc, char** argv) {
+  // A file-size limit (RLIMIT_FSIZE) must fail the write that crosses it
+  // (EFBIG, reported with the file's name), not kill the process silently.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"strata: a lazy-tensor compiler for the CPU"};
   app.require_subcommand(1);
 

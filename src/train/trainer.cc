@@ -405,15 +405,8 @@ int64_t DrawToken(const std::vector<float>& logits, double temperature, SplitMix
   return top - logits.begin();  // u landed on the rounding slack: the likeliest token
 }
 
-std::string Trainer::SaveCheckpoint(const std::string& dir, int keep) const {
-  if (keep < 1) Fail("[checkpoint] must keep at least one checkpoint, got {}", keep);
-  const fs::path root(dir);
-  fs::create_directories(root);
-  const std::string name = fmt::format("step-{:07d}", step_);
-  const fs::path tmp = root / (name + ".tmp");
-  fs::remove_all(tmp);
-  nn::SaveLlama(*model_, tmp.string());
-
+void Trainer::WriteCheckpointFiles(const fs::path& dir) const {
+  nn::SaveLlama(*model_, dir.string());
   std::vector<io::TensorData> moments;
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& m = optimizer_->exp_avg()[i];
@@ -421,7 +414,7 @@ std::string Trainer::SaveCheckpoint(const std::string& dir, int keep) const {
     moments.push_back({"exp_avg." + names_[i], m.dtype(), m.shape().dims(), m.bytes()});
     moments.push_back({"exp_avg_sq." + names_[i], v.dtype(), v.shape().dims(), v.bytes()});
   }
-  io::WriteSafetensors((tmp / "optimizer.safetensors").string(), moments,
+  io::WriteSafetensors((dir / "optimizer.safetensors").string(), moments,
                        {{"step", std::to_string(step_)}});
 
   json state;
@@ -436,7 +429,25 @@ std::string Trainer::SaveCheckpoint(const std::string& dir, int keep) const {
   for (const EvalPoint& e : evals_) evals.push_back({e.step, e.loss});
   state["evals"] = std::move(evals);  // [step, held-out loss]
   std::string text = state.dump(1);
-  io::WriteFileAtomically((tmp / "trainer_state.json").string(), {text});
+  io::WriteFileAtomically((dir / "trainer_state.json").string(), {text});
+}
+
+std::string Trainer::SaveCheckpoint(const std::string& dir, int keep) const {
+  if (keep < 1) Fail("[checkpoint] must keep at least one checkpoint, got {}", keep);
+  const fs::path root(dir);
+  fs::create_directories(root);
+  const std::string name = fmt::format("step-{:07d}", step_);
+  const fs::path tmp = root / (name + ".tmp");
+  fs::remove_all(tmp);
+  // A save that fails (a full disk, a file-size limit) leaves no partial
+  // step-N.tmp behind; the previous checkpoint and `latest` are untouched.
+  try {
+    WriteCheckpointFiles(tmp);
+  } catch (...) {
+    std::error_code ignored;
+    fs::remove_all(tmp, ignored);
+    throw;
+  }
 
   // The step directory appears whole or not at all; then `latest` moves. A
   // re-save of the same step first moves the old directory aside (rename is

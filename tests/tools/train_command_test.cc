@@ -189,5 +189,37 @@ TEST_F(TrainCommand, BadInputIsAnErrorThatSaysWhat) {
   EXPECT_NE(err.find("has 9 bytes"), std::string::npos) << err;
 }
 
+TEST_F(TrainCommand, AFullDiskWhileCheckpointingIsAClearErrorAndKeepsThePreviousCheckpoint) {
+  // Issue 14: RLIMIT_FSIZE killed the trainer with SIGXFSZ and no message,
+  // and a failed save left a partial step-N.tmp behind.
+  std::string out, err;
+  ASSERT_EQ(Run("--out " + Path("a").string() + " --steps 3 --sample-tokens 0", &out, &err), 0)
+      << err;
+  const fs::path checkpoints = Path("a") / "checkpoints";
+  ASSERT_TRUE(fs::exists(checkpoints / "step-0000003" / "trainer_state.json"));
+  // 20 KiB files at most: the next checkpoint's weights do not fit.
+  std::string command = "ulimit -f 20; " + std::string(STRATA_BINARY) +
+                        " train --corpus " STRATA_SOURCE_DIR
+                        "/data/corpus.txt --hidden 16 --num-layers 2 --heads 2 --kv-heads 1 "
+                        "--intermediate 32 --batch 2 --seq 8 --steps 6 --warmup 2 "
+                        "--eval-every 3 --eval-batches 2 --checkpoint-every 3 --seed 5 "
+                        "--sample-tokens 0 --resume --out " +
+                        Path("a").string() + " > " + Path("stdout.txt").string() + " 2> " +
+                        Path("stderr.txt").string();
+  int status = std::system(("bash -c '" + command + "'").c_str());
+  err = Read(Path("stderr.txt"));
+  EXPECT_TRUE(WIFEXITED(status)) << "killed by a signal: " << err;
+  EXPECT_NE(WEXITSTATUS(status), 0);
+  EXPECT_NE(err.find("File too large"), std::string::npos) << err;
+  EXPECT_NE(err.find("step-0000006"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(checkpoints / "step-0000006.tmp"));
+  EXPECT_FALSE(fs::exists(checkpoints / "step-0000006"));
+  EXPECT_EQ(Read(checkpoints / "latest"), "step-0000003\n");
+  // The previous checkpoint still resumes and finishes the run.
+  ASSERT_EQ(Run("--out " + Path("a").string() + " --resume --sample-tokens 0", &out, &err), 0)
+      << err;
+  EXPECT_EQ(Read(checkpoints / "latest"), "step-0000006\n");
+}
+
 }  // namespace
 }  // namespace strata

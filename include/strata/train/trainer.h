@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -127,6 +128,8 @@ class Trainer {
 
   TrainOptions options_;
   Corpus corpus_;
+  // The files of a checkpoint (model, moments, trainer state) into `dir`.
+  void WriteCheckpointFiles(const std::filesystem::path& dir) const;
   std::optional<nn::ShardingPlan> plan_;  // set when options.mesh names a mesh
   std::unique_ptr<nn::LlamaForCausalLM> model_;
   std::vector<Tensor*> params_;
