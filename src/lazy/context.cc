@@ -322,7 +322,10 @@ void Context::Sync(const std::vector<TensorImpl*>& only) {
     std::lock_guard<std::mutex> lock(tensors_mutex_);
     std::vector<TensorImpl*> candidates = only;
     if (candidates.empty()) {
-      for (TensorImpl* t = tensors_; t; t = t->next) candidates.push_back(t);
+      const std::thread::id self = std::this_thread::get_id();
+      for (TensorImpl* t = tensors_; t; t = t->next) {
+        if (t->owner == self) candidates.push_back(t);
+      }
     }
     std::unordered_map<const ir::Node*, std::vector<std::pair<int64_t, size_t>>> seen;
     for (TensorImpl* impl : candidates) {

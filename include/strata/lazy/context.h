@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -36,6 +37,8 @@ struct TensorImpl {
   TensorImpl* prev = nullptr;
   TensorImpl* next = nullptr;
   bool alive = true;
+  // The thread that made it: a global sync() on that thread materializes it.
+  const std::thread::id owner = std::this_thread::get_id();
 };
 
 struct Metrics {
@@ -76,7 +79,9 @@ class Context {
   // before tracing a body, to name and undo what the body rebinds).
   std::vector<std::pair<TensorImpl*, ir::Value>> LiveValues() const;
   void SetValue(TensorImpl* impl, ir::Value value);
-  // Materializes the pending IR of `only` (all live tensors when empty).
+  // Materializes the pending IR of `only` (when empty: every live tensor the
+  // calling thread made; other threads' tensors are left to them, so a
+  // global sync never rebinds a tensor another thread may be reading).
   void Sync(const std::vector<TensorImpl*>& only);
 
   Metrics& metrics() { return metrics_; }

@@ -92,7 +92,9 @@ class Tensor {
   std::shared_ptr<lazy::TensorImpl> impl_;
 };
 
-// Runs every live tensor's pending IR as one graph (PyTorch/XLA's mark_step).
+// Runs the pending IR of every live tensor the calling thread made, as one
+// graph (PyTorch/XLA's mark_step). Tensors other threads made are theirs to
+// sync: a global sync never rebinds a tensor another thread is reading.
 void sync();
 // Runs the pending IR of `tensors` only.
 void sync(std::span<Tensor* const> tensors);
