@@ -289,4 +289,27 @@ std::unique_ptr<Computation> MakeScalarBinaryComputation(std::string name, Opcod
   return b.Build(b.Binary(op, x, y));
 }
 
+std::optional<Opcode> SimpleReducer(const Computation& c) {
+  const Instruction* root = c.root();
+  if (!root || !IsElementwiseBinary(root->opcode()) || c.parameter_count() != 2) {
+    return std::nullopt;
+  }
+  const Instruction* a = root->operand(0);
+  const Instruction* b = root->operand(1);
+  if (a->opcode() != Opcode::kParameter || b->opcode() != Opcode::kParameter || a == b) {
+    return std::nullopt;
+  }
+  switch (root->opcode()) {
+    case Opcode::kAdd:
+    case Opcode::kMultiply:
+    case Opcode::kMaximum:
+    case Opcode::kMinimum:
+    case Opcode::kAnd:
+    case Opcode::kOr:
+      return root->opcode();
+    default:
+      return std::nullopt;
+  }
+}
+
 }  // namespace strata::hlo

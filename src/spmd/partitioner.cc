@@ -50,15 +50,6 @@ std::string PartitionReport::ToString() const {
 
 namespace {
 
-bool IsElementwiseOp(const Instruction& inst) {
-  Opcode op = inst.opcode();
-  return hlo::IsElementwiseUnary(op) || hlo::IsElementwiseBinary(op) || op == Opcode::kCompare ||
-         op == Opcode::kSelect || op == Opcode::kClamp || op == Opcode::kIsFinite ||
-         op == Opcode::kCopy || op == Opcode::kConvert ||
-         (op == Opcode::kBitcastConvert &&
-          DTypeSize(inst.shape().dtype()) == DTypeSize(inst.operand(0)->shape().dtype()));
-}
-
 bool Contains(const std::vector<int64_t>& v, int64_t x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
@@ -449,24 +440,7 @@ PValue Visitor::Dot(const Instruction& inst) {
 // value), then an all-reduce over the axes that split a reduced dim.
 PValue Visitor::Reduce(const Instruction& inst) {
   int64_t n = inst.operand_count() / 2;
-  const hlo::Computation& f = *inst.called.at(0);
-  std::optional<Opcode> op;
-  const Instruction* root = f.root();
-  if (n == 1 && root->operand_count() == 2 && root->operand(0)->opcode() == Opcode::kParameter &&
-      root->operand(1)->opcode() == Opcode::kParameter) {
-    switch (root->opcode()) {
-      case Opcode::kAdd:
-      case Opcode::kMultiply:
-      case Opcode::kMaximum:
-      case Opcode::kMinimum:
-      case Opcode::kAnd:
-      case Opcode::kOr:
-        op = root->opcode();
-        break;
-      default:
-        break;
-    }
-  }
+  std::optional<Opcode> op = n == 1 ? hlo::SimpleReducer(*inst.called.at(0)) : std::nullopt;
   const Instruction* init = inst.operand(1);
   if (!op || init->opcode() != Opcode::kConstant) return Replicated(inst);  // argmax and the like
   PValue x = Operand(inst, 0);

@@ -17,6 +17,15 @@ namespace strata::spmd {
 using hlo::Instruction;
 using hlo::Opcode;
 
+bool IsElementwiseOp(const hlo::Instruction& inst) {
+  hlo::Opcode op = inst.opcode();
+  return hlo::IsElementwiseUnary(op) || hlo::IsElementwiseBinary(op) ||
+         op == hlo::Opcode::kCompare || op == hlo::Opcode::kSelect || op == hlo::Opcode::kClamp ||
+         op == hlo::Opcode::kIsFinite || op == hlo::Opcode::kCopy || op == hlo::Opcode::kConvert ||
+         (op == hlo::Opcode::kBitcastConvert &&
+          DTypeSize(inst.shape().dtype()) == DTypeSize(inst.operand(0)->shape().dtype()));
+}
+
 std::optional<AxisSharding> ReshapeSharding(const Mesh& mesh, const std::vector<int64_t>& in_dims,
                                             const std::vector<int64_t>& out_dims,
                                             const AxisSharding& in) {
@@ -173,14 +182,6 @@ class Propagation {
            op == Opcode::kTuple || op == Opcode::kGetTupleElement || op == Opcode::kWhile ||
            op == Opcode::kOptimizationBarrier;
   }
-  static bool IsElementwise(const Instruction& inst) {
-    Opcode op = inst.opcode();
-    return hlo::IsElementwiseUnary(op) || hlo::IsElementwiseBinary(op) || op == Opcode::kCompare ||
-           op == Opcode::kSelect || op == Opcode::kClamp || op == Opcode::kIsFinite ||
-           op == Opcode::kCopy || op == Opcode::kConvert ||
-           (op == Opcode::kBitcastConvert &&
-            DTypeSize(inst.shape().dtype()) == DTypeSize(inst.operand(0)->shape().dtype()));
-  }
 
   // Dims of an operand whose size the op keeps (slice, pad, ...): sharding
   // passes through them; the others are unsharded.
@@ -215,7 +216,7 @@ class Propagation {
     forward_ = true;
     Opcode op = inst.opcode();
     if (!all_ops && !IsShapeOp(op)) return;
-    if (IsElementwise(inst)) {
+    if (IsElementwiseOp(inst)) {
       // A split operand decides; "replicated" only when every operand says
       // so (a broadcast weight must not pin an activation's layout).
       std::optional<AxisSharding> replicated;
@@ -402,7 +403,7 @@ class Propagation {
     forward_ = false;
     Opcode op = inst.opcode();
     if (!all_ops && !IsShapeOp(op)) return;
-    if (IsElementwise(inst)) {
+    if (IsElementwiseOp(inst)) {
       auto s = ArrayOf(inst);
       if (s && s->IsReplicated() && level_ != kAll) return;
       for (const Instruction* o : inst.operands()) {

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include <optional>
+
 #include "strata/hlo/module.h"
 
 namespace strata::hlo {
@@ -115,5 +117,8 @@ class Builder {
 
 // Common scalar computations for reduce / scatter: (a, b) -> a op b.
 std::unique_ptr<Computation> MakeScalarBinaryComputation(std::string name, Opcode op, DType dtype);
+// The inverse: the op when `c` is (a, b) -> a op b of its two parameters and
+// op is add, multiply, maximum, minimum, and or or; none otherwise.
+std::optional<Opcode> SimpleReducer(const Computation& c);
 
 }  // namespace strata::hlo

@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "kernels.h"
+#include "strata/hlo/builder.h"
 #include "strata/runtime/communicator.h"
 
 namespace strata::runtime {
@@ -44,27 +45,21 @@ std::vector<int64_t> GroupOf(const Instruction& inst, const RunContext& context)
 // The reduction a to_apply computes: (a, b) -> a op b of its two parameters.
 ReduceKind ReduceKindOf(const Instruction& inst) {
   const hlo::Computation& f = *inst.called.at(0);
-  const Instruction* root = f.root();
-  bool binary_of_parameters =
-      root->operand_count() == 2 && root->operand(0)->opcode() == Opcode::kParameter &&
-      root->operand(1)->opcode() == Opcode::kParameter && root->operand(0) != root->operand(1);
-  if (binary_of_parameters) {
-    switch (root->opcode()) {
-      case Opcode::kAdd:
-        return ReduceKind::kSum;
-      case Opcode::kMultiply:
-        return ReduceKind::kProduct;
-      case Opcode::kMaximum:
-        return ReduceKind::kMax;
-      case Opcode::kMinimum:
-        return ReduceKind::kMin;
-      case Opcode::kAnd:
-        return ReduceKind::kAnd;
-      case Opcode::kOr:
-        return ReduceKind::kOr;
-      default:
-        break;
-    }
+  switch (hlo::SimpleReducer(f).value_or(Opcode::kParameter)) {
+    case Opcode::kAdd:
+      return ReduceKind::kSum;
+    case Opcode::kMultiply:
+      return ReduceKind::kProduct;
+    case Opcode::kMaximum:
+      return ReduceKind::kMax;
+    case Opcode::kMinimum:
+      return ReduceKind::kMin;
+    case Opcode::kAnd:
+      return ReduceKind::kAnd;
+    case Opcode::kOr:
+      return ReduceKind::kOr;
+    default:
+      break;
   }
   Fail(
       "[runtime] {} ({}): to_apply {} must be add, multiply, maximum, minimum, and or or of its "

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/kernels.h"
+#include "strata/hlo/builder.h"
 
 namespace strata::runtime {
 namespace {
@@ -83,20 +84,10 @@ std::optional<Opcode> SimpleCombiner(const hlo::Computation& c) {
   const hlo::Instruction* root = c.root();
   if (c.parameter_count() != 2 || !root) return std::nullopt;
   if (root->opcode() == Opcode::kParameter && root->parameter_number == 1)
-    return Opcode::kParameter;
-  if (root->operand_count() != 2 || root->operand(0)->opcode() != Opcode::kParameter ||
-      root->operand(1)->opcode() != Opcode::kParameter || root->operand(0) == root->operand(1)) {
-    return std::nullopt;
-  }
-  switch (root->opcode()) {
-    case Opcode::kAdd:
-    case Opcode::kMultiply:
-    case Opcode::kMaximum:
-    case Opcode::kMinimum:
-      return root->opcode();
-    default:
-      return std::nullopt;
-  }
+    return Opcode::kParameter;  // replace: the update wins
+  std::optional<Opcode> op = hlo::SimpleReducer(c);
+  if (op == Opcode::kAnd || op == Opcode::kOr) return std::nullopt;
+  return op;
 }
 
 }  // namespace

@@ -140,30 +140,6 @@ Kernel NativeReduce(const hlo::Instruction& inst, Opcode op, ThreadPool* pool) {
 
 }  // namespace
 
-// The single binary op a scalar computation applies to its two parameters.
-std::optional<hlo::Opcode> SimpleReducer(const hlo::Computation& c) {
-  const hlo::Instruction* root = c.root();
-  if (!root || !hlo::IsElementwiseBinary(root->opcode()) || c.parameter_count() != 2) {
-    return std::nullopt;
-  }
-  const hlo::Instruction* a = root->operand(0);
-  const hlo::Instruction* b = root->operand(1);
-  if (a->opcode() != Opcode::kParameter || b->opcode() != Opcode::kParameter || a == b) {
-    return std::nullopt;
-  }
-  switch (root->opcode()) {
-    case Opcode::kAdd:
-    case Opcode::kMultiply:
-    case Opcode::kMaximum:
-    case Opcode::kMinimum:
-    case Opcode::kAnd:
-    case Opcode::kOr:
-      return root->opcode();
-    default:
-      return std::nullopt;
-  }
-}
-
 KernelInfo MakeReduceKernel(const hlo::Instruction& inst, ThreadPool& pool,
                             ScalarFunction to_apply) {
   int64_t n = inst.operand_count() / 2;

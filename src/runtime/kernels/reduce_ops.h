@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "kernels/kernels.h"
+#include "strata/hlo/builder.h"
 
 namespace strata::runtime {
 
@@ -88,8 +89,7 @@ T ReduceContiguous(const T* x, int64_t n, T init, Reducer<T> f) {
   return acc;
 }
 
-// The single binary op (add, multiply, maximum, minimum, and, or) that a
-// scalar computation applies to its two parameters, if it is one.
-std::optional<hlo::Opcode> SimpleReducer(const hlo::Computation& c);
+// hlo::SimpleReducer: the one binary op a reduce's to_apply applies.
+using hlo::SimpleReducer;
 
 }  // namespace strata::runtime
