@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <atomic>
@@ -407,10 +408,36 @@ void SafetensorsFile::ParseHeader() {
   }
 }
 
+namespace {
+
+constexpr std::string_view kChecksumPrefix = "strata.xxh3_64.";
+
+std::string Checksum(std::span<const uint8_t> bytes) {
+  return fmt::format("{:016x}", XXH3_64bits(bytes.data(), bytes.size()));
+}
+
+}  // namespace
+
 const TensorView& SafetensorsFile::Get(std::string_view name) const {
   auto it = tensors_.find(name);
   if (it == tensors_.end()) FailIn(label_, "no tensor named '{}'; {}", name, DescribeNames(names_));
+  auto sum = metadata_.find(std::string(kChecksumPrefix) + std::string(name));
+  if (sum != metadata_.end()) {
+    std::string actual = Checksum(it->second.data);
+    if (actual != sum->second) {
+      FailIn(label_,
+             "tensor '{}' does not match its checksum (expected {}, got {}): the file is corrupt",
+             name, sum->second, actual);
+    }
+  }
   return it->second;
+}
+
+std::map<std::string, std::string> ChecksumMetadata(const std::vector<TensorData>& tensors) {
+  std::map<std::string, std::string> out;
+  for (const TensorData& t : tensors)
+    out[std::string(kChecksumPrefix) + t.name] = Checksum(t.bytes);
+  return out;
 }
 
 // ---------------------------------------------------------------------------

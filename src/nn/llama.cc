@@ -206,8 +206,10 @@ void SaveLlama(LlamaForCausalLM& model, const std::string& directory) {
   for (auto& [name, t] : state) values.push_back(&t);
   sync(values);  // one program slices every layer out of its stack
   for (auto& [name, t] : state) tensors.push_back({name, t.dtype(), t.shape().dims(), t.bytes()});
+  std::map<std::string, std::string> metadata = io::ChecksumMetadata(tensors);
+  metadata["format"] = "pt";
   io::WriteSafetensors((std::filesystem::path(directory) / "model.safetensors").string(), tensors,
-                       {{"format", "pt"}});
+                       metadata);
 }
 
 }  // namespace strata::nn

@@ -414,8 +414,9 @@ void Trainer::WriteCheckpointFiles(const fs::path& dir) const {
     moments.push_back({"exp_avg." + names_[i], m.dtype(), m.shape().dims(), m.bytes()});
     moments.push_back({"exp_avg_sq." + names_[i], v.dtype(), v.shape().dims(), v.bytes()});
   }
-  io::WriteSafetensors((dir / "optimizer.safetensors").string(), moments,
-                       {{"step", std::to_string(step_)}});
+  std::map<std::string, std::string> metadata = io::ChecksumMetadata(moments);
+  metadata["step"] = std::to_string(step_);
+  io::WriteSafetensors((dir / "optimizer.safetensors").string(), moments, metadata);
 
   json state;
   state["format"] = kStateFormat;

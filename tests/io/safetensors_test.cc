@@ -556,5 +556,23 @@ TEST(SafetensorsRead, DeeplyNestedHeaderIsAnErrorNotACrash) {
   EXPECT_NE(error.find("deep.safetensors"), std::string::npos) << error;
 }
 
+TEST(SafetensorsChecksums, AFlippedByteIsAnErrorNamingTheTensor) {
+  std::vector<TensorData> tensors = {{"w", DType::kF32, {2}, {0, 0, 128, 63, 0, 0, 0, 64}},
+                                     {"b", DType::kU8, {3}, {1, 2, 3}}};
+  auto metadata = ChecksumMetadata(tensors);
+  ASSERT_EQ(metadata.size(), 2u);
+  Bytes file = SerializeSafetensors(tensors, metadata);
+  {
+    SafetensorsFile st = SafetensorsFile::FromBytes(file, "good.safetensors");
+    EXPECT_EQ(ToBytes(st.Get("w").data), tensors[0].bytes);  // verified and read
+  }
+  file[file.size() - 4] ^= 0x01;  // a bit of "w"'s second float (data: w then b)
+  SafetensorsFile st = SafetensorsFile::FromBytes(file, "flipped.safetensors");
+  EXPECT_EQ(ToBytes(st.Get("b").data), tensors[1].bytes);  // untouched tensors still read
+  std::string error = ErrorOf([&] { st.Get("w"); });
+  EXPECT_NE(error.find("flipped.safetensors"), std::string::npos) << error;
+  EXPECT_NE(error.find("tensor 'w' does not match its checksum"), std::string::npos) << error;
+}
+
 }  // namespace
 }  // namespace strata::io

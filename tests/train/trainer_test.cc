@@ -492,5 +492,35 @@ TEST(Trainer, DeeplyNestedTrainerStateIsAnErrorNotACrash) {
   fs::remove_all(dir);
 }
 
+TEST(Trainer, ACorruptCheckpointIsAnErrorNamingTheFile) {
+  // Issue 14: a flipped byte in a checkpoint's weights was accepted.
+  fs::path dir = TempDir("corrupt");
+  TrainOptions o = Tiny();
+  {
+    Trainer t(o, TestCorpus());
+    t.Step();
+    t.SaveCheckpoint(dir.string());
+  }
+  fs::path weights = dir / "step-0000001" / "model.safetensors";
+  {
+    std::fstream f(weights, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-5, std::ios::end);  // inside the last tensor's bytes
+    char c = 0;
+    f.read(&c, 1);
+    f.seekp(-5, std::ios::end);
+    c ^= 0x10;
+    f.write(&c, 1);
+  }
+  try {
+    Trainer::Resume(dir.string(), o, TestCorpus());
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("does not match its checksum"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("model.safetensors"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace strata::train

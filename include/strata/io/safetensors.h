@@ -45,6 +45,7 @@ class SafetensorsFile {
   // Tensor names in data-offset order.
   const std::vector<std::string>& names() const { return names_; }
   bool contains(std::string_view name) const { return tensors_.find(name) != tensors_.end(); }
+  // Verifies the tensor's checksum when the file carries one (ChecksumMetadata).
   const TensorView& Get(std::string_view name) const;
   // The header's "__metadata__" object (empty when absent).
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
@@ -80,6 +81,13 @@ std::vector<uint8_t> SerializeSafetensors(const std::vector<TensorData>& tensors
 // the temporary file is removed and an existing file at `path` is untouched.
 void WriteSafetensors(const std::string& path, const std::vector<TensorData>& tensors,
                       const std::map<std::string, std::string>& metadata = {});
+
+// Checksums of `tensors` as safetensors metadata ("strata.xxh3_64.<name>":
+// 16 hex digits of XXH3-64 over the tensor's bytes), for a writer to merge
+// into its metadata. SafetensorsFile::Get verifies a tensor that has one,
+// so a flipped byte in a checkpoint is an error naming the file and tensor,
+// not different weights. Files without them (Hugging Face's) read as before.
+std::map<std::string, std::string> ChecksumMetadata(const std::vector<TensorData>& tensors);
 
 // A checkpoint split across shard files by `model.safetensors.index.json`
 // ({"metadata": {...}, "weight_map": {tensor: shard file}}), or one file.
