@@ -194,7 +194,7 @@ class StepRunner {
 // Bandwidth-optimal bytes one member sends (the Communicator's accounting),
 // for a collective over n members; `bytes` is the full (unsharded) array.
 double AllReduce(int64_t n, double bytes) { return 2.0 * (n - 1) / n * bytes; }
-double AllGather(int64_t n, double bytes) { return (n - 1) * bytes / n; }  // bytes = gathered
+double AllGather(int64_t n, double bytes) { return (n - 1) * bytes / n; }      // bytes = gathered
 double ReduceScatter(int64_t n, double bytes) { return (n - 1) * bytes / n; }  // bytes = input
 
 struct ParameterCounts {
@@ -289,8 +289,12 @@ struct PlanCase {
   int64_t data, model;
 };
 const PlanCase kPlans[] = {
-    {"dp", "data=2", 2, 1},   {"dp", "data=4", 4, 1},   {"fsdp", "data=2", 2, 1},
-    {"fsdp", "data=4", 4, 1}, {"tp", "model=2", 1, 2},  {"tp", "model=4", 1, 4},
+    {"dp", "data=2", 2, 1},
+    {"dp", "data=4", 4, 1},
+    {"fsdp", "data=2", 2, 1},
+    {"fsdp", "data=4", 4, 1},
+    {"tp", "model=2", 1, 2},
+    {"tp", "model=4", 1, 4},
     {"fsdp+tp", "data=2,model=2", 2, 2},
 };
 
@@ -307,7 +311,7 @@ void SummarizeReport(const PlanCase& c, const spmd::PartitionReport& report,
   std::map<std::pair<std::string, std::string>, std::pair<int64_t, int64_t>> groups;
   for (const spmd::CollectiveRecord& r : report.collectives) {
     auto it = computation_of.find(r.serves.substr(0, r.serves.find(' ')));
-    const std::string where = it == computation_of.end()                ? "?"
+    const std::string where = it == computation_of.end()             ? "?"
                               : it->second == module.entry()->name() ? "entry"
                                                                      : it->second;
     auto& g = groups[{where, r.collective}];
@@ -322,9 +326,8 @@ void SummarizeReport(const PlanCase& c, const spmd::PartitionReport& report,
   }
   std::vector<const spmd::CollectiveRecord*> largest;
   for (const spmd::CollectiveRecord& r : report.collectives) largest.push_back(&r);
-  std::stable_sort(largest.begin(), largest.end(), [](auto* a, auto* b) {
-    return a->bytes * a->runs > b->bytes * b->runs;
-  });
+  std::stable_sort(largest.begin(), largest.end(),
+                   [](auto* a, auto* b) { return a->bytes * a->runs > b->bytes * b->runs; });
   text += "  largest:\n";
   for (size_t i = 0; i < std::min<size_t>(8, largest.size()); ++i) {
     const spmd::CollectiveRecord& r = *largest[i];
@@ -337,9 +340,8 @@ void SummarizeReport(const PlanCase& c, const spmd::PartitionReport& report,
   if (const char* dir = std::getenv("SPMD_BENCH_REPORT_DIR")) {
     std::string mesh = c.mesh;
     std::replace(mesh.begin(), mesh.end(), ',', '_');
-    std::ofstream(fmt::format("{}/{}-{}.txt", dir, c.plan, mesh))
-        << text << "\n"
-        << report.ToString();
+    std::ofstream(fmt::format("{}/{}-{}.txt", dir, c.plan, mesh)) << text << "\n"
+                                                                  << report.ToString();
   }
 }
 
@@ -385,16 +387,17 @@ void BM_BytesPerStep(benchmark::State& state) {
   state.counters["MB"] = static_cast<double>(bytes) / 1e6;
   state.counters["min_MB"] = minimum.bytes / 1e6;
   state.counters["ratio"] = static_cast<double>(bytes) / minimum.bytes;
-  state.counters["report_MB"] = static_cast<double>(report_bytes) / 1e6;  // the partitioner's estimate
+  state.counters["report_MB"] =
+      static_cast<double>(report_bytes) / 1e6;  // the partitioner's estimate
   state.counters["step_ms"] = seconds * 1e3;
   // Step 3's loss against one device's (the same initial weights and batch).
   state.counters["loss"] = runner.loss();
   state.counters["loss_rel_diff"] = std::abs(runner.loss() - reference) / std::abs(reference);
   state.counters["load1"] = LoadAverage();
-  state.SetLabel(fmt::format("{} on {}; P={:.0f} (layers {:.0f}, norms {:.0f}, embed {:.0f}, "
-                             "head {:.0f}); min = {}",
-                             c.plan, c.mesh, p.total(), p.layers, p.norms, p.embed, p.head,
-                             minimum.formula));
+  state.SetLabel(
+      fmt::format("{} on {}; P={:.0f} (layers {:.0f}, norms {:.0f}, embed {:.0f}, "
+                  "head {:.0f}); min = {}",
+                  c.plan, c.mesh, p.total(), p.layers, p.norms, p.embed, p.head, minimum.formula));
 }
 BENCHMARK(BM_BytesPerStep)
     ->DenseRange(0, std::size(kPlans) - 1)

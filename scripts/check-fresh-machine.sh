@@ -66,22 +66,17 @@ run_in_root() {
     /bin/bash -c "cd /src/strata && $1"
 }
 status=0
-if [ "$ONLY" != test ]; then
-  echo "== scripts/demo.sh $DEMO_ARGS (fresh root $root)"
+# check NAME COMMAND: runs COMMAND in the root, timed.
+check() {
+  echo "== $2 (fresh root $root)"
+  local start
   start=$(date +%s)
-  if run_in_root "scripts/demo.sh $DEMO_ARGS"; then
-    echo "== demo: passed in $(($(date +%s) - start)) s"
+  if run_in_root "$2"; then
+    echo "== $1: passed in $(($(date +%s) - start)) s"
   else
-    echo "== demo: FAILED"; status=1
+    echo "== $1: FAILED"; status=1
   fi
-fi
-if [ "$ONLY" != demo ]; then
-  echo "== scripts/test.sh (fresh root $root)"
-  start=$(date +%s)
-  if run_in_root "scripts/test.sh"; then
-    echo "== test: passed in $(($(date +%s) - start)) s"
-  else
-    echo "== test: FAILED"; status=1
-  fi
-fi
+}
+if [ "$ONLY" != test ]; then check demo "scripts/demo.sh $DEMO_ARGS"; fi
+if [ "$ONLY" != demo ]; then check test "scripts/test.sh"; fi
 exit $status

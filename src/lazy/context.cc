@@ -314,6 +314,13 @@ std::vector<bool> Context::DonatableParameters(const ir::Graph& graph,
   return donated;
 }
 
+// Whether `impl` still holds the value a sync ran (it was neither destroyed
+// nor rebound meanwhile). Needs the tensor mutex.
+bool Context::StillPending(TensorImpl* impl, const ir::Value& root) const {
+  return !in_flight_dead_.count(impl) && impl->value.node == root.node &&
+         impl->value.index == root.index;
+}
+
 void Context::Sync(const std::vector<TensorImpl*>& only) {
   std::vector<TensorImpl*> targets;
   std::vector<ir::Value> roots;
@@ -417,15 +424,10 @@ void Context::Sync(const std::vector<TensorImpl*>& only) {
   metrics_.execute_ns += NowNs() - t1;
   metrics_.executions++;
   std::lock_guard<std::mutex> lock(tensors_mutex_);
-  std::vector<ir::NodePtr> materialized(roots.size());
   for (size_t i = 0; i < targets.size(); ++i) {
     TensorImpl* impl = targets[i];
     size_t r = root_of_target[i];
-    // Skip tensors destroyed or rebound while the graph ran.
-    if (in_flight_dead_.count(impl) || impl->value.node != roots[r].node ||
-        impl->value.index != roots[r].index) {
-      continue;
-    }
+    if (!StillPending(impl, roots[r])) continue;
     impl->value = ir::Value{ir::Node::MakeDeviceData(outputs[r], impl->sharding, true)};
   }
 }
@@ -514,10 +516,7 @@ void Context::RunPartitioned(const Entry& entry, const ir::Graph& graph,
   for (size_t i = 0; i < targets.size(); ++i) {
     TensorImpl* impl = targets[i];
     size_t r = root_of_target[i];
-    if (in_flight_dead_.count(impl) || impl->value.node != roots[r].node ||
-        impl->value.index != roots[r].index) {
-      continue;
-    }
+    if (!StillPending(impl, roots[r])) continue;
     const spmd::AxisSharding& layout = entry.result_shardings.at(r);
     std::vector<runtime::Buffer> shards;
     for (int64_t d = 0; d < n; ++d) shards.push_back(outputs[d][r]);

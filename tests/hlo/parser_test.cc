@@ -305,7 +305,8 @@ std::unique_ptr<Module> NestedTupleProgram() {
 std::unique_ptr<Module> CollectivesProgram() {
   auto m = std::make_unique<Module>("spmd");
   m->set_num_partitions(4);
-  Computation* add = m->AddComputation(MakeScalarBinaryComputation("add", Opcode::kAdd, DType::kF32));
+  Computation* add =
+      m->AddComputation(MakeScalarBinaryComputation("add", Opcode::kAdd, DType::kF32));
   Builder b("main");
   Instruction* x = b.Parameter(0, F32({4, 2}), "x");
   Instruction* sum = b.AllReduce(x, add, {{0, 1}, {2, 3}}, 1);

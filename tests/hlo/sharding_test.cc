@@ -102,9 +102,9 @@ TEST(ShardingText, AcceptsWhitespaceBetweenTokens) {
             "{devices=[2,2]<=[2,2]T(1,0)}");
   EXPECT_EQ(Sharding::Parse("{ {replicated} ,{ maximal  device = 0 } }").ToText(),
             "{{replicated}, {maximal device=0}}");
-  EXPECT_EQ(Sharding::Parse("{devices=[2,1,2]<=[4] last_tile_dims = { manual ,replicated }}")
-                .ToText(),
-            "{devices=[2,1,2]<=[4] last_tile_dims={manual, replicated}}");
+  EXPECT_EQ(
+      Sharding::Parse("{devices=[2,1,2]<=[4] last_tile_dims = { manual ,replicated }}").ToText(),
+      "{devices=[2,1,2]<=[4] last_tile_dims={manual, replicated}}");
 }
 
 TEST(ShardingText, DropsMetadata) {
@@ -256,9 +256,8 @@ TEST(ShardingErrors, ValidationNamesTheProblem) {
   EXPECT_TRUE(ThrowsWith("{devices=[4]<=[2,2]T(1,0,2)}", "not a permutation"));
   EXPECT_TRUE(ThrowsWith("{devices=[4]<=[2,2]T(2,0)}", "not a permutation"));
   EXPECT_TRUE(ThrowsWith("{devices=[4]<=[2,2]T(-1,0)}", "not a permutation"));
-  EXPECT_TRUE(ThrowsWith(
-      "{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate last_tile_dims={manual}}",
-      "last_tile_dims cannot be given together with last_tile_dim_replicate"));
+  EXPECT_TRUE(ThrowsWith("{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate last_tile_dims={manual}}",
+                         "last_tile_dims cannot be given together with last_tile_dim_replicate"));
   EXPECT_TRUE(ThrowsWith("{devices=[2,1,2]0,1,2,3 last_tile_dims={manual} last_tile_dim_replicate}",
                          "together"));
   EXPECT_TRUE(ThrowsWith("{devices=[2,2]<=[4] last_tile_dims={manual, replicated, manual}}",
@@ -276,24 +275,28 @@ TEST(ShardingErrors, SyntaxNamesTheColumn) {
   EXPECT_TRUE(ThrowsWith("{devices=[2]0,1 foo}",
                          "unknown keyword 'foo' at column 17 of \"{devices=[2]0,1 foo}\""));
   EXPECT_TRUE(ThrowsWith("{replicatedd}", "unknown keyword 'replicatedd'"));
-  EXPECT_TRUE(ThrowsWith("{devices=[2,1,2]<=[4] last_tile_dims={bogus}}",
-                         "unknown subgroup type 'bogus'"));
+  EXPECT_TRUE(
+      ThrowsWith("{devices=[2,1,2]<=[4] last_tile_dims={bogus}}", "unknown subgroup type 'bogus'"));
   EXPECT_TRUE(ThrowsWith("{replicated last_tile_dim_replicate}", "only follows a devices= list"));
   EXPECT_TRUE(ThrowsWith("{maximal devise=1}", "expected 'device' at column 10"));
-  EXPECT_TRUE(ThrowsWith("{replicated} x", "expected end of input after the sharding at column 14"));
+  EXPECT_TRUE(
+      ThrowsWith("{replicated} x", "expected end of input after the sharding at column 14"));
   EXPECT_TRUE(ThrowsWith("{replicated}}", "expected end of input"));
-  EXPECT_TRUE(ThrowsWith("", "expected '{' to start a sharding at column 1 of \"\", found end of "
-                             "input"));
+  EXPECT_TRUE(ThrowsWith("",
+                         "expected '{' to start a sharding at column 1 of \"\", found end of "
+                         "input"));
   EXPECT_TRUE(ThrowsWith("replicated", "expected '{' to start a sharding"));
-  EXPECT_TRUE(ThrowsWith("{devices=[2]0,1", "expected '}' to close the sharding opened at column 1"));
+  EXPECT_TRUE(
+      ThrowsWith("{devices=[2]0,1", "expected '}' to close the sharding opened at column 1"));
   EXPECT_TRUE(ThrowsWith("{devices=[2]0,1,}", "expected a device id at column 17"));
   EXPECT_TRUE(ThrowsWith("{devices=[2]}", "expected a device id or '<=' after the tile dims"));
   EXPECT_TRUE(ThrowsWith("{devices=[2,1]<=[2]T(1,0}", "expected ',' or ')'"));
   EXPECT_TRUE(ThrowsWith("{{replicated}, {{replicated}}}", "tuple shardings do not nest"));
   EXPECT_TRUE(ThrowsWith("{{replicated}, {}}", "tuple shardings do not nest"));
   EXPECT_TRUE(ThrowsWith("{{replicated} {manual}}", "expected ',' or '}' after a tuple"));
-  EXPECT_TRUE(ThrowsWith("{devices=[99999999999999999999]0}", "number 99999999999999999999 is out "
-                                                             "of range"));
+  EXPECT_TRUE(ThrowsWith("{devices=[99999999999999999999]0}",
+                         "number 99999999999999999999 is out "
+                         "of range"));
   EXPECT_TRUE(ThrowsWith(R"({replicated metadata={op_name="x}})", "unterminated string"));
   EXPECT_TRUE(ThrowsWith("{replicated metadata={{}", "expected '}' to close the metadata"));
   EXPECT_TRUE(ThrowsWith("{replicated metadata}", "expected '=' after 'metadata'"));

@@ -125,6 +125,7 @@ class Context {
   std::string ExplainMiss(const Entry& fresh) const;
   void Dump(const ir::Graph& graph, const hlo::Module& module, const hlo::Module& optimized) const;
   runtime::Client& ClientFor(int64_t devices);
+  bool StillPending(TensorImpl* impl, const ir::Value& root) const;
   void RunPartitioned(const Entry& entry, const ir::Graph& graph,
                       const std::vector<ir::Value>& roots, const std::vector<TensorImpl*>& targets,
                       const std::vector<size_t>& root_of_target);
