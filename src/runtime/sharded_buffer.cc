@@ -50,8 +50,9 @@ void CopyShard(uint8_t* full, uint8_t* shard, const Shape& full_shape,
   }
 }
 
-std::vector<int64_t> OffsetsOf(const spmd::Mesh& mesh, const spmd::AxisSharding& sharding,
+std::vector<int64_t> OffsetsOf(const spmd::Mesh& mesh_in, const spmd::AxisSharding& sharding,
                                const std::vector<int64_t>& shard_dims, int64_t partition) {
+  const spmd::Mesh mesh = spmd::LayoutMesh(mesh_in, sharding);
   std::vector<int64_t> offsets(shard_dims.size());
   for (size_t d = 0; d < shard_dims.size(); ++d)
     offsets[d] = mesh.IndexAlong(sharding.dims[d], partition) * shard_dims[d];

@@ -115,7 +115,26 @@ std::vector<int64_t> AxisSharding::UsedAxes() const {
   return used;
 }
 
+Mesh LayoutMesh(const Mesh& mesh, const AxisSharding& sharding) {
+  if (sharding.devices.empty()) return mesh;
+  return Mesh(sharding.devices, mesh.shape(), mesh.axis_names());
+}
+
+bool HasDeviceOrder(const std::vector<AxisSharding>& leaves) {
+  return std::any_of(leaves.begin(), leaves.end(),
+                     [](const AxisSharding& s) { return !s.devices.empty(); });
+}
+
 void CheckSharding(const Mesh& mesh, const AxisSharding& sharding, int64_t rank) {
+  if (!sharding.devices.empty()) {
+    std::vector<int64_t> a = sharding.devices, b = mesh.device_ids();
+    std::sort(a.begin(), a.end());
+    std::sort(b.begin(), b.end());
+    if (a != b) {
+      Fail("[sharding] device order {} is not a permutation of {}'s devices {}",
+           DimsToString(sharding.devices), mesh.ToString(), DimsToString(mesh.device_ids()));
+    }
+  }
   if (sharding.rank() != rank) {
     Fail("[sharding] {} dimension entries for an array of rank {}", sharding.rank(), rank);
   }
@@ -141,7 +160,8 @@ std::vector<int64_t> ShardDims(const Mesh& mesh, const AxisSharding& sharding,
   return dims;
 }
 
-hlo::Sharding ToHloSharding(const Mesh& mesh, const AxisSharding& sharding) {
+hlo::Sharding ToHloSharding(const Mesh& mesh_in, const AxisSharding& sharding) {
+  const Mesh mesh = LayoutMesh(mesh_in, sharding);
   std::vector<int64_t> tiles, order;
   for (const auto& axes : sharding.dims) {
     tiles.push_back(mesh.Size(axes));
@@ -182,15 +202,30 @@ std::optional<AxisSharding> FromHloSharding(const Mesh& mesh, const hlo::Shardin
     if (t != hlo::SubgroupType::kReplicated) return std::nullopt;
   }
   if (sharding.device_count() != mesh.size()) return std::nullopt;
+  // The mesh with each device's position as its id: the tile assignment of
+  // an axis sharding over it says which mesh position holds each tile.
+  std::vector<int64_t> positions(mesh.size());
+  for (int64_t i = 0; i < mesh.size(); ++i) positions[i] = i;
+  const Mesh by_position(positions, mesh.shape(), mesh.axis_names());
   // Try every assignment of ordered axis lists to dims whose sizes match the
-  // tile counts (meshes have a handful of axes).
+  // tile counts (meshes have a handful of axes): first one in the mesh's own
+  // device order, else the first whose tiles fit, with the order they imply.
   AxisSharding candidate = AxisSharding::Replicated(rank);
   std::vector<bool> used(mesh.rank(), false);
-  std::optional<AxisSharding> found;
+  std::optional<AxisSharding> found, reordered;
   std::function<void(int64_t, int64_t)> assign = [&](int64_t dim, int64_t remaining) {
     if (found) return;
     if (dim == rank) {
-      if (ToHloSharding(mesh, candidate) == sharding) found = candidate;
+      if (ToHloSharding(mesh, candidate) == sharding) {
+        found = candidate;
+      } else if (!reordered) {
+        hlo::Sharding layout = ToHloSharding(by_position, candidate);
+        if (layout.tile_dims() != sharding.tile_dims()) return;
+        std::vector<int64_t> order(mesh.size());
+        for (int64_t k = 0; k < mesh.size(); ++k)
+          order[layout.devices()[k]] = sharding.devices()[k];
+        reordered = AxisSharding{candidate.dims, order};
+      }
       return;
     }
     if (remaining == 1) {
@@ -208,7 +243,7 @@ std::optional<AxisSharding> FromHloSharding(const Mesh& mesh, const hlo::Shardin
     }
   };
   assign(0, rank > 0 ? sharding.TileCount(0) : 1);
-  return found;
+  return found ? found : reordered;
 }
 
 std::string ToString(const Mesh& mesh, const AxisSharding& sharding) {
@@ -224,7 +259,9 @@ std::string ToString(const Mesh& mesh, const AxisSharding& sharding) {
       dims.push_back(fmt::format("({})", fmt::join(names, ",")));
     }
   }
-  return fmt::format("({})", fmt::join(dims, ", "));
+  std::string text = fmt::format("({})", fmt::join(dims, ", "));
+  if (!sharding.devices.empty()) text += " on devices " + DimsToString(sharding.devices);
+  return text;
 }
 
 }  // namespace strata::spmd

@@ -5,6 +5,7 @@
 
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "strata/hlo/builder.h"
@@ -76,7 +77,10 @@ class Local {
   std::map<std::pair<std::vector<int64_t>, int64_t>, hlo::Instruction*> offsets_;
   // Reshards already made in this computation, by (local value, target):
   // a weight gathered for the forward is not gathered again for the backward.
-  std::map<std::pair<const hlo::Instruction*, std::vector<std::vector<int64_t>>>, PValue> reshards_;
+  std::map<
+      std::tuple<const hlo::Instruction*, std::vector<std::vector<int64_t>>, std::vector<int64_t>>,
+      PValue>
+      reshards_;
 
  public:
   hlo::Builder b;

@@ -55,10 +55,14 @@ bool Contains(const std::vector<int64_t>& v, int64_t x) {
 }
 
 // Rewrites one computation; while bodies and conditions recurse.
+//
+// Handlers work in the mesh's device order (`shardings`); an instruction
+// annotated with a device order of its own (`layouts`) is permuted into it
+// after its handler, and out of it again for its users.
 class Visitor {
  public:
-  Visitor(PartitionState& state, const ShardingMap& shardings)
-      : state_(state), shardings_(shardings) {}
+  Visitor(PartitionState& state, const ShardingMap& shardings, const ShardingMap& layouts)
+      : state_(state), shardings_(shardings), layouts_(layouts) {}
 
   // `parameter_shardings` overrides the propagated sharding of parameter 0's
   // leaves (a loop body's state). Returns the new computation; `root` is
@@ -69,7 +73,12 @@ class Visitor {
     parameter_sharding_ = parameter_sharding;
     Local local(state_, c.name());
     local_ = &local;
-    for (const auto& inst : c.instructions()) values_[inst.get()] = Visit(*inst);
+    for (const auto& inst : c.instructions()) {
+      PValue v = Visit(*inst);
+      const std::vector<AxisSharding>& layout = layouts_.at(inst.get());
+      if (HasDeviceOrder(layout)) v = local.ReshardLeaves(v, layout, inst->name());
+      values_[inst.get()] = v;
+    }
     PValue root = values_.at(c.root());
     if (root_sharding) root = local.ReshardLeaves(root, *root_sharding, c.root()->name());
     root_leaves_ = root.leaves;
@@ -83,7 +92,14 @@ class Visitor {
     return shardings_.at(&inst);
   }
   const AxisSharding& ArrayShardingOf(const Instruction& inst) { return ShardingOf(inst).at(0); }
-  PValue Operand(const Instruction& inst, int64_t i) { return values_.at(inst.operand(i)); }
+  // Operand i in the mesh's device order.
+  PValue Operand(const Instruction& inst, int64_t i) {
+    const PValue& v = values_.at(inst.operand(i));
+    if (!HasDeviceOrder(v.leaves)) return v;
+    std::vector<AxisSharding> in_order;
+    for (const AxisSharding& s : v.leaves) in_order.push_back(s.InMeshOrder());
+    return local_->ReshardLeaves(v, in_order, fmt::format("{} operand {}", inst.name(), i));
+  }
 
   // The operand resharded to `target`, with its reshard recorded for `inst`.
   PValue OperandAs(const Instruction& inst, int64_t i, const AxisSharding& target) {
@@ -180,7 +196,7 @@ class Visitor {
   }
 
   PValue Parameter(const Instruction& inst) {
-    const auto& leaves = parameter_sharding_ ? *parameter_sharding_ : ShardingOf(inst);
+    const auto& leaves = parameter_sharding_ ? *parameter_sharding_ : layouts_.at(&inst);
     std::vector<Shape> shapes = inst.shape().Leaves();
     std::vector<Shape> local_shapes;
     for (size_t k = 0; k < shapes.size(); ++k)
@@ -326,6 +342,7 @@ class Visitor {
 
   PartitionState& state_;
   const ShardingMap& shardings_;
+  const ShardingMap& layouts_;
   Local* local_ = nullptr;
   const std::vector<AxisSharding>* parameter_sharding_ = nullptr;
   std::unordered_map<const Instruction*, PValue> values_;
@@ -550,12 +567,12 @@ PValue Visitor::While(const Instruction& inst) {
   PValue init = local_->ReshardLeaves(Operand(inst, 0), state_sharding, inst.name());
   const hlo::Computation& condition = *inst.called[0];
   const hlo::Computation& body = *inst.called[1];
-  Visitor body_visitor(state_, shardings_);
+  Visitor body_visitor(state_, shardings_, layouts_);
   const int64_t outer_trips = state_.trips;
   state_.trips = outer_trips * TripCount(inst);
   auto new_body = body_visitor.Run(body, &state_sharding, &state_sharding);
   state_.trips = outer_trips;
-  Visitor condition_visitor(state_, shardings_);
+  Visitor condition_visitor(state_, shardings_, layouts_);
   std::vector<AxisSharding> replicated_predicate = {AxisSharding::Replicated(0)};
   auto new_condition = condition_visitor.Run(condition, &replicated_predicate, &state_sharding);
   hlo::Computation* c = state_.module->AddComputation(std::move(new_condition));
@@ -774,7 +791,11 @@ PartitionedModule Partition(const hlo::Module& module, const Mesh& mesh,
            mesh.size() - 1, DimsToString(mesh.device_ids()));
     }
   }
-  ShardingMap shardings = PropagateShardings(module, mesh);
+  const ShardingMap layouts = PropagateShardings(module, mesh);
+  ShardingMap shardings = layouts;  // the same splits, in the mesh's device order
+  for (auto& [inst, leaves] : shardings) {
+    for (AxisSharding& s : leaves) s = s.InMeshOrder();
+  }
   PartitionedModule result;
   if (options.propagated_text) {
     auto annotated = module.Clone();
@@ -782,7 +803,7 @@ PartitionedModule Partition(const hlo::Module& module, const Mesh& mesh,
       const auto& from = module.computations()[c]->instructions();
       const auto& to = annotated->computations()[c]->instructions();
       for (size_t i = 0; i < from.size(); ++i) {
-        const auto& leaves = shardings.at(from[i].get());
+        const auto& leaves = layouts.at(from[i].get());
         std::vector<hlo::Sharding> parts;
         for (const AxisSharding& a : leaves) parts.push_back(ToHloSharding(mesh, a));
         to[i]->sharding =
@@ -794,13 +815,13 @@ PartitionedModule Partition(const hlo::Module& module, const Mesh& mesh,
   result.module = std::make_unique<hlo::Module>(module.name() + ".spmd");
   result.module->set_num_partitions(mesh.size());
   PartitionState state(mesh, options, result.module.get(), &result.report);
-  Visitor visitor(state, shardings);
+  Visitor visitor(state, shardings, layouts);
   const hlo::Computation& entry = *module.entry();
-  std::vector<AxisSharding> root = shardings.at(entry.root());
+  std::vector<AxisSharding> root = layouts.at(entry.root());
   auto computation = visitor.Run(entry, &root);
   result.module->AddEntryComputation(std::move(computation));
   for (const Instruction* p : entry.parameters()) {
-    const auto& leaves = shardings.at(p);
+    const auto& leaves = layouts.at(p);
     result.parameter_shardings.insert(result.parameter_shardings.end(), leaves.begin(),
                                       leaves.end());
   }

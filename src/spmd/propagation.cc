@@ -107,6 +107,9 @@ class Propagation {
         for (size_t k = 0; k < leaves.size(); ++k) {
           out.push_back(leaves[k] ? *leaves[k] : AxisSharding::Replicated(shapes[k].rank()));
         }
+        if (auto it = device_orders_.find(inst.get()); it != device_orders_.end()) {
+          out = it->second;
+        }
         result[inst.get()] = std::move(out);
       }
     }
@@ -144,7 +147,20 @@ class Propagation {
         Fail("[sharding] {}: {} is not a sharding over {} for {}", inst.name(), parts[k].ToText(),
              mesh_.ToString(), shapes[k].ToString());
       }
-      leaves[k] = *a;
+      leaves[k] = a->InMeshOrder();
+      if (!a->devices.empty()) {
+        auto& ordered = device_orders_[&inst];
+        if (ordered.empty()) {
+          for (const Shape& shape : shapes)
+            ordered.push_back(AxisSharding::Replicated(shape.rank()));
+        }
+        ordered[k] = *a;
+      }
+    }
+    if (auto it = device_orders_.find(&inst); it != device_orders_.end()) {
+      for (size_t k = 0; k < shapes.size(); ++k) {
+        if (it->second[k].devices.empty()) it->second[k] = *leaves[k];
+      }
     }
   }
 
@@ -617,6 +633,10 @@ class Propagation {
   const hlo::Module& module_;
   const Mesh& mesh_;
   std::unordered_map<const Instruction*, Leaves> map_;
+  // Annotations in a device order of their own: they propagate as the same
+  // split in the mesh's order, and the instruction keeps its order (the
+  // partitioner permutes into and out of it).
+  std::unordered_map<const Instruction*, std::vector<AxisSharding>> device_orders_;
   bool changed_ = false;
   Priority level_ = kShapeOps;
   const bool trace_ = std::getenv("STRATA_SPMD_TRACE") != nullptr;

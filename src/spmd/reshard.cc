@@ -9,11 +9,20 @@
 // trimmed to its size before it is split again, so padding never moves
 // into the data. Going from replicated to split is therefore free, and from
 // split to replicated is one all-gather per split dimension.
+//
+// Two shardings with the same tile count on every dimension (axes swapped
+// between dims, one axis for another, or the same split in another device
+// order) differ only in which device holds which tile: one
+// collective-permute sends each tile where it is wanted. A value in a device
+// order of its own is permuted into the mesh's order before anything else,
+// and out of it last.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <map>
 #include <optional>
+#include <tuple>
 
 #include "partition_context.h"
 #include "strata/core/error.h"
@@ -51,6 +60,50 @@ ReshardPlan PlanReshard(const Mesh& mesh, const Shape& full, const AxisSharding&
 }
 
 std::string ShardingText(const Mesh& mesh, const AxisSharding& s) { return ToString(mesh, s); }
+
+bool SameTileCounts(const Mesh& mesh, const AxisSharding& a, const AxisSharding& b) {
+  for (int64_t d = 0; d < a.rank(); ++d) {
+    if (TileCount(mesh, a, d) != TileCount(mesh, b, d)) return false;
+  }
+  return true;
+}
+
+// (source, target) pairs that give every device the tile it holds under `to`
+// from a device holding it under `from` (the tile counts alike): a device
+// that already holds its tile keeps it; the other holders of a tile are
+// matched in order with the devices that want it. Sorted by source.
+hlo::SourceTargetPairs PermutePairs(const Mesh& mesh, const AxisSharding& from,
+                                    const AxisSharding& to) {
+  const Mesh mf = LayoutMesh(mesh, from), mt = LayoutMesh(mesh, to);
+  auto tile = [](const Mesh& m, const AxisSharding& s, int64_t device) {
+    std::vector<int64_t> t;
+    for (const auto& axes : s.dims) t.push_back(m.IndexAlong(axes, device));
+    return t;
+  };
+  hlo::SourceTargetPairs pairs;
+  std::map<std::vector<int64_t>, std::vector<int64_t>> holders, wanters;
+  for (int64_t p = 0; p < mesh.size(); ++p) {
+    std::vector<int64_t> held = tile(mf, from, p), wanted = tile(mt, to, p);
+    if (held == wanted) {
+      pairs.push_back({p, p});
+    } else {
+      holders[held].push_back(p);
+      wanters[wanted].push_back(p);
+    }
+  }
+  for (const auto& [t, want] : wanters) {
+    const std::vector<int64_t>& have = holders[t];
+    STRATA_CHECK(have.size() == want.size(), "permute: {} holders for {} wanters of a tile",
+                 have.size(), want.size());
+    for (size_t k = 0; k < want.size(); ++k) pairs.push_back({have[k], want[k]});
+  }
+  std::sort(pairs.begin(), pairs.end());
+  return pairs;
+}
+
+bool MovesData(const hlo::SourceTargetPairs& pairs) {
+  return std::any_of(pairs.begin(), pairs.end(), [](auto p) { return p.first != p.second; });
+}
 
 // Axes X that move from the minor end of dim i's split to the minor end of
 // dim j's, everything else alike, both dims even: one all-to-all does it.
@@ -254,9 +307,21 @@ int64_t Local::ReshardBytes(const PValue& v, const AxisSharding& target) const {
   const Mesh& mesh = state_.mesh;
   const AxisSharding& from = v.leaves[0];
   if (from == target) return 0;
+  const int64_t shard_bytes =
+      Product(ShardDims(mesh, from, v.full.dims())) * DTypeSize(v.full.dtype());
+  if (SameTileCounts(mesh, from, target))
+    return MovesData(PermutePairs(mesh, from, target)) ? shard_bytes : 0;
+  if (!from.devices.empty()) {
+    PValue in_order{v.local, v.full, {from.InMeshOrder()}};
+    return ReshardBytes(v, from.InMeshOrder()) + ReshardBytes(in_order, target);
+  }
+  if (!target.devices.empty()) {
+    PValue in_order{v.local, v.full, {target.InMeshOrder()}};
+    return ReshardBytes(v, target.InMeshOrder()) + ReshardBytes(in_order, target);
+  }
   if (std::optional<AxisMove> move = FindAxisMove(mesh, v.full, from, target)) {
     int64_t n = mesh.Size(move->axes);
-    return (n - 1) * Product(ShardDims(mesh, from, v.full.dims())) * DTypeSize(v.full.dtype()) / n;
+    return (n - 1) * shard_bytes / n;
   }
   ReshardPlan plan = PlanReshard(mesh, v.full, from, target);
   std::vector<int64_t> local = ShardDims(mesh, from, v.full.dims());
@@ -275,7 +340,7 @@ PValue Local::Reshard(const PValue& v, const AxisSharding& target, const std::st
   const AxisSharding& from = v.leaves[0];
   if (from == target) return v;
   CheckSharding(mesh, target, v.full.rank());
-  auto key = std::make_pair(static_cast<const Instruction*>(v.local), target.dims);
+  auto key = std::make_tuple(static_cast<const Instruction*>(v.local), target.dims, target.devices);
   if (auto it = reshards_.find(key); it != reshards_.end()) return it->second;
   PValue result = ReshardUncached(v, target, serves);
   reshards_.emplace(key, result);
@@ -286,6 +351,18 @@ PValue Local::ReshardUncached(const PValue& v, const AxisSharding& target,
                               const std::string& serves) {
   const Mesh& mesh = state_.mesh;
   const AxisSharding& from = v.leaves[0];
+  if (SameTileCounts(mesh, from, target)) {
+    hlo::SourceTargetPairs pairs = PermutePairs(mesh, from, target);
+    if (!MovesData(pairs)) return {v.local, v.full, {target}};
+    Instruction* x = b.CollectivePermute(v.local, std::move(pairs), state_.next_channel++);
+    state_.Record("collective-permute", serves,
+                  fmt::format("{} -> {}", ShardingText(mesh, from), ShardingText(mesh, target)),
+                  v.local->shape().byte_size());
+    return {x, v.full, {target}};
+  }
+  if (!from.devices.empty()) return Reshard(Reshard(v, from.InMeshOrder(), serves), target, serves);
+  if (!target.devices.empty())
+    return Reshard(Reshard(v, target.InMeshOrder(), serves), target, serves);
   if (std::optional<AxisMove> move = FindAxisMove(mesh, v.full, from, target)) {
     int64_t n = mesh.Size(move->axes);
     int64_t bytes = (n - 1) * v.local->shape().byte_size() / n;

@@ -43,9 +43,33 @@ TEST(SpmdMesh, AxisShardingsAndTileAssignmentsAgree) {
   }
 }
 
-TEST(SpmdMesh, ATileAssignmentNoAxesGiveHasNone) {
+TEST(SpmdMesh, APermutedTileAssignmentKeepsItsDeviceOrder) {
   Mesh m2x2({0, 1, 2, 3}, {2, 2}, {"a", "b"});
-  EXPECT_FALSE(FromHloSharding(m2x2, hlo::Sharding::Parse("{devices=[4]0,3,1,2}"), 1));
+  // No assignment of axes gives 0,3,1,2: the split over (a, b) with devices
+  // 0,3,1,2 at the mesh's positions (worked out by hand: tile k on device k's entry).
+  auto s = FromHloSharding(m2x2, hlo::Sharding::Parse("{devices=[4]0,3,1,2}"), 1);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(*s, (AxisSharding{{{0, 1}}, {0, 3, 1, 2}}));
+  EXPECT_EQ(ToHloSharding(m2x2, *s).ToText(), "{devices=[4]0,3,1,2}");
+  EXPECT_EQ(ToString(m2x2, *s), "(('a','b')) on devices [0,3,1,2]");
+  // Replicated over 'b' with the two halves on devices 3,2 and 1,0.
+  auto r = FromHloSharding(
+      m2x2, hlo::Sharding::Parse("{devices=[2,2]3,2,1,0 last_tile_dim_replicate}"), 1);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(ToHloSharding(m2x2, *r).ToText(), "{devices=[2,2]3,2,1,0 last_tile_dim_replicate}");
+  EXPECT_EQ(LayoutMesh(m2x2, *r).IndexAlong(r->dims[0], 3), 0);  // device 3 holds the first half
+  EXPECT_EQ(LayoutMesh(m2x2, *r).IndexAlong(r->dims[0], 0), 1);
+  // The mesh's own order is never written as an order.
+  auto plain = FromHloSharding(m2x2, hlo::Sharding::Parse("{devices=[4]0,2,1,3}"), 1);
+  ASSERT_TRUE(plain.has_value());
+  EXPECT_TRUE(plain->devices.empty());
+  EXPECT_THROW(CheckSharding(m2x2, AxisSharding{{{0}}, {0, 1, 2, 2}}, 1), Error);
+}
+
+TEST(SpmdMesh, ATileAssignmentNoAxesGiveHasNone) {
+  Mesh line4 = Mesh::Line(4);  // one axis of 4 cannot split two dims in two
+  EXPECT_FALSE(FromHloSharding(line4, hlo::Sharding::Parse("{devices=[2,2]0,1,2,3}"), 2));
+  Mesh m2x2({0, 1, 2, 3}, {2, 2}, {"a", "b"});
   EXPECT_FALSE(FromHloSharding(m2x2, hlo::Sharding::Parse("{manual}"), 1));
 }
 

@@ -49,19 +49,36 @@ class Mesh {
 
 // For each array dimension, the mesh axes (indices) it is split over, major
 // first. Axes no dimension uses replicate the array.
+//
+// `devices`, when not empty, lays the tiles over the mesh's devices in
+// another order: the sharding is `dims` over the mesh with these device ids
+// (row-major over its shape). It is what a tile assignment that permutes
+// devices across axes (`{devices=[2]1,0}` on a mesh of 0,1) reads as; only a
+// collective-permute moves a value between two orders. Empty means the
+// mesh's own order, and a sharding in the mesh's order always has it empty.
 struct AxisSharding {
   std::vector<std::vector<int64_t>> dims;
+  std::vector<int64_t> devices = {};
 
   static AxisSharding Replicated(int64_t rank) { return {std::vector<std::vector<int64_t>>(rank)}; }
   int64_t rank() const { return static_cast<int64_t>(dims.size()); }
   bool IsReplicated() const;
   // Every axis the sharding uses.
   std::vector<int64_t> UsedAxes() const;
+  // The same split in the mesh's own device order.
+  AxisSharding InMeshOrder() const { return {dims, {}}; }
   bool operator==(const AxisSharding&) const = default;
 };
 
+// The mesh whose device order `sharding` lays its tiles over: `mesh` itself
+// unless the sharding has an order of its own.
+Mesh LayoutMesh(const Mesh& mesh, const AxisSharding& sharding);
+// Whether any of `leaves` has a device order of its own.
+bool HasDeviceOrder(const std::vector<AxisSharding>& leaves);
+
 // Checks that `sharding` fits `mesh` and an array of `rank`: known axes, each
-// used once. Throws strata::Error.
+// used once, a device order (if any) that permutes the mesh's devices.
+// Throws strata::Error.
 void CheckSharding(const Mesh& mesh, const AxisSharding& sharding, int64_t rank);
 // Tiles along `dim`.
 int64_t TileCount(const Mesh& mesh, const AxisSharding& sharding, int64_t dim);
@@ -71,10 +88,13 @@ std::vector<int64_t> ShardDims(const Mesh& mesh, const AxisSharding& sharding,
 // XLA's tile assignment for `sharding` over `mesh`.
 hlo::Sharding ToHloSharding(const Mesh& mesh, const AxisSharding& sharding);
 // The axis sharding whose tile assignment is `sharding`, if one exists over
-// `mesh` (a tile assignment that permutes devices across axes has none).
+// `mesh`: in the mesh's order when one is, else with a device order of its
+// own (a tile assignment that permutes devices across axes). None when the
+// tile counts fit no assignment of mesh axes.
 std::optional<AxisSharding> FromHloSharding(const Mesh& mesh, const hlo::Sharding& sharding,
                                             int64_t rank);
-// "('data', None)" style, with axis names.
+// "('data', None)" style, with axis names; a device order is appended
+// ("('x',) on devices [1,0]").
 std::string ToString(const Mesh& mesh, const AxisSharding& sharding);
 
 }  // namespace strata::spmd
