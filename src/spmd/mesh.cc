@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <set>
 
 #include "strata/core/error.h"
@@ -37,6 +38,9 @@ Mesh::Mesh(std::vector<int64_t> device_ids, std::vector<int64_t> shape,
   for (int64_t id : device_ids_) {
     if (id < 0) Fail("[mesh] device ids must be non-negative, got {}", id);
   }
+  int64_t largest = device_ids_.empty() ? -1 : *ids.rbegin();
+  position_.assign(largest + 1, -1);
+  for (size_t i = 0; i < device_ids_.size(); ++i) position_[device_ids_[i]] = i;
 }
 
 Mesh Mesh::Line(int64_t n, std::string name) {
@@ -60,9 +64,9 @@ int64_t Mesh::Size(const std::vector<int64_t>& axes) const {
 }
 
 std::vector<int64_t> Mesh::Coordinates(int64_t id) const {
-  auto it = std::find(device_ids_.begin(), device_ids_.end(), id);
-  if (it == device_ids_.end()) Fail("[mesh] device {} is not in {}", id, ToString());
-  int64_t position = it - device_ids_.begin();
+  if (id < 0 || id >= static_cast<int64_t>(position_.size()) || position_[id] < 0)
+    Fail("[mesh] device {} is not in {}", id, ToString());
+  int64_t position = position_[id];
   std::vector<int64_t> coords(shape_.size());
   for (int64_t k = rank() - 1; k >= 0; --k) {
     coords[k] = position % shape_[k];
@@ -80,17 +84,17 @@ int64_t Mesh::IndexAlong(const std::vector<int64_t>& axes, int64_t id) const {
 
 std::vector<std::vector<int64_t>> Mesh::GroupsOver(const std::vector<int64_t>& axes) const {
   std::vector<std::vector<int64_t>> groups;
-  std::vector<std::vector<int64_t>> keys;  // coordinates off `axes`, one per group
+  std::map<std::vector<int64_t>, size_t> group_of;  // coordinates off `axes` -> group
   for (int64_t id : device_ids_) {
     std::vector<int64_t> coords = Coordinates(id);
-    for (int64_t a : axes) coords[a] = 0;
-    auto it = std::find(keys.begin(), keys.end(), coords);
-    if (it == keys.end()) {
-      keys.push_back(coords);
-      groups.push_back(std::vector<int64_t>(Size(axes), -1));
-      it = keys.end() - 1;
+    int64_t index = 0;
+    for (int64_t a : axes) {
+      index = index * shape_[a] + coords[a];
+      coords[a] = 0;
     }
-    groups[it - keys.begin()][IndexAlong(axes, id)] = id;
+    auto [it, added] = group_of.emplace(coords, groups.size());
+    if (added) groups.push_back(std::vector<int64_t>(Size(axes), -1));
+    groups[it->second][index] = id;
   }
   return groups;
 }

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 
 #include "spmd_internal.h"
 #include "strata/core/error.h"
@@ -76,7 +77,10 @@ class Propagation {
 
   ShardingMap Run() {
     for (const auto& c : module_.computations()) {
-      for (const auto& inst : c->instructions()) Seed(*inst);
+      for (const auto& inst : c->instructions()) {
+        Seed(*inst);
+        if (inst->opcode() == Opcode::kWhile) loops_.push_back(inst.get());
+      }
     }
     // Callers before callees: a loop body sees its state's sharding from the
     // same round.
@@ -128,40 +132,43 @@ class Propagation {
   // A user annotation: fixed from the start, never overwritten.
   void Seed(const Instruction& inst) {
     if (inst.sharding.empty()) return;
-    hlo::Sharding s = hlo::Sharding::Parse(inst.sharding);
     std::vector<Shape> shapes = inst.shape().Leaves();
+    const std::vector<AxisSharding>& annotated = Annotation(inst, shapes);
+    Leaves& leaves = Of(inst);
+    for (size_t k = 0; k < shapes.size(); ++k) leaves[k] = annotated[k].InMeshOrder();
+    if (HasDeviceOrder(annotated)) device_orders_[&inst] = annotated;
+  }
+
+  // The axis sharding of each leaf `inst.sharding` gives, read once per
+  // distinct text (a program repeats a few annotations hundreds of times,
+  // each naming every device).
+  const std::vector<AxisSharding>& Annotation(const Instruction& inst,
+                                              const std::vector<Shape>& shapes) {
+    std::vector<int64_t> ranks;
+    for (const Shape& shape : shapes) ranks.push_back(shape.rank());
+    auto key = std::make_pair(inst.sharding, ranks);
+    if (auto it = annotations_.find(key); it != annotations_.end()) return it->second;
+    hlo::Sharding s = hlo::Sharding::Parse(inst.sharding);
     std::vector<hlo::Sharding> parts =
         s.IsTuple() ? s.tuple_elements() : std::vector<hlo::Sharding>(shapes.size(), s);
     if (parts.size() != shapes.size()) {
       Fail("[sharding] {} has {} sharding(s) for {} array(s) of {}", inst.name(), parts.size(),
            shapes.size(), inst.shape().ToString());
     }
-    Leaves& leaves = Of(inst);
+    std::vector<AxisSharding> leaves;
     for (size_t k = 0; k < shapes.size(); ++k) {
       if (parts[k].IsMaximal()) {
-        leaves[k] = AxisSharding::Replicated(shapes[k].rank());  // computed everywhere alike
+        leaves.push_back(AxisSharding::Replicated(ranks[k]));  // computed everywhere alike
         continue;
       }
-      std::optional<AxisSharding> a = FromHloSharding(mesh_, parts[k], shapes[k].rank());
+      std::optional<AxisSharding> a = FromHloSharding(mesh_, parts[k], ranks[k]);
       if (!a) {
         Fail("[sharding] {}: {} is not a sharding over {} for {}", inst.name(), parts[k].ToText(),
              mesh_.ToString(), shapes[k].ToString());
       }
-      leaves[k] = a->InMeshOrder();
-      if (!a->devices.empty()) {
-        auto& ordered = device_orders_[&inst];
-        if (ordered.empty()) {
-          for (const Shape& shape : shapes)
-            ordered.push_back(AxisSharding::Replicated(shape.rank()));
-        }
-        ordered[k] = *a;
-      }
+      leaves.push_back(*a);
     }
-    if (auto it = device_orders_.find(&inst); it != device_orders_.end()) {
-      for (size_t k = 0; k < shapes.size(); ++k) {
-        if (it->second[k].devices.empty()) it->second[k] = *leaves[k];
-      }
-    }
+    return annotations_.emplace(std::move(key), std::move(leaves)).first->second;
   }
 
   void Set(const Instruction& inst, size_t leaf, const std::optional<AxisSharding>& s) {
@@ -227,7 +234,15 @@ class Propagation {
     return s;
   }
 
+  bool Known(const Instruction& inst) {
+    const Leaves& leaves = Of(inst);
+    return std::all_of(leaves.begin(), leaves.end(), [](const auto& s) { return s.has_value(); });
+  }
+
+  // Forward rules only set `inst`, backward rules only its operands: once
+  // those are all known, a rule has nothing left to decide.
   void Forward(const Instruction& inst, bool all_ops) {
+    if (Known(inst)) return;
     current_ = &inst;
     forward_ = true;
     Opcode op = inst.opcode();
@@ -415,6 +430,9 @@ class Propagation {
   }
 
   void Backward(const Instruction& inst, bool all_ops) {
+    if (std::all_of(inst.operands().begin(), inst.operands().end(),
+                    [&](const Instruction* o) { return Known(*o); }))
+      return;
     current_ = &inst;
     forward_ = false;
     Opcode op = inst.opcode();
@@ -597,24 +615,22 @@ class Propagation {
   // A while's operand, result, body parameter, body root and condition
   // parameter are one value: they share each leaf's sharding.
   void SyncLoops() {
-    for (const auto& c : module_.computations()) {
-      for (const auto& inst : c->instructions()) {
-        if (inst->opcode() != Opcode::kWhile) continue;
-        const hlo::Computation* condition = inst->called[0];
-        const hlo::Computation* body = inst->called[1];
-        std::vector<const Instruction*> members = {inst.get(), inst->operand(0), body->parameter(0),
-                                                   body->root(), condition->parameter(0)};
-        size_t n = Of(*inst).size();
-        for (size_t k = 0; k < n; ++k) {
-          std::optional<AxisSharding> s;
-          for (const Instruction* m : members) {
-            if (!s) s = Of(*m)[k];
-          }
-          for (const Instruction* m : members) Set(*m, k, s);
+    for (const Instruction* inst : loops_) {
+      const hlo::Computation* condition = inst->called[0];
+      const hlo::Computation* body = inst->called[1];
+      std::vector<const Instruction*> members = {inst, inst->operand(0), body->parameter(0),
+                                                 body->root(), condition->parameter(0)};
+      size_t n = Of(*inst).size();
+      for (size_t k = 0; k < n; ++k) {
+        std::optional<AxisSharding> s;
+        for (const Instruction* m : members) {
+          if (!s) s = Of(*m)[k];
         }
+        for (const Instruction* m : members) Set(*m, k, s);
       }
     }
   }
+
 
   static bool Contains(const std::vector<int64_t>& v, int64_t x) {
     return std::find(v.begin(), v.end(), x) != v.end();
@@ -637,6 +653,8 @@ class Propagation {
   // split in the mesh's order, and the instruction keeps its order (the
   // partitioner permutes into and out of it).
   std::unordered_map<const Instruction*, std::vector<AxisSharding>> device_orders_;
+  std::map<std::pair<std::string, std::vector<int64_t>>, std::vector<AxisSharding>> annotations_;
+  std::vector<const Instruction*> loops_;  // every while, in every computation
   bool changed_ = false;
   Priority level_ = kShapeOps;
   const bool trace_ = std::getenv("STRATA_SPMD_TRACE") != nullptr;

@@ -45,6 +45,7 @@ class Mesh {
  private:
   std::vector<int64_t> device_ids_, shape_;
   std::vector<std::string> axis_names_;
+  std::vector<int64_t> position_;  // by device id: its row-major position, -1 if absent
 };
 
 // For each array dimension, the mesh axes (indices) it is split over, major
