@@ -236,13 +236,18 @@ ParameterCounts CountParameters(const StepRunner& runner) {
 //            the table or reduce-scattering the looked-up [B, S, H], its
 //            gradient reduce-scattered; the replicated norms' gradients
 //            all-reduced; the loss's two scalars and the squared-norm sum.
-//   tp:      Megatron: per layer 2 all-reduces of A in the forward, 2 in the
-//            backward (the column-parallel inputs' gradients), 1 in the
-//            recompute (the attention output; the MLP's is dead there); the
+//   tp:      Megatron's five products per layer whose inputs are split on
+//            their contracting dim: o_proj in the forward and in the
+//            recompute, down_proj in the forward (dead in the recompute),
+//            and the input gradients of the attention (the sum of three
+//            products through q, k, v) and of the MLP (through gate and up)
+//            in the backward. Each is the cheaper of all-reducing its
+//            [B, S, H] partial sums and gathering its split inputs and
+//            weights to compute it whole (o_proj at H < B S). The
 //            vocabulary-parallel embedding (the cheaper of all-reducing A or
-//            gathering the table) and lm_head's input gradient (all-reduce
-//            of A); the loss's max, sum of exp and target logit ([N] each);
-//            the squared-norm sum.
+//            gathering the table) and lm_head's input gradient (as a
+//            product above); the loss's max, sum of exp and target logit
+//            ([N] each); the squared-norm sum.
 //   fsdp+tp: the fsdp terms over data on each device's 1/m of the weights,
 //            the tp terms over model on a batch of B/d.
 struct Minimum {
@@ -255,6 +260,17 @@ Minimum MinimumBytes(const std::string& plan, int64_t d, int64_t m, const Parame
   const double A = 4.0 * s.batch * s.seq * s.hidden, N = 4.0 * s.batch * (s.seq - 1);
   const double L = static_cast<double>(s.layers);
   const int64_t n = d * m;
+  // The tp products over model on a batch of B/d (activations of H wide are
+  // a = A/d; I wide a I/H, the k/v projections' kv wide a kv/H).
+  const double H = static_cast<double>(s.hidden), I = static_cast<double>(s.intermediate);
+  const double kv = H / s.heads * s.kv_heads, a = A / d;
+  auto product = [&](double inputs, double weights) {  // the cheaper of AR and gathering
+    return std::min(AllReduce(m, a), AllGather(m, inputs) + AllGather(m, weights));
+  };
+  const double per_layer = 2 * product(a, 4 * H * H) + product(a * I / H, 4 * I * H) +
+                           product(a + 2 * a * kv / H, 4 * H * H + 2 * 4 * kv * H) +
+                           product(2 * a * I / H, 2 * 4 * I * H);
+  const double lm_head_input_gradient = product(a * s.vocab / H, 4.0 * s.vocab * H);
   Minimum r;
   if (plan == "dp") {
     r.bytes = AllReduce(d, 4 * p.total()) + 2 * AllReduce(d, 4);
@@ -272,13 +288,15 @@ Minimum MinimumBytes(const std::string& plan, int64_t d, int64_t m, const Parame
         "2 AG_d(4 Pl/m) + RS_d(4 Pl/m) + lookup + RS_d(4 Pe/m) + AG_d(4 Ph/m) + RS_d(4 Ph/m) + "
         "AR_d(4 Pn) + 3 AR(4)";
     if (m > 1) {
-      r.bytes += (5 * L + 1) * AllReduce(m, A / d) + 3 * AllReduce(m, N / d);
-      r.formula += " + (5L+1) AR_m(A/d) + 3 AR_m(N/d)";
+      r.bytes += L * per_layer + lm_head_input_gradient + 3 * AllReduce(m, N / d);
+      r.formula += " + L layer_m + head_m + 3 AR_m(N/d)";
     }
   } else if (plan == "tp") {
-    r.bytes = 5 * L * AllReduce(m, A) + std::min(AllReduce(m, A), AllGather(m, 4 * p.embed)) +
-              AllReduce(m, A) + 3 * AllReduce(m, N) + AllReduce(m, 4);
-    r.formula = "5L AR(A) + min(AR(A), AG(4 Pe)) + AR(A) + 3 AR(N) + AR(4)";
+    r.bytes = L * per_layer + std::min(AllReduce(m, A), AllGather(m, 4 * p.embed)) +
+              lm_head_input_gradient + 3 * AllReduce(m, N) + AllReduce(m, 4);
+    r.formula =
+        "L layer + min(AR(A), AG(4 Pe)) + head + 3 AR(N) + AR(4); layer = 5 products, each "
+        "min(AR(A), AG(inputs) + AG(weights))";
   }
   return r;
 }

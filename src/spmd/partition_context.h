@@ -15,10 +15,14 @@ namespace strata::spmd {
 
 // A value of the original program on this device: its local instruction
 // (the shard), its full shape, and the sharding of each array leaf.
+// `partial_sum_over`, when not empty, says the shard is one device's part of
+// a sum over these mesh axes, not yet reduced (a dot with a split contracting
+// dim whose sum joins others before one all-reduce).
 struct PValue {
   hlo::Instruction* local = nullptr;
   Shape full;
   std::vector<AxisSharding> leaves;
+  std::vector<int64_t> partial_sum_over = {};
 };
 
 struct PartitionState {
@@ -71,6 +75,7 @@ class Local {
  private:
   hlo::Instruction* PartitionId();  // s32[], made once per computation
   PValue ReshardUncached(const PValue& v, const AxisSharding& target, const std::string& serves);
+  const PValue* GatheredFurther(const PValue& v, const AxisSharding& target) const;
 
   PartitionState& state_;
   hlo::Instruction* partition_id_ = nullptr;

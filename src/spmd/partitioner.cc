@@ -9,6 +9,7 @@
 #include <functional>
 
 #include <map>
+#include <optional>
 
 #include "partition_context.h"
 #include "spmd_internal.h"
@@ -74,12 +75,16 @@ class Visitor {
     Local local(state_, c.name());
     local_ = &local;
     for (const auto& inst : c.instructions()) {
-      PValue v = Visit(*inst);
-      const std::vector<AxisSharding>& layout = layouts_.at(inst.get());
-      if (HasDeviceOrder(layout)) v = local.ReshardLeaves(v, layout, inst->name());
-      values_[inst.get()] = v;
+      for (const Instruction* o : inst->operands()) users_[o].push_back(inst.get());
     }
-    PValue root = values_.at(c.root());
+    for (const auto& inst : c.instructions()) {
+      values_[inst.get()] = Visit(*inst);
+      const std::vector<AxisSharding>& layout = layouts_.at(inst.get());
+      if (HasDeviceOrder(layout)) {
+        values_[inst.get()] = local.ReshardLeaves(Whole(*inst), layout, inst->name());
+      }
+    }
+    PValue root = Whole(*c.root());
     if (root_sharding) root = local.ReshardLeaves(root, *root_sharding, c.root()->name());
     root_leaves_ = root.leaves;
     return local.b.Build(root.local);
@@ -92,9 +97,23 @@ class Visitor {
     return shardings_.at(&inst);
   }
   const AxisSharding& ArrayShardingOf(const Instruction& inst) { return ShardingOf(inst).at(0); }
+  // `inst`'s value with any pending partial sum reduced (into its propagated
+  // sharding: a reduce-scatter when that splits over the summed axes); the
+  // reduced value replaces the pending one for every later user.
+  const PValue& Whole(const Instruction& inst) {
+    PValue& v = values_.at(&inst);
+    if (!v.partial_sum_over.empty()) {
+      std::vector<int64_t> axes = std::move(v.partial_sum_over);
+      v.partial_sum_over.clear();
+      v = local_->ReduceAndReshard(v, axes, Opcode::kAdd, ArrayShardingOf(inst), inst.name(),
+                                   "partial sums over a split contracting dim");
+    }
+    return v;
+  }
+
   // Operand i in the mesh's device order.
   PValue Operand(const Instruction& inst, int64_t i) {
-    const PValue& v = values_.at(inst.operand(i));
+    const PValue& v = Whole(*inst.operand(i));
     if (!HasDeviceOrder(v.leaves)) return v;
     std::vector<AxisSharding> in_order;
     for (const AxisSharding& s : v.leaves) in_order.push_back(s.InMeshOrder());
@@ -242,7 +261,22 @@ class Visitor {
     return {x, inst.shape(), {s}};
   }
 
+  // add / subtract of two partial sums over the same axes, split alike: a
+  // partial sum too, reduced later once for both.
+  std::optional<PValue> AddPartialSums(const Instruction& inst) {
+    if (inst.opcode() != Opcode::kAdd && inst.opcode() != Opcode::kSubtract) return std::nullopt;
+    const PValue& a = values_.at(inst.operand(0));
+    const PValue& b = values_.at(inst.operand(1));
+    if (a.partial_sum_over.empty() || a.partial_sum_over != b.partial_sum_over ||
+        a.leaves != b.leaves || a.full != b.full) {
+      return std::nullopt;
+    }
+    Instruction* sum = Clone(inst, {a.local, b.local}, a.local->shape());
+    return PValue{sum, inst.shape(), a.leaves, a.partial_sum_over};
+  }
+
   PValue Elementwise(const Instruction& inst) {
+    if (std::optional<PValue> partial = AddPartialSums(inst)) return *partial;
     const AxisSharding& s = ArrayShardingOf(inst);
     Shape local = LocalShape(inst.shape(), s);
     std::vector<Instruction*> operands;
@@ -305,6 +339,16 @@ class Visitor {
     return local_->Reshard(v, want, inst.name());
   }
 
+  struct DotPlan {
+    AxisSharding lhs, rhs, result;  // result: before the reduction
+    std::vector<int64_t> reduce_axes;
+    int64_t move_bytes = 0;    // resharding the operands
+    int64_t reduce_bytes = 0;  // the all-reduce (or reduce-scatter) of the partial sums
+  };
+  // Every valid plan for a dot over operands sharded as `l` and `r`.
+  std::vector<DotPlan> DotPlans(const Instruction& inst, const PValue& l, const PValue& r);
+  std::vector<const Instruction*> SumGroup(const Instruction& dot, const Instruction** root);
+  std::optional<std::vector<int64_t>> SharedReduction(const Instruction& dot);
   PValue Dot(const Instruction& inst);
   PValue Reduce(const Instruction& inst);
   PValue DataMovement(const Instruction& inst);
@@ -346,6 +390,9 @@ class Visitor {
   Local* local_ = nullptr;
   const std::vector<AxisSharding>* parameter_sharding_ = nullptr;
   std::unordered_map<const Instruction*, PValue> values_;
+  std::unordered_map<const Instruction*, std::vector<const Instruction*>> users_;
+  // Per sum of dots (its root add): the axes its dots leave unreduced.
+  std::unordered_map<const Instruction*, std::optional<std::vector<int64_t>>> shared_reductions_;
   std::vector<AxisSharding> root_leaves_;
 };
 
@@ -354,12 +401,12 @@ class Visitor {
 // give partial sums, all-reduced over their axes. Among the candidate
 // contracting splits (the lhs's, the rhs's, none) the one that moves the
 // fewest bytes wins.
-PValue Visitor::Dot(const Instruction& inst) {
+std::vector<Visitor::DotPlan> Visitor::DotPlans(const Instruction& inst, const PValue& l,
+                                                const PValue& r) {
   const AxisSharding& want = ArrayShardingOf(inst);
   const hlo::DotDims& dd = inst.dot;
   const Shape& ls = inst.operand(0)->shape();
   const Shape& rs = inst.operand(1)->shape();
-  PValue l = Operand(inst, 0), r = Operand(inst, 1);
   const Mesh& mesh = state_.mesh;
 
   // Output dims in dot order: batch, lhs free, rhs free.
@@ -369,18 +416,13 @@ PValue Visitor::Dot(const Instruction& inst) {
   for (int64_t d = 0; d < rs.rank(); ++d)
     if (!Contains(dd.rhs_batch, d) && !Contains(dd.rhs_contracting, d)) rhs_free.push_back(d);
 
-  struct Plan {
-    AxisSharding lhs, rhs, result;  // result: before the all-reduce
-    std::vector<int64_t> reduce_axes;
-    int64_t bytes = 0;
-  };
   auto make_plan = [&](const std::vector<std::vector<int64_t>>& contracting) {
     // The result's sharding with the contracting axes removed (they hold
     // partial sums until the all-reduce).
     std::vector<int64_t> reduce_axes;
     for (const auto& axes : contracting)
       reduce_axes.insert(reduce_axes.end(), axes.begin(), axes.end());
-    Plan p;
+    DotPlan p;
     p.reduce_axes = reduce_axes;
     p.result = want;
     for (auto& axes : p.result.dims) {
@@ -415,8 +457,9 @@ PValue Visitor::Dot(const Instruction& inst) {
                  (w.size() >= reduce_axes.size() && !reduce_axes.empty() &&
                   std::equal(reduce_axes.begin(), reduce_axes.end(), w.end() - reduce_axes.size()));
     }
-    p.bytes = local_->ReshardBytes(l, p.lhs) + local_->ReshardBytes(r, p.rhs) +
-              (group > 1 ? (scatters ? 1 : 2) * (group - 1) * result_local.byte_size() / group : 0);
+    p.move_bytes = local_->ReshardBytes(l, p.lhs) + local_->ReshardBytes(r, p.rhs);
+    p.reduce_bytes =
+        group > 1 ? (scatters ? 1 : 2) * (group - 1) * result_local.byte_size() / group : 0;
     return p;
   };
   auto contracting_of = [&](const AxisSharding& s, const std::vector<int64_t>& dims) {
@@ -424,12 +467,11 @@ PValue Visitor::Dot(const Instruction& inst) {
     for (int64_t d : dims) out.push_back(s.dims[d]);
     return out;
   };
-  std::vector<Plan> plans = {
-      make_plan(contracting_of(l.leaves[0], dd.lhs_contracting)),
-      make_plan(contracting_of(r.leaves[0], dd.rhs_contracting)),
-      make_plan(std::vector<std::vector<int64_t>>(dd.lhs_contracting.size()))};
-  const Plan* best = nullptr;
-  for (const Plan& p : plans) {
+  std::vector<DotPlan> plans;
+  for (const DotPlan& p :
+       {make_plan(contracting_of(l.leaves[0], dd.lhs_contracting)),
+        make_plan(contracting_of(r.leaves[0], dd.rhs_contracting)),
+        make_plan(std::vector<std::vector<int64_t>>(dd.lhs_contracting.size()))}) {
     // A plan is valid when no axis splits two dims of one operand.
     bool valid = true;
     for (const AxisSharding* s : {&p.lhs, &p.rhs}) {
@@ -437,9 +479,107 @@ PValue Visitor::Dot(const Instruction& inst) {
       std::sort(used.begin(), used.end());
       valid = valid && std::adjacent_find(used.begin(), used.end()) == used.end();
     }
-    if (valid && (!best || p.bytes < best->bytes)) best = &p;
+    if (valid) plans.push_back(p);
   }
-  STRATA_CHECK(best, "the plan without contracting splits is always valid ({})", inst.name());
+  STRATA_CHECK(!plans.empty(), "the plan without contracting splits is always valid ({})",
+               inst.name());
+  return plans;
+}
+
+// The dots under the tree of single-use adds and subtracts that `dot`
+// feeds, and the tree's root (the dot itself when it feeds none): the
+// gradients of one input through q, k and v, or through gate and up.
+std::vector<const Instruction*> Visitor::SumGroup(const Instruction& dot,
+                                                  const Instruction** root_out) {
+  auto sums = [](const Instruction* x) {
+    return x->opcode() == Opcode::kAdd || x->opcode() == Opcode::kSubtract;
+  };
+  auto single_user = [&](const Instruction* x) -> const Instruction* {
+    auto it = users_.find(x);
+    return it != users_.end() && it->second.size() == 1 ? it->second[0] : nullptr;
+  };
+  const Instruction* root = &dot;
+  while (const Instruction* u = single_user(root)) {
+    if (!sums(u) || u->shape() != dot.shape() || root == root->parent()->root()) break;
+    root = u;
+  }
+  if (root_out) *root_out = root;
+  std::vector<const Instruction*> dots;
+  std::function<void(const Instruction*)> collect = [&](const Instruction* x) {
+    if (x->opcode() == Opcode::kDot) {
+      dots.push_back(x);
+    } else if (sums(x) && (x == root || single_user(x))) {
+      collect(x->operand(0));
+      collect(x->operand(1));
+    }
+  };
+  collect(root);
+  return dots;
+}
+
+// Whether the dots summed with `dot` should each leave their partial sums
+// over `axes` unreduced and add them up first, for one all-reduce of the
+// sum: when that moves fewer bytes than each dot on its own (each its
+// cheapest plan, reduced or gathered). Decided once per sum, from the
+// propagated shardings of the dots' operands; nullopt when they should not.
+std::optional<std::vector<int64_t>> Visitor::SharedReduction(const Instruction& dot) {
+  const Instruction* root = nullptr;
+  std::vector<const Instruction*> dots = SumGroup(dot, &root);
+  if (dots.size() < 2) return std::nullopt;
+  if (auto it = shared_reductions_.find(root); it != shared_reductions_.end()) return it->second;
+  std::optional<std::vector<int64_t>> axes;
+  std::optional<AxisSharding> result;
+  int64_t alone = 0, together = 0;
+  bool agree = true;
+  for (const Instruction* d : dots) {
+    auto expected = [&](int64_t i) {
+      const Instruction* o = d->operand(i);
+      return PValue{nullptr, o->shape(), {ArrayShardingOf(*o)}};
+    };
+    std::vector<DotPlan> plans = DotPlans(*d, expected(0), expected(1));
+    const DotPlan* best = nullptr;
+    const DotPlan* partial = nullptr;
+    for (const DotPlan& p : plans) {
+      if (!best || p.move_bytes + p.reduce_bytes < best->move_bytes + best->reduce_bytes) best = &p;
+      if (state_.mesh.Size(p.reduce_axes) > 1 && (!partial || p.move_bytes < partial->move_bytes))
+        partial = &p;
+    }
+    alone += best->move_bytes + best->reduce_bytes;
+    if (!partial || (axes && (*axes != partial->reduce_axes || *result != partial->result))) {
+      agree = false;
+      break;
+    }
+    axes = partial->reduce_axes;
+    result = partial->result;
+    together += partial->move_bytes;
+    if (d == dots.back()) together += partial->reduce_bytes;  // one reduction of the sum
+  }
+  std::optional<std::vector<int64_t>> decision;
+  if (agree && together < alone) decision = axes;
+  shared_reductions_[root] = decision;
+  return decision;
+}
+
+PValue Visitor::Dot(const Instruction& inst) {
+  const AxisSharding& want = ArrayShardingOf(inst);
+  const hlo::DotDims& dd = inst.dot;
+  PValue l = Operand(inst, 0), r = Operand(inst, 1);
+  const Mesh& mesh = state_.mesh;
+  std::vector<DotPlan> plans = DotPlans(inst, l, r);
+  std::optional<std::vector<int64_t>> shared = SharedReduction(inst);
+  const DotPlan* best = nullptr;
+  for (const DotPlan& p : plans) {
+    if (shared && p.reduce_axes != *shared) continue;
+    // A shared reduction is paid once, by the sum.
+    int64_t bytes = p.move_bytes + (shared ? 0 : p.reduce_bytes);
+    if (!best || bytes < best->move_bytes + (shared ? 0 : best->reduce_bytes)) best = &p;
+  }
+  if (!best) {  // the operands did not arrive as propagated: on its own
+    shared.reset();
+    for (const DotPlan& p : plans) {
+      if (!best || p.move_bytes + p.reduce_bytes < best->move_bytes + best->reduce_bytes) best = &p;
+    }
+  }
   PValue lhs = OperandAs(inst, 0, best->lhs);
   PValue rhs = OperandAs(inst, 1, best->rhs);
   // Padding of an unevenly split contracting dim must add nothing.
@@ -449,6 +589,10 @@ PValue Visitor::Dot(const Instruction& inst) {
   }
   Shape local(inst.shape().dtype(), ShardDims(mesh, best->result, inst.shape().dims()));
   PValue v{Clone(inst, {lhs.local, rhs.local}, local), inst.shape(), {best->result}};
+  if (shared) {
+    v.partial_sum_over = best->reduce_axes;  // reduced when the sum is read (Whole)
+    return v;
+  }
   return local_->ReduceAndReshard(v, best->reduce_axes, Opcode::kAdd, want, inst.name(),
                                   "partial sums over a split contracting dim");
 }
@@ -704,56 +848,42 @@ PValue Visitor::Scatter(const Instruction& inst) {
   const hlo::ScatterDims& sd = inst.scatter;
   const Shape& os = inst.operand(0)->shape();
   const Shape& is = inst.operand(1)->shape();
+  const Shape& us = inst.operand(2)->shape();
   const AxisSharding& want = ArrayShardingOf(inst);
   PValue operand = Operand(inst, 0);
   auto& b = local_->b;
-  // Case A: keep the operand's split on the addressed, inserted dims.
+  // The operand's split on the addressed, inserted dims (a vocabulary-split
+  // table) is kept: each device applies the updates with indices shifted
+  // into its rows, and scatter skips the rest as out of bounds.
   AxisSharding table = AxisSharding::Replicated(os.rank());
   bool split = false;
-  for (int64_t d : sd.scatter_dims_to_operand_dims) {
-    if (Contains(sd.inserted_window_dims, d) && !operand.leaves[0].dims[d].empty()) {
-      table.dims[d] = operand.leaves[0].dims[d];
-      split = true;
-    }
-  }
-  if (split && IsInteger(is.dtype())) {
-    PValue t = OperandAs(inst, 0, table);
-    PValue indices = OperandAs(inst, 1, AxisSharding::Replicated(is.rank()));
-    PValue updates = OperandAs(inst, 2, AxisSharding::Replicated(inst.operand(2)->shape().rank()));
-    DType it = is.dtype();
-    std::vector<Instruction*> offsets;
+  if (IsInteger(is.dtype())) {
     for (int64_t d : sd.scatter_dims_to_operand_dims) {
-      Instruction* o = table.dims[d].empty()
-                           ? b.Constant(hlo::Literal::ScalarOf(DType::kS32, 0))
-                           : local_->Offset(table.dims[d], t.local->shape().dim(d));
-      offsets.push_back(b.Reshape(o, {1}));
+      if (Contains(sd.inserted_window_dims, d) && !operand.leaves[0].dims[d].empty()) {
+        table.dims[d] = operand.leaves[0].dims[d];
+        split = true;
+      }
     }
-    Instruction* vec = offsets.size() == 1 ? offsets[0] : b.Concatenate(offsets, 0);
-    if (it != DType::kS32) vec = b.Convert(vec, it);
-    Instruction* shift = sd.index_vector_dim == is.rank()
-                             ? b.Broadcast(b.Reshape(vec, {}), is.dims(), {})
-                             : b.Broadcast(vec, is.dims(), {sd.index_vector_dim});
-    Instruction* local_indices = b.Subtract(indices.local, shift);
-    PValue v{Clone(inst, {t.local, local_indices, updates.local}, t.local->shape()),
-             inst.shape(),
-             {table}};
-    return local_->Reshard(v, want, inst.name());
   }
-  // Case B: a scatter-add with the operand whole.
+  // A scatter-add also keeps the updates' split on their scatter dims (a
+  // batch split) over axes the table does not use: each device adds its
+  // updates into zeros, and the partial sums are reduced once.
   const hlo::Instruction* root = inst.called.at(0)->root();
   bool is_add = root->opcode() == Opcode::kAdd && root->operand_count() == 2 &&
                 root->operand(0)->opcode() == Opcode::kParameter &&
                 root->operand(1)->opcode() == Opcode::kParameter;
-  PValue updates = Operand(inst, 2);
-  const Shape& us = inst.operand(2)->shape();
-  std::vector<int64_t> scatter_axes;  // axes splitting the updates' scatter dims
+  std::vector<int64_t> table_axes = table.UsedAxes(), scatter_axes;
   AxisSharding u = AxisSharding::Replicated(us.rank());
-  for (int64_t d = 0; d < us.rank(); ++d) {
-    if (Contains(sd.update_window_dims, d)) continue;
-    u.dims[d] = updates.leaves[0].dims[d];
-    scatter_axes.insert(scatter_axes.end(), u.dims[d].begin(), u.dims[d].end());
+  const PValue updates = Operand(inst, 2);
+  for (int64_t d = 0; is_add && d < us.rank(); ++d) {
+    const auto& axes = updates.leaves[0].dims[d];
+    if (Contains(sd.update_window_dims, d) ||
+        std::any_of(axes.begin(), axes.end(), [&](int64_t a) { return Contains(table_axes, a); }))
+      continue;
+    u.dims[d] = axes;
+    scatter_axes.insert(scatter_axes.end(), axes.begin(), axes.end());
   }
-  if (!is_add || scatter_axes.empty()) return Replicated(inst);
+  if (!split && scatter_axes.empty()) return Replicated(inst);
   // The indices follow the updates' split (the index vector dim whole).
   AxisSharding index_sharding = AxisSharding::Replicated(is.rank());
   int64_t k = 0;
@@ -769,11 +899,31 @@ PValue Visitor::Scatter(const Instruction& inst) {
   for (int64_t d = 0; d < us.rank(); ++d) {
     if (!u.dims[d].empty()) upd = local_->MaskPadding(upd, d, 0.0);
   }
+  Shape table_local(os.dtype(), ShardDims(state_.mesh, table, os.dims()));
+  Instruction* indices = idx.local;
+  if (split) {
+    std::vector<Instruction*> offsets;
+    for (int64_t d : sd.scatter_dims_to_operand_dims) {
+      Instruction* o = table.dims[d].empty() ? b.Constant(hlo::Literal::ScalarOf(DType::kS32, 0))
+                                             : local_->Offset(table.dims[d], table_local.dim(d));
+      offsets.push_back(b.Reshape(o, {1}));
+    }
+    Instruction* vec = offsets.size() == 1 ? offsets[0] : b.Concatenate(offsets, 0);
+    if (is.dtype() != DType::kS32) vec = b.Convert(vec, is.dtype());
+    const Shape& local_is = indices->shape();
+    Instruction* shift = sd.index_vector_dim == is.rank()
+                             ? b.Broadcast(b.Reshape(vec, {}), local_is.dims(), {})
+                             : b.Broadcast(vec, local_is.dims(), {sd.index_vector_dim});
+    indices = b.Subtract(indices, shift);
+  }
+  if (scatter_axes.empty()) {  // every update, into this device's rows
+    PValue t = OperandAs(inst, 0, table);
+    PValue v{Clone(inst, {t.local, indices, upd.local}, table_local), inst.shape(), {table}};
+    return local_->Reshard(v, want, inst.name());
+  }
   Instruction* zeros =
-      b.Broadcast(b.Constant(hlo::Literal::ScalarOf(os.dtype(), 0)), os.dims(), {});
-  PValue partial{Clone(inst, {zeros, idx.local, upd.local}, os),
-                 inst.shape(),
-                 {AxisSharding::Replicated(os.rank())}};
+      b.Broadcast(b.Constant(hlo::Literal::ScalarOf(os.dtype(), 0)), table_local.dims(), {});
+  PValue partial{Clone(inst, {zeros, indices, upd.local}, table_local), inst.shape(), {table}};
   PValue sum = local_->ReduceAndReshard(partial, scatter_axes, Opcode::kAdd, want, inst.name(),
                                         "scatter-adds of split updates");
   PValue base = local_->Reshard(operand, want, inst.name());

@@ -631,7 +631,6 @@ class Propagation {
     }
   }
 
-
   static bool Contains(const std::vector<int64_t>& v, int64_t x) {
     return std::find(v.begin(), v.end(), x) != v.end();
   }

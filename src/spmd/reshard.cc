@@ -303,10 +303,32 @@ PValue Local::ReduceAndReshard(const PValue& partial, const std::vector<int64_t>
   return Reshard(whole, target, serves);
 }
 
+// A reshard of `v` made earlier whose sharding splits each dim over a
+// prefix of `target`'s axes (evenly, in the mesh's order): `target` is a
+// local slice of it, free.
+const PValue* Local::GatheredFurther(const PValue& v, const AxisSharding& target) const {
+  if (!target.devices.empty()) return nullptr;
+  const Instruction* local = v.local;
+  for (auto it = reshards_.lower_bound(
+           std::make_tuple(local, std::vector<std::vector<int64_t>>{}, std::vector<int64_t>{}));
+       it != reshards_.end() && std::get<0>(it->first) == local; ++it) {
+    const AxisSharding& have = it->second.leaves[0];
+    bool prefix = have.devices.empty();
+    for (int64_t d = 0; prefix && d < target.rank(); ++d) {
+      const auto& a = have.dims[d];
+      const auto& b = target.dims[d];
+      prefix = a.size() <= b.size() && std::equal(a.begin(), a.end(), b.begin()) &&
+               (a == b || v.full.dim(d) % state_.mesh.Size(b) == 0);
+    }
+    if (prefix) return &it->second;
+  }
+  return nullptr;
+}
+
 int64_t Local::ReshardBytes(const PValue& v, const AxisSharding& target) const {
   const Mesh& mesh = state_.mesh;
   const AxisSharding& from = v.leaves[0];
-  if (from == target) return 0;
+  if (from == target || GatheredFurther(v, target)) return 0;
   const int64_t shard_bytes =
       Product(ShardDims(mesh, from, v.full.dims())) * DTypeSize(v.full.dtype());
   if (SameTileCounts(mesh, from, target))
@@ -342,7 +364,9 @@ PValue Local::Reshard(const PValue& v, const AxisSharding& target, const std::st
   CheckSharding(mesh, target, v.full.rank());
   auto key = std::make_tuple(static_cast<const Instruction*>(v.local), target.dims, target.devices);
   if (auto it = reshards_.find(key); it != reshards_.end()) return it->second;
-  PValue result = ReshardUncached(v, target, serves);
+  const PValue* further = GatheredFurther(v, target);
+  PValue result =
+      further ? ReshardUncached(*further, target, serves) : ReshardUncached(v, target, serves);
   reshards_.emplace(key, result);
   return result;
 }
@@ -376,8 +400,31 @@ PValue Local::ReshardUncached(const PValue& v, const AxisSharding& target,
   ReshardPlan plan = PlanReshard(mesh, v.full, from, target);
   std::string reason =
       fmt::format("{} -> {}", ShardingText(mesh, from), ShardingText(mesh, target));
-  Instruction* x = v.local;
+  // The sharding after each gather (its dim keeps the axes before the
+  // gathered ones). A state another reshard of `v` already reached is
+  // taken from there, and each new one is kept: a weight gathered over
+  // 'data' for one use and over 'data' then 'model' for another is gathered
+  // over 'data' once.
+  std::vector<AxisSharding> states;
+  AxisSharding state = from;
   for (const Step& g : plan.gathers) {
+    state.dims[g.dim].resize(state.dims[g.dim].size() - g.axes.size());
+    states.push_back(state);
+  }
+  auto key_of = [&](const AxisSharding& s) {
+    return std::make_tuple(static_cast<const Instruction*>(v.local), s.dims, s.devices);
+  };
+  size_t done = 0;
+  Instruction* x = v.local;
+  for (size_t k = states.size(); k > 0; --k) {
+    if (auto it = reshards_.find(key_of(states[k - 1])); it != reshards_.end()) {
+      done = k;
+      x = it->second.local;
+      break;
+    }
+  }
+  for (size_t k = done; k < plan.gathers.size(); ++k) {
+    const Step& g = plan.gathers[k];
     int64_t n = mesh.Size(g.axes);
     int64_t bytes = (n - 1) * x->shape().byte_size();
     x = b.AllGather(x, g.dim, mesh.GroupsOver(g.axes), state_.next_channel++);
@@ -389,6 +436,7 @@ PValue Local::ReshardUncached(const PValue& v, const AxisSharding& target,
       limits[g.dim] = v.full.dim(g.dim);
       x = b.Slice(x, starts, limits, strides);
     }
+    reshards_.emplace(key_of(states[k]), PValue{x, v.full, {states[k]}});
   }
   if (!plan.slices.empty()) {
     std::vector<int64_t> sizes = x->shape().dims();
