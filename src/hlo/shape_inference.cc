@@ -377,7 +377,8 @@ Shape CheckCalledSignature(const View& inst, const Computation& f, const std::ve
 // Returns the group size, or 0 for the empty list (one group of all).
 int64_t CheckReplicaGroups(const View& inst) {
   const ReplicaGroups& groups = inst.attrs.replica_groups;
-  std::set<int64_t> seen;
+  // Ids seen, by id (a bitmap: this runs for every collective in every pass).
+  std::vector<bool> seen;
   for (const auto& g : groups) {
     if (g.empty()) Reject(inst, "replica_groups has an empty group");
     if (g.size() != groups[0].size()) {
@@ -385,7 +386,12 @@ int64_t CheckReplicaGroups(const View& inst) {
     }
     for (int64_t id : g) {
       if (id < 0) Reject(inst, "replica_groups has a negative id {}", id);
-      if (!seen.insert(id).second) Reject(inst, "id {} appears twice in replica_groups", id);
+      if (id >= static_cast<int64_t>(seen.size())) {
+        if (id > (int64_t{1} << 24)) Reject(inst, "replica_groups id {} is out of range", id);
+        seen.resize(std::max<size_t>(2 * seen.size(), id + 1), false);
+      }
+      if (seen[id]) Reject(inst, "id {} appears twice in replica_groups", id);
+      seen[id] = true;
     }
   }
   return groups.empty() ? 0 : static_cast<int64_t>(groups[0].size());
