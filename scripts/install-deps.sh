@@ -11,6 +11,7 @@ packages=(
   nlohmann-json3-dev   # safetensors headers, config.json
   libcli11-dev         # the strata command line
   libfmt-dev           # formatting (g++ 12 has no <format>)
+  libopenmpi-dev openmpi-bin  # many processes: the MPI communicator, mpirun
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format
 )

@@ -98,32 +98,45 @@ std::vector<std::vector<Buffer>> Executable::RunPartitioned(
     Fail("[execute] {} has {} partitions; given arguments for {} and {} device(s)", module_->name(),
          n, arguments.size(), devices.size());
   }
+  return RunPartitions(0, arguments, devices, communicator, donated);
+}
+
+std::vector<std::vector<Buffer>> Executable::RunPartitions(
+    int64_t first, const std::vector<std::vector<Buffer>>& arguments,
+    const std::vector<const Device*>& devices, Communicator& communicator,
+    const std::vector<bool>& donated) const {
+  const int64_t n = static_cast<int64_t>(arguments.size());
+  if (static_cast<int64_t>(devices.size()) != n || first < 0 ||
+      first + n > module_->num_partitions()) {
+    Fail("[execute] {} has {} partitions; asked to run {} from partition {} on {} device(s)",
+         module_->name(), module_->num_partitions(), n, first, devices.size());
+  }
   std::vector<std::vector<Buffer>> results(n);
   std::vector<std::exception_ptr> errors(n);
-  auto run = [&](int64_t p) {
+  auto run = [&](int64_t i) {
     try {
-      results[p] = RunPartition(p, arguments[p], devices[p], communicator, donated);
+      results[i] = RunPartition(first + i, arguments[i], devices[i], communicator, donated);
     } catch (const std::exception& e) {
-      errors[p] = std::current_exception();
-      communicator.Abort(fmt::format("partition {} failed: {}", p, e.what()));
+      errors[i] = std::current_exception();
+      communicator.Abort(fmt::format("partition {} failed: {}", first + i, e.what()));
     }
   };
   std::vector<std::thread> threads;
-  for (int64_t p = 1; p < n; ++p) threads.emplace_back(run, p);
-  run(0);
+  for (int64_t i = 1; i < n; ++i) threads.emplace_back(run, i);
+  if (n > 0) run(0);
   for (std::thread& t : threads) t.join();
   // The root cause is the first failure that is not another partition's abort.
-  std::exception_ptr first;
-  for (int64_t p = 0; p < n && !first; ++p) {
-    if (!errors[p]) continue;
+  std::exception_ptr root;
+  for (int64_t i = 0; i < n && !root; ++i) {
+    if (!errors[i]) continue;
     try {
-      std::rethrow_exception(errors[p]);
+      std::rethrow_exception(errors[i]);
     } catch (const std::exception& e) {
-      if (std::string_view(e.what()).find("aborted") == std::string_view::npos) first = errors[p];
+      if (std::string_view(e.what()).find("aborted") == std::string_view::npos) root = errors[i];
     }
   }
-  for (int64_t p = 0; p < n && !first; ++p) first = errors[p];
-  if (first) std::rethrow_exception(first);
+  for (int64_t i = 0; i < n && !root; ++i) root = errors[i];
+  if (root) std::rethrow_exception(root);
   return results;
 }
 

@@ -60,6 +60,13 @@ class Executable {
                                                   const std::vector<const Device*>& devices,
                                                   Communicator& communicator,
                                                   const std::vector<bool>& donated = {}) const;
+  // Partitions first .. first + arguments.size() - 1 alone, the same way:
+  // this process's share when the others run in other processes (MPI).
+  std::vector<std::vector<Buffer>> RunPartitions(int64_t first,
+                                                 const std::vector<std::vector<Buffer>>& arguments,
+                                                 const std::vector<const Device*>& devices,
+                                                 Communicator& communicator,
+                                                 const std::vector<bool>& donated = {}) const;
   // One partition's run from a thread (or process) the caller owns.
   std::vector<Buffer> RunPartition(int64_t partition, const std::vector<Buffer>& arguments,
                                    const Device* device, Communicator& communicator,

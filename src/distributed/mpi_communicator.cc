@@ -1,0 +1,490 @@
+// The MPI backend of runtime::Communicator. A call's members in this
+// process first meet through an in-process communicator (each publishes its
+// buffers and the call's signature); the first of them in group order, the
+// leader, exchanges the process's share of the data with the other
+// processes in the group and writes every local member's output; then they
+// meet again, so no member returns while the leader still reads its input.
+//
+// Between two processes each exchange is one message per direction (split
+// into pieces of at most 1 GiB), prefixed with a hash of the call's
+// signature, which the receiver checks. Messages of one member set carry
+// one tag (a hash of the set): its calls run in the same order on every
+// member, and MPI keeps the order of messages with one tag between two
+// processes, so the k-th calls meet.
+#include <mpi.h>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "strata/core/error.h"
+#include "strata/distributed/mpi.h"
+
+namespace strata::distributed {
+namespace {
+
+using runtime::Collective;
+using runtime::CollectiveCall;
+using runtime::CollectiveName;
+
+constexpr int64_t kPiece = int64_t{1} << 30;  // bytes per MPI message at most
+
+uint64_t Mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h;
+}
+
+// What every member of a call must agree on.
+uint64_t SignatureOf(const CollectiveCall& c) {
+  uint64_t h = Mix(0, static_cast<uint64_t>(c.collective));
+  for (int64_t m : c.group) h = Mix(h, static_cast<uint64_t>(m));
+  bool reduces =
+      c.collective == Collective::kAllReduce || c.collective == Collective::kReduceScatter;
+  if (reduces) {
+    h = Mix(h, static_cast<uint64_t>(c.dtype));
+    h = Mix(h, static_cast<uint64_t>(c.reduce));
+  }
+  h = Mix(h, static_cast<uint64_t>(c.count));
+  for (auto [s, t] : c.source_target_pairs) h = Mix(Mix(h, s), t);
+  return h;
+}
+
+std::string Describe(const CollectiveCall& c) {
+  return fmt::format("{}(count {}) over {{{}}}", CollectiveName(c.collective), c.count,
+                     fmt::join(c.group, ","));
+}
+
+// One local member's buffers and signature, as the others of its process see them.
+struct Published {
+  const void* input;
+  void* output;
+  uint64_t signature;
+  int64_t self;
+};
+
+class MpiCommunicator final : public runtime::Communicator {
+ public:
+  MpiCommunicator(int64_t participants, std::chrono::milliseconds timeout)
+      : Communicator(participants),
+        timeout_(timeout),
+        me_(Processes().rank),
+        processes_(Processes().size),
+        local_(ParticipantsOf(participants, me_, processes_)),
+        // The local members wait for their leader while it waits for the other
+        // processes: their timeout comes later, so the leader's names who is late.
+        local_comm_(runtime::MakeInProcessCommunicator(local_.count,
+                                                       2 * timeout + std::chrono::seconds(1))) {
+    if (!Processes().mpi && processes_ > 1) Fail("[mpi] no MPI job");
+    if (Processes().mpi) {
+      MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
+      MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+      int* upper = nullptr;
+      int found = 0;
+      MPI_Comm_get_attr(comm_, MPI_TAG_UB, &upper, &found);
+      tag_limit_ = found && upper ? *upper : 32767;
+    }
+  }
+  ~MpiCommunicator() override {
+    if (comm_ != MPI_COMM_NULL) {
+      int finalized = 0;
+      MPI_Finalized(&finalized);
+      if (!finalized) MPI_Comm_free(&comm_);
+    }
+  }
+
+  void Abort(const std::string& reason) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!abort_reason_.empty()) return;
+      abort_reason_ = reason;
+    }
+    local_comm_->Abort(reason);
+  }
+
+ protected:
+  void Execute(const CollectiveCall& call) override {
+    if (call.self < local_.first || call.self >= local_.first + local_.count) {
+      Fail("[{}] participant {} belongs to process {}, not to this one (process {})",
+           CollectiveName(call.collective), call.self, ProcessOf(call.self), me_);
+    }
+    ThrowIfAborted(call);
+    // The members of this call in this process, in group order.
+    std::vector<int64_t> locals, local_group;
+    for (int64_t m : call.group) {
+      if (ProcessOf(m) == me_) {
+        locals.push_back(m);
+        local_group.push_back(m - local_.first);
+      }
+    }
+    const int64_t self_local = call.self - local_.first;
+    Published mine{call.input, call.output, SignatureOf(call), call.self};
+    std::vector<Published> published(locals.size());
+    if (locals.size() > 1) {
+      local_comm_->AllGather(self_local, local_group, &mine, published.data(), sizeof(Published));
+      for (const Published& p : published) {
+        if (p.signature != mine.signature) {
+          std::string message = fmt::format(
+              "[{}] participants disagree: participant {} and participant {} (both in process {}) "
+              "made different calls; participant {} called {}",
+              CollectiveName(call.collective), p.self, call.self, me_, call.self, Describe(call));
+          Abort(message);
+          throw Error(message);
+        }
+      }
+    } else {
+      published[0] = mine;
+    }
+    if (call.self == locals[0]) {
+      try {
+        Lead(call, published);
+      } catch (const std::exception& e) {
+        Abort(e.what());
+        throw;
+      }
+    }
+    if (locals.size() > 1) local_comm_->Barrier(self_local, local_group);
+  }
+
+ private:
+  int ProcessOf(int64_t participant) const { return static_cast<int>(participant / local_.count); }
+
+  void ThrowIfAborted(const CollectiveCall& call) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!abort_reason_.empty()) {
+      Fail("[{}] aborted: {}", CollectiveName(call.collective), abort_reason_);
+    }
+  }
+
+  // The tag of a member set: a hash of its sorted members, checked against
+  // the sets seen so far so that two sets never share one.
+  int TagOf(std::span<const int64_t> group) {
+    std::vector<int64_t> members(group.begin(), group.end());
+    std::sort(members.begin(), members.end());
+    uint64_t h = 0;
+    for (int64_t m : members) h = Mix(h, static_cast<uint64_t>(m));
+    const int tag = static_cast<int>(h % static_cast<uint64_t>(tag_limit_));
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto [it, added] = tags_.emplace(tag, members);
+    if (!added && it->second != members) {
+      Fail("[mpi] member sets {{{}}} and {{{}}} hash to one MPI tag ({}); use other groups",
+           fmt::join(it->second, ","), fmt::join(members, ","), tag);
+    }
+    return tag;
+  }
+
+  // Sends `out[q]` to every process q with something to send and receives
+  // `in[q]` (sized by the caller) from every process q expecting something,
+  // each prefixed with the call's signature; waits for all, polling and
+  // sleeping, within the timeout.
+  void Exchange(const CollectiveCall& call, std::map<int, std::vector<uint8_t>>& out,
+                std::map<int, std::vector<uint8_t>>& in) {
+    if (out.empty() && in.empty()) return;  // every member is in this process
+    const int tag = TagOf(call.group);
+    const uint64_t signature = SignatureOf(call);
+    std::vector<MPI_Request> requests;
+    std::vector<int> peer_of_request;  // receives only: which process
+    std::map<int, uint64_t> their_signature;
+    auto post = [&](bool send, int peer, uint8_t* data, int64_t bytes) {
+      for (int64_t at = 0; at < bytes || (bytes == 0 && at == 0); at += kPiece) {
+        const int n = static_cast<int>(std::min(kPiece, bytes - at));
+        MPI_Request r;
+        int rc = send ? MPI_Isend(data + at, n, MPI_BYTE, peer, tag, comm_, &r)
+                      : MPI_Irecv(data + at, n, MPI_BYTE, peer, tag, comm_, &r);
+        if (rc != MPI_SUCCESS) {
+          Fail("[{}] MPI_{} to process {} failed (error {})", CollectiveName(call.collective),
+               send ? "Isend" : "Irecv", peer, rc);
+        }
+        requests.push_back(r);
+        peer_of_request.push_back(send ? -1 : peer);
+        if (bytes == 0) break;
+      }
+    };
+    for (auto& [peer, buffer] : in) {
+      their_signature[peer] = 0;
+      post(false, peer, reinterpret_cast<uint8_t*>(&their_signature[peer]), 8);
+      post(false, peer, buffer.data(), static_cast<int64_t>(buffer.size()));
+    }
+    for (auto& [peer, buffer] : out) {
+      post(true, peer, reinterpret_cast<uint8_t*>(const_cast<uint64_t*>(&signature)), 8);
+      post(true, peer, buffer.data(), static_cast<int64_t>(buffer.size()));
+    }
+    Wait(call, requests, peer_of_request);
+    for (auto [peer, theirs] : their_signature) {
+      if (theirs != signature) {
+        Fail(
+            "[{}] participants disagree: process {} made a different call on the member set of "
+            "this call, {}",
+            CollectiveName(call.collective), peer, Describe(call));
+      }
+    }
+  }
+
+  void Wait(const CollectiveCall& call, std::vector<MPI_Request>& requests,
+            const std::vector<int>& peer_of_request) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    auto pause = std::chrono::microseconds(0);
+    std::vector<MPI_Status> statuses(requests.size());
+    while (true) {
+      int done = 0;
+      int rc =
+          MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, statuses.data());
+      if (rc != MPI_SUCCESS) {
+        Fail(
+            "[{}] MPI failed while exchanging {} (error {}): the processes' messages disagree in "
+            "size",
+            CollectiveName(call.collective), Describe(call), rc);
+      }
+      if (done) return;
+      std::string aborted;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        aborted = abort_reason_;
+      }
+      const bool late = std::chrono::steady_clock::now() >= deadline;
+      if (!aborted.empty() || late) {
+        std::vector<int> silent;
+        for (size_t i = 0; i < requests.size(); ++i) {
+          if (requests[i] == MPI_REQUEST_NULL || peer_of_request[i] < 0) continue;
+          if (std::find(silent.begin(), silent.end(), peer_of_request[i]) == silent.end())
+            silent.push_back(peer_of_request[i]);
+        }
+        for (MPI_Request& r : requests) {
+          if (r != MPI_REQUEST_NULL) MPI_Cancel(&r);
+        }
+        if (!aborted.empty()) Fail("[{}] aborted: {}", CollectiveName(call.collective), aborted);
+        Fail(
+            "[{}] timed out after {} ms waiting for process(es) {} in {} (this is process {}): "
+            "they died, hang, or are still busy; raise STRATA_COLLECTIVE_TIMEOUT_MS if they are "
+            "just slow",
+            CollectiveName(call.collective), timeout_.count(), fmt::join(silent, ","),
+            Describe(call), me_);
+      }
+      // Spin briefly, then sleep longer and longer (to 1 ms): a waiting
+      // process gives its core to the ones it waits for.
+      if (pause.count() > 0) std::this_thread::sleep_for(pause);
+      pause = std::min(std::chrono::microseconds(1000),
+                       pause.count() == 0 ? std::chrono::microseconds(20) : pause * 2);
+    }
+  }
+
+  // The other processes of the group, in order of their first member.
+  std::vector<int> PeersOf(std::span<const int64_t> group) const {
+    std::vector<int> peers;
+    for (int64_t m : group) {
+      int q = ProcessOf(m);
+      if (q != me_ && std::find(peers.begin(), peers.end(), q) == peers.end()) peers.push_back(q);
+    }
+    return peers;
+  }
+
+  // The leader's part: every local member's output from everyone's input.
+  void Lead(const CollectiveCall& call, const std::vector<Published>& locals) {
+    const int64_t n = static_cast<int64_t>(call.group.size());
+    std::vector<const uint8_t*> input(n, nullptr);  // by rank: local inputs
+    std::vector<uint8_t*> output(n, nullptr);       // by rank: local outputs
+    {
+      size_t k = 0;
+      for (int64_t r = 0; r < n; ++r) {
+        if (ProcessOf(call.group[r]) != me_) continue;
+        input[r] = static_cast<const uint8_t*>(locals[k].input);
+        output[r] = static_cast<uint8_t*>(locals[k].output);
+        ++k;
+      }
+    }
+    const std::vector<int> peers = PeersOf(call.group);
+    std::map<int, std::vector<uint8_t>> out, in;
+    auto members_of = [&](int q) {
+      std::vector<int64_t> ranks;
+      for (int64_t r = 0; r < n; ++r)
+        if (ProcessOf(call.group[r]) == q) ranks.push_back(r);
+      return ranks;
+    };
+    std::vector<int64_t> mine = members_of(me_);
+    auto append = [](std::vector<uint8_t>& v, const void* p, int64_t bytes) {
+      if (bytes > 0)
+        v.insert(v.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + bytes);
+    };
+
+    switch (call.collective) {
+      case Collective::kBarrier:
+        for (int q : peers) {
+          out.try_emplace(q);
+          in.try_emplace(q);
+        }
+        Exchange(call, out, in);
+        return;
+
+      case Collective::kAllGather: {
+        const int64_t b = call.count;  // bytes per member
+        std::vector<const uint8_t*> from = input;
+        for (int q : peers) {
+          for (int64_t r : mine) append(out[q], input[r], b);
+          in[q].resize(members_of(q).size() * b);
+        }
+        Exchange(call, out, in);
+        for (int q : peers) {
+          int64_t k = 0;
+          for (int64_t r : members_of(q)) from[r] = in[q].data() + (k++) * b;
+        }
+        for (int64_t m : mine) {
+          for (int64_t j = 0; j < n; ++j)
+            if (b > 0) std::memcpy(output[m] + j * b, from[j], b);
+        }
+        return;
+      }
+
+      case Collective::kAllToAll:
+      case Collective::kReduceScatter: {
+        // Block r of member j goes to member r: each process sends the blocks
+        // of its members that the other process's members take.
+        const bool reduce = call.collective == Collective::kReduceScatter;
+        const int64_t element = reduce ? DTypeSize(call.dtype) : 1;
+        const int64_t b = call.count * element;  // bytes per block
+        for (int q : peers) {
+          std::vector<int64_t> theirs = members_of(q);
+          for (int64_t j : mine)
+            for (int64_t r : theirs) append(out[q], input[j] + r * b, b);
+          in[q].resize(theirs.size() * mine.size() * b);
+        }
+        Exchange(call, out, in);
+        // block(j, r): member j's block r, for local r.
+        std::vector<std::vector<const uint8_t*>> block(n, std::vector<const uint8_t*>(n, nullptr));
+        for (int64_t j : mine)
+          for (int64_t r : mine) block[j][r] = input[j] + r * b;
+        for (int q : peers) {
+          int64_t k = 0;
+          for (int64_t j : members_of(q))
+            for (int64_t r : mine) block[j][r] = in[q].data() + (k++) * b;
+        }
+        for (int64_t r : mine) {
+          if (reduce) {
+            std::vector<const void*> parts;
+            for (int64_t j = 0; j < n; ++j) parts.push_back(block[j][r]);
+            runtime::ReduceInOrder(call.dtype, call.reduce, parts, 0, output[r], call.count);
+          } else {
+            for (int64_t j = 0; j < n; ++j)
+              if (b > 0) std::memcpy(output[r] + j * b, block[j][r], b);
+          }
+        }
+        return;
+      }
+
+      case Collective::kAllReduce: {
+        // Each process of the group reduces one share of the elements (in
+        // group order, over every member) and sends it to the others.
+        const int64_t element = DTypeSize(call.dtype);
+        std::vector<int> order;  // the group's processes, in order of their first member
+        for (int64_t r = 0; r < n; ++r) {
+          int q = ProcessOf(call.group[r]);
+          if (std::find(order.begin(), order.end(), q) == order.end()) order.push_back(q);
+        }
+        const int64_t shares = static_cast<int64_t>(order.size());
+        const int64_t share = (call.count + shares - 1) / shares;
+        auto range = [&](int q) {
+          int64_t i = std::find(order.begin(), order.end(), q) - order.begin();
+          int64_t begin = std::min(call.count, i * share);
+          return std::make_pair(begin, std::min(call.count, begin + share));
+        };
+        auto [my_begin, my_end] = range(me_);
+        for (int q : peers) {
+          auto [qb, qe] = range(q);
+          for (int64_t r : mine) append(out[q], input[r] + qb * element, (qe - qb) * element);
+          in[q].resize(members_of(q).size() * (my_end - my_begin) * element);
+        }
+        Exchange(call, out, in);
+        std::vector<const void*> parts(n);
+        for (int64_t r : mine) parts[r] = input[r] + my_begin * element;
+        for (int q : peers) {
+          int64_t k = 0;
+          for (int64_t r : members_of(q))
+            parts[r] = in[q].data() + (k++) * (my_end - my_begin) * element;
+        }
+        std::vector<uint8_t> reduced((my_end - my_begin) * element);
+        runtime::ReduceInOrder(call.dtype, call.reduce, parts, 0, reduced.data(),
+                               my_end - my_begin);
+        // Second round: every process's reduced share to the others.
+        std::map<int, std::vector<uint8_t>> out2, in2;
+        for (int q : peers) {
+          out2[q] = reduced;
+          auto [qb, qe] = range(q);
+          in2[q].resize((qe - qb) * element);
+        }
+        Exchange(call, out2, in2);
+        for (int64_t m : mine) {
+          if (!reduced.empty())
+            std::memcpy(output[m] + my_begin * element, reduced.data(), reduced.size());
+          for (int q : peers) {
+            auto [qb, qe] = range(q);
+            if (qe > qb) std::memcpy(output[m] + qb * element, in2[q].data(), (qe - qb) * element);
+          }
+        }
+        return;
+      }
+
+      case Collective::kCollectivePermute: {
+        // The group is every participant in id order: rank == id.
+        const int64_t b = call.count;
+        std::vector<bool> received(n, false);
+        std::map<int, std::vector<int64_t>>
+            taken_from;  // by source process: targets, in pair order
+        for (auto [s, t] : call.source_target_pairs) {
+          const bool s_here = ProcessOf(s) == me_, t_here = ProcessOf(t) == me_;
+          if (s_here && t_here) {
+            if (b > 0) std::memcpy(output[t], input[s], b);
+            received[t] = true;
+          } else if (s_here) {
+            append(out[ProcessOf(t)], input[s], b);
+          } else if (t_here) {
+            taken_from[ProcessOf(s)].push_back(t);
+          }
+        }
+        for (auto& [q, targets] : taken_from) in[q].resize(targets.size() * b);
+        // Every process takes part (the group is everyone): empty messages
+        // keep the peers' calls matched.
+        for (int q : peers) {
+          out.try_emplace(q);
+          in.try_emplace(q);
+        }
+        Exchange(call, out, in);
+        for (auto& [q, targets] : taken_from) {
+          int64_t k = 0;
+          for (int64_t t : targets) {
+            if (b > 0) std::memcpy(output[t], in[q].data() + (k++) * b, b);
+            received[t] = true;
+          }
+        }
+        for (int64_t m : mine) {
+          if (!received[m] && b > 0) std::memset(output[m], 0, b);
+        }
+        return;
+      }
+    }
+  }
+
+  const std::chrono::milliseconds timeout_;
+  const int me_, processes_;
+  const LocalParticipants local_;
+  std::unique_ptr<runtime::Communicator> local_comm_;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int tag_limit_ = 32767;
+  std::mutex mutex_;
+  std::string abort_reason_;
+  std::map<int, std::vector<int64_t>> tags_;
+};
+
+}  // namespace
+
+std::unique_ptr<runtime::Communicator> MakeMpiCommunicator(
+    int64_t participants, std::optional<std::chrono::milliseconds> timeout) {
+  std::chrono::milliseconds t = timeout ? *timeout : runtime::DefaultCollectiveTimeout();
+  if (t.count() < 1) Fail("[communicator] the timeout must be positive, got {} ms", t.count());
+  return std::make_unique<MpiCommunicator>(participants, t);
+}
+
+}  // namespace strata::distributed

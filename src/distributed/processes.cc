@@ -1,0 +1,68 @@
+// The job's processes: MPI initialized once, when an MPI launcher started us.
+#include <mpi.h>
+
+#include <cstdlib>
+
+#include "strata/core/error.h"
+#include "strata/distributed/mpi.h"
+
+namespace strata::distributed {
+namespace {
+
+bool LaunchedByMpi() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"}) {
+    if (std::getenv(v)) return true;
+  }
+  return false;
+}
+
+void FinalizeAtExit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+ProcessGroup Start() {
+  ProcessGroup group;
+  if (!LaunchedByMpi()) return group;
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    int provided = 0;
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+    if (provided < MPI_THREAD_MULTIPLE) {
+      Fail(
+          "[mpi] the MPI library gives thread level {}, strata needs MPI_THREAD_MULTIPLE ({}): "
+          "each device's thread exchanges its own data",
+          provided, MPI_THREAD_MULTIPLE);
+    }
+    std::atexit(FinalizeAtExit);
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, &group.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &group.size);
+  group.mpi = true;
+  return group;
+}
+
+}  // namespace
+
+const ProcessGroup& Processes() {
+  static const ProcessGroup group = Start();
+  return group;
+}
+
+LocalParticipants ParticipantsOf(int64_t participants, int rank, int processes) {
+  if (processes < 1 || rank < 0 || rank >= processes) {
+    Fail("[mpi] process {} of {} does not exist", rank, processes);
+  }
+  if (participants < 1 || participants % processes != 0) {
+    Fail(
+        "[mpi] {} device(s) do not split evenly over {} processes: give a device count that "
+        "is a multiple of the number of processes",
+        participants, processes);
+  }
+  const int64_t per = participants / processes;
+  return {rank * per, per};
+}
+
+}  // namespace strata::distributed
