@@ -65,4 +65,20 @@ LocalParticipants ParticipantsOf(int64_t participants, int rank, int processes) 
   return {rank * per, per};
 }
 
+namespace {
+class MpiGroup final : public runtime::ProcessGroup {
+ public:
+  int rank() const override { return Processes().rank; }
+  int size() const override { return Processes().size; }
+  std::unique_ptr<runtime::Communicator> MakeCommunicator(int64_t participants) const override {
+    return MakeMpiCommunicator(participants);
+  }
+};
+}  // namespace
+
+std::shared_ptr<const runtime::ProcessGroup> MpiProcessGroup() {
+  static const auto group = std::make_shared<const MpiGroup>();
+  return group;
+}
+
 }  // namespace strata::distributed

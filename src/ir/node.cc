@@ -189,15 +189,16 @@ NodePtr Node::MakeLoop(std::vector<Value> operands, std::shared_ptr<const LoopBo
 
 NodePtr Node::MakeShardedDeviceData(std::vector<runtime::Buffer> shards, Shape full,
                                     const spmd::Mesh& mesh, spmd::AxisSharding layout,
-                                    std::optional<Sharding> sharding, bool computed) {
+                                    std::optional<Sharding> sharding, bool computed,
+                                    int64_t first) {
   spmd::CheckSharding(mesh, layout, full.rank());
   Shape shard(full.dtype(), spmd::ShardDims(mesh, layout, full.dims()));
-  if (static_cast<int64_t>(shards.size()) != mesh.size()) {
-    Fail("[device_data] {} shards for {}", shards.size(), mesh.ToString());
+  if (shards.empty() || first < 0 || first + static_cast<int64_t>(shards.size()) > mesh.size()) {
+    Fail("[device_data] {} shards from partition {} for {}", shards.size(), first, mesh.ToString());
   }
   for (size_t p = 0; p < shards.size(); ++p) {
     if (!shards[p].defined() || shards[p].shape() != shard) {
-      Fail("[device_data] shard {} must be {}, got {}", p, shard.ToString(),
+      Fail("[device_data] shard {} must be {}, got {}", first + p, shard.ToString(),
            shards[p].defined() ? shards[p].shape().ToString() : "an empty buffer");
     }
   }
@@ -208,8 +209,8 @@ NodePtr Node::MakeShardedDeviceData(std::vector<runtime::Buffer> shards, Shape f
   node->kind_ = NodeKind::kDeviceData;
   node->shapes_ = {full};
   node->buffer_ = shards[0];
-  node->sharded_data_ =
-      std::make_shared<const ShardedData>(ShardedData{std::move(shards), mesh, std::move(layout)});
+  node->sharded_data_ = std::make_shared<const ShardedData>(
+      ShardedData{std::move(shards), mesh, std::move(layout), first});
   node->sharding_ = std::move(sharding);
   node->computed_ = computed;
   node->attributes_ = EmptyAttributes();
@@ -220,6 +221,10 @@ NodePtr Node::MakeShardedDeviceData(std::vector<runtime::Buffer> shards, Shape f
 runtime::Buffer Node::WholeBuffer() const {
   STRATA_CHECK(kind_ == NodeKind::kDeviceData, "WholeBuffer of a {} node", OpName());
   if (!sharded_data_) return buffer_;
+  STRATA_CHECK(sharded_data_->complete(),
+               "WholeBuffer of data whose shards are spread over processes (this one holds {} "
+               "from partition {}): lazy::Context::WholeOf gathers them",
+               sharded_data_->shards.size(), sharded_data_->first);
   return runtime::AssembleShards(sharded_data_->shards, shapes_[0], sharded_data_->mesh,
                                  sharded_data_->layout, runtime::Client::Default().device(0));
 }

@@ -464,31 +464,41 @@ void Context::RunPartitioned(const Entry& entry, const ir::Graph& graph,
                              const std::vector<size_t>& root_of_target) {
   const ir::Mesh& mesh = *entry.mesh;
   const int64_t n = mesh.size();
+  // This process's block of the mesh (all of it unless a job of several
+  // processes shares the mesh).
+  const int processes = process_group_ ? process_group_->size() : 1;
+  if (n % processes != 0) {
+    Fail("[sync] a mesh of {} devices does not split evenly over the job's {} processes", n,
+         processes);
+  }
+  const int64_t local = n / processes, first = process_group_ ? process_group_->rank() * local : 0;
   runtime::Client& client = ClientFor(n);
   std::vector<const runtime::Device*> devices;
   for (int64_t p = 0; p < n; ++p) devices.push_back(client.device(static_cast<int>(p)));
-  std::vector<std::vector<runtime::Buffer>> arguments(n);
+  std::vector<std::vector<runtime::Buffer>> arguments(local);
   for (size_t i = 0; i < graph.parameters.size(); ++i) {
     const ir::Node* p = graph.parameters[i];
     const spmd::AxisSharding& want = entry.parameter_shardings.at(i);
     const ir::Node::ShardedData* data =
         p->kind() == ir::NodeKind::kDeviceData ? p->sharded_data() : nullptr;
     std::vector<runtime::Buffer> shards;
-    if (data && data->mesh == mesh && data->layout == want) {
+    if (data && data->mesh == mesh && data->layout == want && data->first == first &&
+        static_cast<int64_t>(data->shards.size()) == local) {
       shards = data->shards;
     } else {
       runtime::Buffer whole;
       if (p->kind() == ir::NodeKind::kDeviceData) {
-        whole = p->WholeBuffer();
+        whole = WholeOf(*p);
       } else {
         const hlo::Literal& lit = p->scalar();
         whole = runtime::Buffer::FromHost(
             lit.shape(), {lit.data(), static_cast<size_t>(lit.size_bytes())}, devices[0]);
       }
       metrics_.bytes_to_device += whole.size_bytes();
-      shards = runtime::SplitIntoShards(whole, mesh, want, devices);
+      std::vector<runtime::Buffer> all = runtime::SplitIntoShards(whole, mesh, want, devices);
+      shards.assign(all.begin() + first, all.begin() + first + local);
     }
-    for (int64_t d = 0; d < n; ++d) arguments[d].push_back(shards[d]);
+    for (int64_t d = 0; d < local; ++d) arguments[d].push_back(shards[d]);
   }
   // Donation as for one device, judged on the last partition's shard (the
   // node keeps partition 0's as its identity): the trainer's new weights and
@@ -497,12 +507,15 @@ void Context::RunPartitioned(const Entry& entry, const ir::Graph& graph,
   if (donate_buffers_) {
     std::vector<runtime::Buffer> last;
     for (int64_t i = 0; i < static_cast<int64_t>(graph.parameters.size()); ++i)
-      last.push_back(arguments[n - 1][i]);
+      last.push_back(arguments[local - 1][i]);
     donated = DonatableParameters(graph, roots, targets, last);
   }
   int64_t t0 = NowNs();
-  auto communicator = runtime::MakeInProcessCommunicator(n);
-  auto outputs = entry.executable->RunPartitioned(arguments, devices, *communicator, donated);
+  auto communicator =
+      processes > 1 ? process_group_->MakeCommunicator(n) : runtime::MakeInProcessCommunicator(n);
+  std::vector<const runtime::Device*> mine(devices.begin() + first,
+                                           devices.begin() + first + local);
+  auto outputs = entry.executable->RunPartitions(first, arguments, mine, *communicator, donated);
   for (size_t i = 0; i < donated.size(); ++i) {
     if (!donated[i]) continue;
     for (const runtime::Buffer& out : outputs[0]) {
@@ -511,7 +524,7 @@ void Context::RunPartitioned(const Entry& entry, const ir::Graph& graph,
   }
   metrics_.execute_ns += NowNs() - t0;
   metrics_.executions++;
-  metrics_.bytes_collective += communicator->bytes_sent(0);
+  metrics_.bytes_collective += communicator->bytes_sent(first);
   std::lock_guard<std::mutex> lock(tensors_mutex_);
   for (size_t i = 0; i < targets.size(); ++i) {
     TensorImpl* impl = targets[i];
@@ -519,13 +532,54 @@ void Context::RunPartitioned(const Entry& entry, const ir::Graph& graph,
     if (!StillPending(impl, roots[r])) continue;
     const spmd::AxisSharding& layout = entry.result_shardings.at(r);
     std::vector<runtime::Buffer> shards;
-    for (int64_t d = 0; d < n; ++d) shards.push_back(outputs[d][r]);
+    for (int64_t d = 0; d < local; ++d) shards.push_back(outputs[d][r]);
     // A result with no spec of its own keeps the layout propagation gave it.
     std::optional<ir::Sharding> sharding = impl->sharding;
     if (!sharding) sharding = ir::Sharding(mesh, SpecOf(mesh, layout), layout.rank());
     impl->value = ir::Value{ir::Node::MakeShardedDeviceData(std::move(shards), roots[r].shape(),
-                                                            mesh, layout, sharding, true)};
+                                                            mesh, layout, sharding, true, first)};
   }
+}
+
+// Data whose shards live in several processes is gathered by a program of
+// its own: the array in its layout, copied replicated (one all-gather per
+// split dim), run by every process on its partitions.
+runtime::Buffer Context::WholeOf(const ir::Node& data) {
+  const ir::Node::ShardedData* sharded = data.sharded_data();
+  if (!sharded || sharded->complete()) return data.WholeBuffer();
+  STRATA_CHECK(process_group_, "sharded data spread over processes without a process group");
+  const spmd::Mesh& mesh = sharded->mesh;
+  const Shape& shape = data.shape(0);
+  const std::string key =
+      fmt::format("{} {} {}", mesh.ToString(), spmd::ToHloSharding(mesh, sharded->layout).ToText(),
+                  shape.ToString());
+  runtime::Client& client = ClientFor(mesh.size());
+  runtime::Executable* gather = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(cache_mutex_);
+    auto& slot = gatherers_[key];
+    if (!slot) {
+      auto module = hlo::ParseModule(
+          fmt::format("HloModule gather\nENTRY main {{\n  p = {0} parameter(0), sharding={1}\n"
+                      "  ROOT c = {0} copy(p), sharding={{replicated}}\n}}\n",
+                      shape.ToString(), spmd::ToHloSharding(mesh, sharded->layout).ToText()));
+      spmd::PartitionedModule partitioned = spmd::Partition(*module, mesh);
+      runtime::CompileOptions options;
+      options.client = &client;
+      slot = runtime::Executable::Compile(*partitioned.module, options);
+    }
+    gather = slot.get();
+  }
+  std::vector<std::vector<runtime::Buffer>> arguments;
+  std::vector<const runtime::Device*> devices;
+  for (size_t k = 0; k < sharded->shards.size(); ++k) {
+    arguments.push_back({sharded->shards[k]});
+    devices.push_back(client.device(static_cast<int>(sharded->first + k)));
+  }
+  auto communicator = process_group_->MakeCommunicator(mesh.size());
+  auto outputs = gather->RunPartitions(sharded->first, arguments, devices, *communicator);
+  metrics_.bytes_collective += communicator->bytes_sent(sharded->first);
+  return outputs.at(0).at(0);
 }
 
 std::optional<spmd::PartitionReport> Context::PartitionReportOf(

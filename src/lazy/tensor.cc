@@ -90,7 +90,7 @@ std::vector<uint8_t> Tensor::ToBytes(DType expected) const {
          shape().ToString(), DTypeName(expected));
   }
   const_cast<Tensor*>(this)->sync();
-  runtime::Buffer b = value().node->WholeBuffer();
+  runtime::Buffer b = Context::Get().WholeOf(*value().node);
   Context::Get().metrics().bytes_from_device += b.size_bytes();
   return std::vector<uint8_t>(b.data(), b.data() + b.size_bytes());
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "strata/runtime/communicator.h"
+#include "strata/runtime/process_group.h"
 
 namespace strata::distributed {
 
@@ -46,5 +47,10 @@ LocalParticipants ParticipantsOf(int64_t participants, int rank, int processes);
 // Waiting polls and sleeps: it never spins a core.
 std::unique_ptr<runtime::Communicator> MakeMpiCommunicator(
     int64_t participants, std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+
+// The job's processes as a runtime::ProcessGroup, for
+// lazy::Context::set_process_group: sharded graphs then run each process's
+// partitions only, and exchange data through MakeMpiCommunicator.
+std::shared_ptr<const runtime::ProcessGroup> MpiProcessGroup();
 
 }  // namespace strata::distributed

@@ -91,9 +91,12 @@ class Node {
   // Device data held as one shard per device of `mesh`, laid out by
   // `layout` (what a partitioned program returns); `full` is the array's
   // shape. No device holds the whole array; WholeBuffer() assembles it.
+  // In a job of several processes each holds the shards of its own
+  // partitions only: `shards` are those of partitions first, first + 1, ...
   static NodePtr MakeShardedDeviceData(std::vector<runtime::Buffer> shards, Shape full,
                                        const spmd::Mesh& mesh, spmd::AxisSharding layout,
-                                       std::optional<Sharding> sharding, bool computed = true);
+                                       std::optional<Sharding> sharding, bool computed = true,
+                                       int64_t first = 0);
   static NodePtr MakeScalar(hlo::Literal value);
   // A loop-body placeholder; `level` is the loop nesting depth it belongs to
   // (1 for the outermost scan).
@@ -126,9 +129,13 @@ class Node {
   // which stands for the data's identity (read the values with WholeBuffer).
   const runtime::Buffer& buffer() const { return buffer_; }
   struct ShardedData {
-    std::vector<runtime::Buffer> shards;  // one per partition
+    std::vector<runtime::Buffer> shards;  // one per partition this process holds
     spmd::Mesh mesh;
     spmd::AxisSharding layout;
+    int64_t first = 0;  // the partition of shards[0]
+    bool complete() const {
+      return first == 0 && static_cast<int64_t>(shards.size()) == mesh.size();
+    }
   };
   const ShardedData* sharded_data() const { return sharded_data_.get(); }
   // The whole array (assembled from the shards of sharded data).

@@ -19,6 +19,7 @@
 #include "strata/ir/lowering.h"
 #include "strata/lazy/tensor.h"
 #include "strata/runtime/executable.h"
+#include "strata/runtime/process_group.h"
 #include "strata/spmd/partitioner.h"
 
 namespace strata::lazy {
@@ -116,6 +117,19 @@ class Context {
   // program if needed; runs nothing. None when the graph is not partitioned.
   std::optional<spmd::PartitionReport> PartitionReportOf(const std::vector<Tensor>& tensors);
   bool buffer_donation() const { return donate_buffers_; }
+  // The processes this one runs SPMD programs with (an MPI job:
+  // distributed::MpiProcessGroup()). With more than one, a graph over a mesh
+  // runs only this process's block of the mesh's devices, its results keep
+  // only those shards, and reading one (to_vector) gathers the others. Every
+  // process must then run the same graphs, in the same order. None (the
+  // default): one process holds every device.
+  void set_process_group(std::shared_ptr<const runtime::ProcessGroup> group) {
+    process_group_ = std::move(group);
+  }
+  const runtime::ProcessGroup* process_group() const { return process_group_.get(); }
+  // The whole array of device data, its shards gathered from the other
+  // processes when this one holds only some (every process must ask).
+  runtime::Buffer WholeOf(const ir::Node& data);
 
  private:
   Context();
@@ -153,6 +167,9 @@ class Context {
   spmd::PartitionOptions partition_options_;
   // Virtual devices for meshes larger than the default client's.
   std::map<int64_t, std::unique_ptr<runtime::Client>> mesh_clients_;
+  std::shared_ptr<const runtime::ProcessGroup> process_group_;
+  // The programs that gather sharded data whole, by (mesh, layout, shape).
+  std::map<std::string, std::unique_ptr<runtime::Executable>> gatherers_;
 };
 
 }  // namespace strata::lazy
