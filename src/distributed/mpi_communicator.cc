@@ -8,21 +8,24 @@
 // Between two processes each exchange is one message per direction (split
 // into pieces of at most 1 GiB), prefixed with a hash of the call's
 // signature, which the receiver checks. Messages of one member set carry
-// one tag (a hash of the set): its calls run in the same order on every
-// member, and MPI keeps the order of messages with one tag between two
-// processes, so the k-th calls meet.
+// one tag (a hash of the set and of the communicator's generation): its
+// calls run in the same order on every member, and MPI keeps the order of
+// messages with one tag between two processes, so the k-th calls meet. No
+// call blocks inside MPI: sends and receives are posted, then tested.
 #include <mpi.h>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <thread>
 
+#include "mpi_internal.h"
 #include "strata/core/error.h"
 #include "strata/distributed/mpi.h"
 
@@ -82,19 +85,11 @@ class MpiCommunicator final : public runtime::Communicator {
                                                        2 * timeout + std::chrono::seconds(1))) {
     if (!Processes().mpi && processes_ > 1) Fail("[mpi] no MPI job");
     if (Processes().mpi) {
-      MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
-      MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+      comm_ = StrataComm();
       int* upper = nullptr;
       int found = 0;
       MPI_Comm_get_attr(comm_, MPI_TAG_UB, &upper, &found);
       tag_limit_ = found && upper ? *upper : 32767;
-    }
-  }
-  ~MpiCommunicator() override {
-    if (comm_ != MPI_COMM_NULL) {
-      int finalized = 0;
-      MPI_Finalized(&finalized);
-      if (!finalized) MPI_Comm_free(&comm_);
     }
   }
 
@@ -161,12 +156,13 @@ class MpiCommunicator final : public runtime::Communicator {
     }
   }
 
-  // The tag of a member set: a hash of its sorted members, checked against
-  // the sets seen so far so that two sets never share one.
+  // The tag of a member set: a hash of its sorted members and of this
+  // communicator's generation, checked against the sets seen so far so that
+  // two sets never share one.
   int TagOf(std::span<const int64_t> group) {
     std::vector<int64_t> members(group.begin(), group.end());
     std::sort(members.begin(), members.end());
-    uint64_t h = 0;
+    uint64_t h = Mix(0, generation_);
     for (int64_t m : members) h = Mix(h, static_cast<uint64_t>(m));
     const int tag = static_cast<int>(h % static_cast<uint64_t>(tag_limit_));
     std::lock_guard<std::mutex> lock(mutex_);
@@ -467,6 +463,11 @@ class MpiCommunicator final : public runtime::Communicator {
     }
   }
 
+  // Every process makes its communicators in the same order (the same SPMD
+  // program), so the k-th has generation k everywhere: messages a failed
+  // communicator left unreceived never meet a later one's.
+  static inline std::atomic<uint64_t> next_generation_{0};
+  const uint64_t generation_ = next_generation_++;
   const std::chrono::milliseconds timeout_;
   const int me_, processes_;
   const LocalParticipants local_;

@@ -1,13 +1,17 @@
 // The job's processes: MPI initialized once, when an MPI launcher started us.
 #include <mpi.h>
 
+#include <cstdio>
 #include <cstdlib>
 
+#include "mpi_internal.h"
 #include "strata/core/error.h"
 #include "strata/distributed/mpi.h"
 
 namespace strata::distributed {
 namespace {
+
+MPI_Comm strata_comm = MPI_COMM_NULL;
 
 bool LaunchedByMpi() {
   for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"}) {
@@ -40,6 +44,10 @@ ProcessGroup Start() {
   }
   MPI_Comm_rank(MPI_COMM_WORLD, &group.rank);
   MPI_Comm_size(MPI_COMM_WORLD, &group.size);
+  // The only blocking collective strata makes, once, while every process
+  // starts; communicators made later block on nothing.
+  MPI_Comm_dup(MPI_COMM_WORLD, &strata_comm);
+  MPI_Comm_set_errhandler(strata_comm, MPI_ERRORS_RETURN);
   group.mpi = true;
   return group;
 }
@@ -49,6 +57,11 @@ ProcessGroup Start() {
 const ProcessGroup& Processes() {
   static const ProcessGroup group = Start();
   return group;
+}
+
+MPI_Comm StrataComm() {
+  Processes();
+  return strata_comm;
 }
 
 LocalParticipants ParticipantsOf(int64_t participants, int rank, int processes) {
@@ -63,6 +76,14 @@ LocalParticipants ParticipantsOf(int64_t participants, int rank, int processes) 
   }
   const int64_t per = participants / processes;
   return {rank * per, per};
+}
+
+void EndJobOnError(int code) {
+  const ProcessGroup& job = Processes();
+  if (!job.mpi || job.size < 2) return;
+  std::fflush(stdout);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, code);
 }
 
 namespace {

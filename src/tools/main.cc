@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "strata/core/error.h"
+#include "strata/distributed/mpi.h"
 
 int main(int argc, char** argv) {
   // A file-size limit (RLIMIT_FSIZE) must fail the write that crosses it
@@ -125,9 +126,11 @@ int main(int argc, char** argv) {
     if (*train) return strata::tools::RunTrain(train_options);
   } catch (const strata::Error& e) {
     fmt::print(stderr, "strata: error: {}\n", e.what());
+    strata::distributed::EndJobOnError(1);
     return 1;
   } catch (const std::exception& e) {
     fmt::print(stderr, "strata: unexpected error: {}\n", e.what());
+    strata::distributed::EndJobOnError(2);
     return 2;
   }
   return 0;

@@ -14,6 +14,7 @@
 
 #include "commands.h"
 #include "strata/core/error.h"
+#include "strata/distributed/mpi.h"
 #include "strata/io/safetensors.h"
 #include "strata/lazy/context.h"
 #include "strata/train/trainer.h"
@@ -145,6 +146,16 @@ int RunTrain(const TrainCommandOptions& options) {
     if (!o.mesh.empty()) Fail("[train] give --devices or --mesh, not both");
     o.mesh = fmt::format("data={}", options.devices);
   }
+  // Under an MPI launcher every process runs this same job on its block of
+  // the mesh's devices (one device each unless --devices / --mesh says more).
+  // Process 0 alone prints and writes the files; the others take part in
+  // every read (they are collectives) and discard what they would write.
+  const distributed::ProcessGroup& job = distributed::Processes();
+  if (job.size > 1) {
+    lazy::Context::Get().set_process_group(distributed::MpiProcessGroup());
+    if (o.mesh.empty()) o.mesh = fmt::format("data={}", job.size);
+  }
+  const bool writes = job.rank == 0;
   o.Validate();
   if (options.checkpoint_every < 0) Fail("[train] --checkpoint-every must not be negative");
   if (options.sample_tokens < 0) Fail("[train] --sample-tokens must not be negative");
@@ -165,7 +176,7 @@ int RunTrain(const TrainCommandOptions& options) {
                      : std::make_unique<train::Trainer>(o, std::move(corpus));
   const int64_t tokens_per_step = o.batch * o.seq;
   const io::LlamaConfig config = o.ModelConfig();
-  const bool say = !options.quiet;
+  const bool say = !options.quiet && writes;
   if (say) {
     fmt::print(
         "strata train: Llama, {} layers ({}), hidden {}, {} heads ({} kv), MLP {}, "
@@ -179,22 +190,37 @@ int RunTrain(const TrainCommandOptions& options) {
         options.corpus, train_bytes, heldout_bytes, o.batch, o.seq, tokens_per_step, o.lr, o.warmup,
         o.min_lr, o.weight_decay, o.clip, o.seed);
     if (std::optional<ir::Mesh> mesh = o.Mesh()) {
-      fmt::print("  SPMD: {} in-process devices ({}), sharding {}\n", mesh->size(),
-                 mesh->ToString(), o.sharding);
+      if (job.size > 1) {
+        fmt::print("  SPMD: {} devices ({}) over {} processes, sharding {}\n", mesh->size(),
+                   mesh->ToString(), job.size, o.sharding);
+      } else {
+        fmt::print("  SPMD: {} in-process devices ({}), sharding {}\n", mesh->size(),
+                   mesh->ToString(), o.sharding);
+      }
     }
     if (options.resume)
       fmt::print("  resumed from step {} ({})\n", trainer->step(), checkpoints.string());
     std::fflush(stdout);
   }
 
-  Progress progress(o.steps, tokens_per_step, options.quiet);
+  Progress progress(o.steps, tokens_per_step, !say);
+  // Process 0 saves the checkpoint; the others write theirs to a scratch
+  // directory of their own, removed at once (the reads are collectives, so
+  // each process must make them, in the same order).
+  auto save = [&]() -> std::string {
+    if (writes) return trainer->SaveCheckpoint(checkpoints.string());
+    const fs::path scratch = out / fmt::format(".process-{}", job.rank);
+    std::string saved = trainer->SaveCheckpoint(scratch.string());
+    fs::remove_all(scratch);
+    return saved;
+  };
   std::string last_checkpoint;
   const int64_t first = trainer->step();
   while (trainer->step() < o.steps) {
     if (stop_requested) {
       progress.Finish();
-      last_checkpoint = trainer->SaveCheckpoint(checkpoints.string());
-      if (!options.quiet) {
+      last_checkpoint = save();
+      if (say) {
         fmt::print("interrupted after step {} of {}: saved {}; continue with --resume\n",
                    trainer->step(), o.steps, last_checkpoint);
       }
@@ -214,7 +240,7 @@ int RunTrain(const TrainCommandOptions& options) {
     }
     if (options.checkpoint_every > 0 && s.step % options.checkpoint_every == 0 &&
         s.step < o.steps) {
-      last_checkpoint = trainer->SaveCheckpoint(checkpoints.string());
+      last_checkpoint = save();
     }
   }
   progress.Finish();
@@ -223,14 +249,16 @@ int RunTrain(const TrainCommandOptions& options) {
 
   // The end of the run: a last evaluation, a checkpoint, the curve, samples.
   float held = trainer->Evaluate();
-  last_checkpoint = trainer->SaveCheckpoint(checkpoints.string());
-  fs::create_directories(out);
+  last_checkpoint = save();
   const fs::path svg = out / "loss.svg";
-  std::string curve =
-      train::LossCurveSvg(trainer->history(), trainer->evals(),
-                          fmt::format("strata train: {} layers, hidden {}, batch {} x {}",
-                                      o.num_layers, o.hidden, o.batch, o.seq));
-  io::WriteFileAtomically(svg.string(), {curve});
+  if (writes) {
+    fs::create_directories(out);
+    std::string curve =
+        train::LossCurveSvg(trainer->history(), trainer->evals(),
+                            fmt::format("strata train: {} layers, hidden {}, batch {} x {}",
+                                        o.num_layers, o.hidden, o.batch, o.seq));
+    io::WriteFileAtomically(svg.string(), {curve});
+  }
 
   train::ByteTokenizer tokenizer;
   std::vector<int64_t> prompt = tokenizer.Encode(options.prompt);

@@ -37,6 +37,11 @@ struct LocalParticipants {
 };
 LocalParticipants ParticipantsOf(int64_t participants, int rank, int processes);
 
+// A process of a job of several that fails: ends the whole job at once
+// (MPI_Abort: the launcher stops the others), since the others would wait
+// for it and finalizing MPI waits for them. Returns in a job of one process.
+void EndJobOnError(int code);
+
 // A communicator over `participants` spread over the job's processes (this
 // process owns ParticipantsOf(participants, rank, size)). Local calls pass
 // only this process's participants as `self`; run them with

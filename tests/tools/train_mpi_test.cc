@@ -1,0 +1,229 @@
+// `strata train` as an MPI job (mpirun -np 2 and -np 4 on this machine):
+// the same losses and the same weights, bit for bit, as one process running
+// the same mesh's devices in-process, and within 1e-5 of one device; resumes
+// with another number of processes; a process killed or hung stops the
+// job within a bounded time, with an error naming it.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+extern char** environ;
+namespace fs = std::filesystem;
+
+namespace strata {
+namespace {
+
+constexpr const char* kModel =
+    " train --corpus " STRATA_SOURCE_DIR
+    "/data/corpus.txt --hidden 32 --num-layers 2 --heads 4 --kv-heads 2 --intermediate 64 "
+    "--batch 4 --seq 8 --warmup 4 --eval-every 10 --eval-batches 2 --seed 11 --sample-tokens 0 ";
+
+// mpirun as CI runs it: as root, more processes than cores, shared memory.
+const std::string kMpirun = std::string(
+                                "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+                                "OMPI_MCA_btl=self,vader ") +
+                            STRATA_MPIEXEC + " --oversubscribe --bind-to none";
+
+class TrainMpi : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("strata_train_mpi_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  fs::path Path(const std::string& name) const { return dir_ / name; }
+
+  static std::string Read(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+
+  // Runs `launcher strata train <model> args` into out; returns the exit status.
+  int Train(const std::string& launcher, const std::string& out, const std::string& args) {
+    std::string command = launcher + (launcher.empty() ? "" : " ") + STRATA_BINARY + kModel +
+                          "--out " + Path(out).string() + " " + args + " > " +
+                          Path(out + ".stdout").string() + " 2> " + Path(out + ".stderr").string();
+    int status = std::system(command.c_str());
+    return WEXITSTATUS(status);
+  }
+  std::string Stderr(const std::string& out) { return Read(Path(out + ".stderr")); }
+
+  std::vector<double> Losses(const std::string& out, const std::string& step) {
+    auto state =
+        nlohmann::json::parse(Read(Path(out) / "checkpoints" / step / "trainer_state.json"));
+    std::vector<double> losses;
+    for (const auto& row : state["history"]) losses.push_back(row[1].get<double>());
+    return losses;
+  }
+  std::string Weights(const std::string& out, const std::string& step) {
+    return Read(Path(out) / "checkpoints" / step / "model.safetensors");
+  }
+
+  fs::path dir_;
+};
+
+struct Plan {
+  const char* sharding;
+  const char* mesh;
+  int processes;
+};
+
+TEST_F(TrainMpi, ProcessesTrainAsOneProcessRunningTheSameMeshDoes) {
+  ASSERT_EQ(Train("", "one", "--steps 20"), 0) << Stderr("one");
+  const std::vector<double> one_device = Losses("one", "step-0000020");
+  ASSERT_EQ(one_device.size(), 20u);
+  for (Plan p : {Plan{"dp", "data=2", 2}, Plan{"fsdp", "data=2", 2}, Plan{"tp", "model=2", 2},
+                 Plan{"fsdp", "data=4", 4}, Plan{"fsdp+tp", "data=2,model=2", 4}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << p.sharding << " on " << p.mesh << ", " << p.processes << " processes");
+    const std::string args =
+        std::string("--steps 20 --mesh ") + p.mesh + " --sharding " + p.sharding;
+    const std::string in_process = std::string(p.sharding) + "_threads";
+    const std::string mpi = std::string(p.sharding) + "_mpi" + std::to_string(p.processes);
+    ASSERT_EQ(Train("", in_process, args), 0) << Stderr(in_process);
+    ASSERT_EQ(Train(kMpirun + " -np " + std::to_string(p.processes), mpi, args), 0) << Stderr(mpi);
+    const std::vector<double> threads = Losses(in_process, "step-0000020");
+    const std::vector<double> processes = Losses(mpi, "step-0000020");
+    EXPECT_EQ(processes, threads);  // bit for bit
+    EXPECT_TRUE(Weights(mpi, "step-0000020") == Weights(in_process, "step-0000020"));
+    ASSERT_EQ(processes.size(), one_device.size());
+    for (size_t i = 0; i < processes.size(); ++i) {
+      EXPECT_NEAR(processes[i], one_device[i], 1e-5 * std::abs(one_device[i])) << "step " << i + 1;
+    }
+    // Only process 0 prints and writes.
+    const std::string printed = Read(Path(mpi + ".stdout"));
+    EXPECT_NE(printed.find("over " + std::to_string(p.processes) + " processes"), std::string::npos)
+        << printed;
+    size_t summaries = 0;
+    for (size_t at = printed.find("summary:"); at != std::string::npos;
+         at = printed.find("summary:", at + 1))
+      ++summaries;
+    EXPECT_EQ(summaries, 1u) << printed;
+    EXPECT_FALSE(fs::exists(Path(mpi) / ".process-1"));
+  }
+}
+
+TEST_F(TrainMpi, ResumesWithAnotherNumberOfProcesses) {
+  const std::string args = "--steps 20 --mesh data=4 --sharding fsdp";
+  ASSERT_EQ(Train("", "whole", args), 0) << Stderr("whole");
+  for (auto [before, after] : {std::pair{4, 2}, std::pair{2, 4}}) {
+    SCOPED_TRACE(::testing::Message() << before << " processes, then " << after);
+    const std::string out = "resumed" + std::to_string(before) + std::to_string(after);
+    ASSERT_EQ(
+        Train(kMpirun + " -np " + std::to_string(before), out, args + " --checkpoint-every 10"), 0)
+        << Stderr(out);
+    // Back to step 10, as if the run had stopped there.
+    fs::remove_all(Path(out) / "checkpoints" / "step-0000020");
+    std::ofstream(Path(out) / "checkpoints" / "latest") << "step-0000010\n";
+    ASSERT_EQ(Train(kMpirun + " -np " + std::to_string(after), out, args + " --resume"), 0)
+        << Stderr(out);
+    EXPECT_NE(Read(Path(out + ".stdout")).find("resumed from step 10"), std::string::npos);
+    EXPECT_EQ(Losses(out, "step-0000020"), Losses("whole", "step-0000020"));
+    EXPECT_TRUE(Weights(out, "step-0000020") == Weights("whole", "step-0000020"));
+  }
+}
+
+// The job's processes, by rank: those whose command line holds `marker`
+// (the run's output directory) and whose environment has an MPI rank.
+std::vector<pid_t> Ranks(const std::string& marker, int processes) {
+  std::vector<pid_t> ranks(processes, -1);
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream cmdline(entry.path() / "cmdline", std::ios::binary);
+    std::string args((std::istreambuf_iterator<char>(cmdline)), {});
+    if (args.find(marker) == std::string::npos) continue;
+    std::ifstream env(entry.path() / "environ", std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(env)), {});
+    const std::string key = std::string("OMPI_COMM_WORLD_RANK=");
+    size_t at = text.find(key);
+    if (at == std::string::npos) continue;
+    int rank = std::atoi(text.c_str() + at + key.size());
+    if (rank >= 0 && rank < processes) ranks[rank] = std::stoi(name);
+  }
+  return ranks;
+}
+
+// Starts a long job of 2 processes, waits until both run, sends `signal` to
+// process 1, and returns mpirun's exit status and the seconds it took to end.
+std::pair<int, double> SignalProcessOne(const fs::path& dir, int signal, const std::string& env) {
+  const std::string command = env + " " + kMpirun + " -np 2 " + STRATA_BINARY + kModel +
+                              "--steps 1000000 --out " + (dir / "job").string() + " > " +
+                              (dir / "job.stdout").string() + " 2> " +
+                              (dir / "job.stderr").string();
+  pid_t shell = 0;
+  const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
+  if (posix_spawn(&shell, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) != 0)
+    return {-1, 0};
+  std::vector<pid_t> ranks;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < give_up) {
+    std::vector<pid_t> found = Ranks((dir / "job").string(), 2);
+    if (found[0] > 0 && found[1] > 0) ranks = found;
+    // Running steps, not starting up: the progress bar has begun.
+    if (!ranks.empty() && fs::exists(dir / "job.stdout") && fs::file_size(dir / "job.stdout") > 0)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (ranks.empty()) {
+    kill(shell, SIGKILL);
+    return {-2, 0};
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const auto start = std::chrono::steady_clock::now();
+  kill(ranks[1], signal);
+  int status = 0;
+  const auto deadline = start + std::chrono::seconds(120);
+  while (waitpid(shell, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(ranks[0], SIGKILL);
+      kill(ranks[1], SIGKILL);
+      waitpid(shell, &status, 0);
+      return {-3, 120};
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (signal == SIGSTOP) kill(ranks[1], SIGKILL);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return {WEXITSTATUS(status), seconds};
+}
+
+TEST_F(TrainMpi, AKilledProcessEndsTheJobNamingIt) {
+  auto [status, seconds] = SignalProcessOne(dir_, SIGKILL, "");
+  ASSERT_GE(status, 0) << "the job did not start or did not end (" << status << ")";
+  EXPECT_NE(status, 0);
+  EXPECT_LT(seconds, 30);
+  const std::string err = Read(Path("job.stderr"));
+  EXPECT_NE(err.find("rank 1"), std::string::npos) << err;
+}
+
+TEST_F(TrainMpi, AHungProcessIsATimeoutNamingIt) {
+  // Process 1 stops (SIGSTOP): process 0's next collective waits 3 s, then
+  // fails naming it, and the job ends.
+  auto [status, seconds] = SignalProcessOne(dir_, SIGSTOP, "STRATA_COLLECTIVE_TIMEOUT_MS=3000");
+  ASSERT_GE(status, 0) << "the job did not start or did not end (" << status << ")";
+  EXPECT_NE(status, 0);
+  EXPECT_LT(seconds, 30);
+  const std::string err = Read(Path("job.stderr"));
+  EXPECT_NE(err.find("timed out after 3000 ms waiting for process(es) 1"), std::string::npos)
+      << err;
+}
+
+}  // namespace
+}  // namespace strata
