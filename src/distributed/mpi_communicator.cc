@@ -224,7 +224,8 @@ class MpiCommunicator final : public runtime::Communicator {
   void Wait(const CollectiveCall& call, std::vector<MPI_Request>& requests,
             const std::vector<int>& peer_of_request) {
     const auto deadline = std::chrono::steady_clock::now() + timeout_;
-    auto pause = std::chrono::microseconds(0);
+    const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(100);
+    auto pause = std::chrono::microseconds(10);
     std::vector<MPI_Status> statuses(requests.size());
     while (true) {
       int done = 0;
@@ -261,11 +262,16 @@ class MpiCommunicator final : public runtime::Communicator {
             CollectiveName(call.collective), timeout_.count(), fmt::join(silent, ","),
             Describe(call), me_);
       }
-      // Spin briefly, then sleep longer and longer (to 1 ms): a waiting
-      // process gives its core to the ones it waits for.
-      if (pause.count() > 0) std::this_thread::sleep_for(pause);
-      pause = std::min(std::chrono::microseconds(1000),
-                       pause.count() == 0 ? std::chrono::microseconds(20) : pause * 2);
+      // For the first 100 us only yield (a peer that is runnable gets the
+      // core; most exchanges end within that), then sleep longer and longer
+      // (to 250 us): a waiting process never holds a core the ones it
+      // waits for need.
+      if (std::chrono::steady_clock::now() < spin_until) {
+        std::this_thread::yield();
+        continue;
+      }
+      std::this_thread::sleep_for(pause);
+      pause = std::min(std::chrono::microseconds(250), pause * 2);
     }
   }
 
