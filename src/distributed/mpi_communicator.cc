@@ -174,20 +174,29 @@ class MpiCommunicator final : public runtime::Communicator {
     return tag;
   }
 
-  // Sends `out[q]` to every process q with something to send and receives
-  // `in[q]` (sized by the caller) from every process q expecting something,
-  // each prefixed with the call's signature; waits for all, polling and
-  // sleeping, within the timeout.
-  void Exchange(const CollectiveCall& call, std::map<int, std::vector<uint8_t>>& out,
-                std::map<int, std::vector<uint8_t>>& in) {
-    if (out.empty() && in.empty()) return;  // every member is in this process
+  // One message to or from `peer`, straight from or into a buffer. The
+  // messages for one peer go in the order given, and the two sides list
+  // the same pieces in the same order: each send meets one receive.
+  struct Piece {
+    int peer;
+    uint8_t* data;
+    int64_t bytes;
+  };
+
+  // Sends and receives the pieces, each peer's led by the call's signature
+  // (checked on arrival), and waits for all, polling and sleeping, within
+  // the timeout. `peers` are the processes to exchange with (each sends
+  // and receives at least the signature).
+  void Exchange(const CollectiveCall& call, const std::vector<int>& peers,
+                const std::vector<Piece>& sends, const std::vector<Piece>& receives) {
+    if (peers.empty()) return;  // every member is in this process
     const int tag = TagOf(call.group);
-    const uint64_t signature = SignatureOf(call);
+    uint64_t signature = SignatureOf(call);
     std::vector<MPI_Request> requests;
     std::vector<int> peer_of_request;  // receives only: which process
     std::map<int, uint64_t> their_signature;
     auto post = [&](bool send, int peer, uint8_t* data, int64_t bytes) {
-      for (int64_t at = 0; at < bytes || (bytes == 0 && at == 0); at += kPiece) {
+      for (int64_t at = 0; at < bytes; at += kPiece) {
         const int n = static_cast<int>(std::min(kPiece, bytes - at));
         MPI_Request r;
         int rc = send ? MPI_Isend(data + at, n, MPI_BYTE, peer, tag, comm_, &r)
@@ -198,17 +207,17 @@ class MpiCommunicator final : public runtime::Communicator {
         }
         requests.push_back(r);
         peer_of_request.push_back(send ? -1 : peer);
-        if (bytes == 0) break;
       }
     };
-    for (auto& [peer, buffer] : in) {
-      their_signature[peer] = 0;
+    for (int peer : peers) {
       post(false, peer, reinterpret_cast<uint8_t*>(&their_signature[peer]), 8);
-      post(false, peer, buffer.data(), static_cast<int64_t>(buffer.size()));
+      for (const Piece& p : receives)
+        if (p.peer == peer) post(false, peer, p.data, p.bytes);
     }
-    for (auto& [peer, buffer] : out) {
-      post(true, peer, reinterpret_cast<uint8_t*>(const_cast<uint64_t*>(&signature)), 8);
-      post(true, peer, buffer.data(), static_cast<int64_t>(buffer.size()));
+    for (int peer : peers) {
+      post(true, peer, reinterpret_cast<uint8_t*>(&signature), 8);
+      for (const Piece& p : sends)
+        if (p.peer == peer) post(true, peer, p.data, p.bytes);
     }
     Wait(call, requests, peer_of_request);
     for (auto [peer, theirs] : their_signature) {
@@ -288,91 +297,96 @@ class MpiCommunicator final : public runtime::Communicator {
   // The leader's part: every local member's output from everyone's input.
   void Lead(const CollectiveCall& call, const std::vector<Published>& locals) {
     const int64_t n = static_cast<int64_t>(call.group.size());
-    std::vector<const uint8_t*> input(n, nullptr);  // by rank: local inputs
-    std::vector<uint8_t*> output(n, nullptr);       // by rank: local outputs
+    std::vector<uint8_t*> input(n, nullptr);   // by rank: local inputs
+    std::vector<uint8_t*> output(n, nullptr);  // by rank: local outputs
     {
       size_t k = 0;
       for (int64_t r = 0; r < n; ++r) {
         if (ProcessOf(call.group[r]) != me_) continue;
-        input[r] = static_cast<const uint8_t*>(locals[k].input);
+        // MPI_Isend takes a non-const pointer; the inputs are only read.
+        input[r] = const_cast<uint8_t*>(static_cast<const uint8_t*>(locals[k].input));
         output[r] = static_cast<uint8_t*>(locals[k].output);
         ++k;
       }
     }
     const std::vector<int> peers = PeersOf(call.group);
-    std::map<int, std::vector<uint8_t>> out, in;
     auto members_of = [&](int q) {
       std::vector<int64_t> ranks;
       for (int64_t r = 0; r < n; ++r)
         if (ProcessOf(call.group[r]) == q) ranks.push_back(r);
       return ranks;
     };
-    std::vector<int64_t> mine = members_of(me_);
-    auto append = [](std::vector<uint8_t>& v, const void* p, int64_t bytes) {
-      if (bytes > 0)
-        v.insert(v.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + bytes);
+    const std::vector<int64_t> mine = members_of(me_);
+    const int64_t first = mine[0];  // its output is filled first, then copied to the others
+    auto copy_to_others = [&](int64_t bytes) {
+      for (int64_t m : mine)
+        if (m != first && bytes > 0) std::memcpy(output[m], output[first], bytes);
     };
+    std::vector<Piece> sends, receives;
 
     switch (call.collective) {
       case Collective::kBarrier:
-        for (int q : peers) {
-          out.try_emplace(q);
-          in.try_emplace(q);
-        }
-        Exchange(call, out, in);
+        Exchange(call, peers, sends, receives);
         return;
 
       case Collective::kAllGather: {
         const int64_t b = call.count;  // bytes per member
-        std::vector<const uint8_t*> from = input;
+        if (b == 0) return Exchange(call, peers, sends, receives);
         for (int q : peers) {
-          for (int64_t r : mine) append(out[q], input[r], b);
-          in[q].resize(members_of(q).size() * b);
+          for (int64_t r : mine) sends.push_back({q, input[r], b});
+          for (int64_t j : members_of(q)) receives.push_back({q, output[first] + j * b, b});
         }
-        Exchange(call, out, in);
-        for (int q : peers) {
-          int64_t k = 0;
-          for (int64_t r : members_of(q)) from[r] = in[q].data() + (k++) * b;
-        }
-        for (int64_t m : mine) {
-          for (int64_t j = 0; j < n; ++j)
-            if (b > 0) std::memcpy(output[m] + j * b, from[j], b);
-        }
+        for (int64_t r : mine) std::memcpy(output[first] + r * b, input[r], b);
+        Exchange(call, peers, sends, receives);
+        copy_to_others(n * b);
         return;
       }
 
-      case Collective::kAllToAll:
-      case Collective::kReduceScatter: {
-        // Block r of member j goes to member r: each process sends the blocks
-        // of its members that the other process's members take.
-        const bool reduce = call.collective == Collective::kReduceScatter;
-        const int64_t element = reduce ? DTypeSize(call.dtype) : 1;
-        const int64_t b = call.count * element;  // bytes per block
+      case Collective::kAllToAll: {
+        // Block r of member j goes to member r.
+        const int64_t b = call.count;
+        if (b == 0) return Exchange(call, peers, sends, receives);
         for (int q : peers) {
-          std::vector<int64_t> theirs = members_of(q);
+          const std::vector<int64_t> theirs = members_of(q);
           for (int64_t j : mine)
-            for (int64_t r : theirs) append(out[q], input[j] + r * b, b);
-          in[q].resize(theirs.size() * mine.size() * b);
+            for (int64_t r : theirs) sends.push_back({q, input[j] + r * b, b});
+          for (int64_t j : theirs)
+            for (int64_t r : mine) receives.push_back({q, output[r] + j * b, b});
         }
-        Exchange(call, out, in);
-        // block(j, r): member j's block r, for local r.
+        for (int64_t j : mine)
+          for (int64_t r : mine) std::memcpy(output[r] + j * b, input[j] + r * b, b);
+        Exchange(call, peers, sends, receives);
+        return;
+      }
+
+      case Collective::kReduceScatter: {
+        // Member r takes the reduction of every member's block r: the other
+        // processes' blocks for this process's members arrive in scratch.
+        const int64_t element = DTypeSize(call.dtype);
+        const int64_t b = call.count * element;
+        std::map<int, std::vector<uint8_t>> scratch;
+        for (int q : peers) {
+          const std::vector<int64_t> theirs = members_of(q);
+          for (int64_t j : mine)
+            for (int64_t r : theirs)
+              if (b > 0) sends.push_back({q, input[j] + r * b, b});
+          scratch[q].resize(theirs.size() * mine.size() * b);
+          for (size_t k = 0; b > 0 && k < theirs.size() * mine.size(); ++k)
+            receives.push_back({q, scratch[q].data() + k * b, b});
+        }
+        Exchange(call, peers, sends, receives);
         std::vector<std::vector<const uint8_t*>> block(n, std::vector<const uint8_t*>(n, nullptr));
         for (int64_t j : mine)
           for (int64_t r : mine) block[j][r] = input[j] + r * b;
         for (int q : peers) {
           int64_t k = 0;
           for (int64_t j : members_of(q))
-            for (int64_t r : mine) block[j][r] = in[q].data() + (k++) * b;
+            for (int64_t r : mine) block[j][r] = scratch[q].data() + (k++) * b;
         }
         for (int64_t r : mine) {
-          if (reduce) {
-            std::vector<const void*> parts;
-            for (int64_t j = 0; j < n; ++j) parts.push_back(block[j][r]);
-            runtime::ReduceInOrder(call.dtype, call.reduce, parts, 0, output[r], call.count);
-          } else {
-            for (int64_t j = 0; j < n; ++j)
-              if (b > 0) std::memcpy(output[r] + j * b, block[j][r], b);
-          }
+          std::vector<const void*> parts;
+          for (int64_t j = 0; j < n; ++j) parts.push_back(block[j][r]);
+          runtime::ReduceInOrder(call.dtype, call.reduce, parts, 0, output[r], call.count);
         }
         return;
       }
@@ -391,41 +405,41 @@ class MpiCommunicator final : public runtime::Communicator {
         auto range = [&](int q) {
           int64_t i = std::find(order.begin(), order.end(), q) - order.begin();
           int64_t begin = std::min(call.count, i * share);
-          return std::make_pair(begin, std::min(call.count, begin + share));
+          return std::make_pair(begin * element, std::min(call.count, begin + share) * element);
         };
         auto [my_begin, my_end] = range(me_);
+        const int64_t my_bytes = my_end - my_begin;
+        std::map<int, std::vector<uint8_t>> scratch;  // the peers' members' slices of my share
         for (int q : peers) {
           auto [qb, qe] = range(q);
-          for (int64_t r : mine) append(out[q], input[r] + qb * element, (qe - qb) * element);
-          in[q].resize(members_of(q).size() * (my_end - my_begin) * element);
+          for (int64_t r : mine)
+            if (qe > qb) sends.push_back({q, input[r] + qb, qe - qb});
+          scratch[q].resize(members_of(q).size() * my_bytes);
+          for (size_t k = 0; my_bytes > 0 && k < members_of(q).size(); ++k)
+            receives.push_back({q, scratch[q].data() + k * my_bytes, my_bytes});
         }
-        Exchange(call, out, in);
+        Exchange(call, peers, sends, receives);
         std::vector<const void*> parts(n);
-        for (int64_t r : mine) parts[r] = input[r] + my_begin * element;
+        for (int64_t r : mine) parts[r] = input[r] + my_begin;
         for (int q : peers) {
           int64_t k = 0;
-          for (int64_t r : members_of(q))
-            parts[r] = in[q].data() + (k++) * (my_end - my_begin) * element;
+          for (int64_t r : members_of(q)) parts[r] = scratch[q].data() + (k++) * my_bytes;
         }
-        std::vector<uint8_t> reduced((my_end - my_begin) * element);
-        runtime::ReduceInOrder(call.dtype, call.reduce, parts, 0, reduced.data(),
-                               my_end - my_begin);
-        // Second round: every process's reduced share to the others.
-        std::map<int, std::vector<uint8_t>> out2, in2;
+        // Into the first member's output (it may be its input: the fold
+        // reads each tile before writing it).
+        runtime::ReduceInOrder(call.dtype, call.reduce, parts, 0, output[first] + my_begin,
+                               my_bytes / element);
+        // Second round: every process's reduced share to the others, into
+        // place.
+        sends.clear();
+        receives.clear();
         for (int q : peers) {
-          out2[q] = reduced;
           auto [qb, qe] = range(q);
-          in2[q].resize((qe - qb) * element);
+          if (my_bytes > 0) sends.push_back({q, output[first] + my_begin, my_bytes});
+          if (qe > qb) receives.push_back({q, output[first] + qb, qe - qb});
         }
-        Exchange(call, out2, in2);
-        for (int64_t m : mine) {
-          if (!reduced.empty())
-            std::memcpy(output[m] + my_begin * element, reduced.data(), reduced.size());
-          for (int q : peers) {
-            auto [qb, qe] = range(q);
-            if (qe > qb) std::memcpy(output[m] + qb * element, in2[q].data(), (qe - qb) * element);
-          }
-        }
+        Exchange(call, peers, sends, receives);
+        copy_to_others(call.count * element);
         return;
       }
 
@@ -433,34 +447,21 @@ class MpiCommunicator final : public runtime::Communicator {
         // The group is every participant in id order: rank == id.
         const int64_t b = call.count;
         std::vector<bool> received(n, false);
-        std::map<int, std::vector<int64_t>>
-            taken_from;  // by source process: targets, in pair order
         for (auto [s, t] : call.source_target_pairs) {
           const bool s_here = ProcessOf(s) == me_, t_here = ProcessOf(t) == me_;
           if (s_here && t_here) {
             if (b > 0) std::memcpy(output[t], input[s], b);
             received[t] = true;
           } else if (s_here) {
-            append(out[ProcessOf(t)], input[s], b);
+            if (b > 0) sends.push_back({ProcessOf(t), input[s], b});
           } else if (t_here) {
-            taken_from[ProcessOf(s)].push_back(t);
-          }
-        }
-        for (auto& [q, targets] : taken_from) in[q].resize(targets.size() * b);
-        // Every process takes part (the group is everyone): empty messages
-        // keep the peers' calls matched.
-        for (int q : peers) {
-          out.try_emplace(q);
-          in.try_emplace(q);
-        }
-        Exchange(call, out, in);
-        for (auto& [q, targets] : taken_from) {
-          int64_t k = 0;
-          for (int64_t t : targets) {
-            if (b > 0) std::memcpy(output[t], in[q].data() + (k++) * b, b);
+            if (b > 0) receives.push_back({ProcessOf(s), output[t], b});
             received[t] = true;
           }
         }
+        // Every process takes part (the group is everyone): the signatures
+        // keep the peers' calls matched even when no data moves.
+        Exchange(call, peers, sends, receives);
         for (int64_t m : mine) {
           if (!received[m] && b > 0) std::memset(output[m], 0, b);
         }
