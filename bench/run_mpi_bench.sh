@@ -2,7 +2,9 @@
 # Data-parallel scaling across processes: `strata train` as 2 MPI processes
 # x 1 thread against 1 process x 2 threads, the same model and global batch,
 # alternating which runs first, ROUNDS times. Prints each run's tokens/s
-# (the summary's, after the first step) and the ratio.
+# (the summary's, after the first step) and the ratio. Then all-reduce and
+# reduce-scatter between the 2 processes, 1 KiB to 256 MiB, against memcpy
+# (bench/mpi_collectives_bench.cc).
 #
 #   bench/run_mpi_bench.sh                 # the default model
 #   ROUNDS=5 bench/run_mpi_bench.sh --hidden 256 --num-layers 4
@@ -11,7 +13,7 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build-bench}
 ROUNDS=${ROUNDS:-3}
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF >/dev/null
-ninja -C "$BUILD_DIR" strata >/dev/null
+ninja -C "$BUILD_DIR" strata mpi_collectives_bench >/dev/null
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -26,3 +28,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
   echo "round $r: 1 process x 2 threads ${a}k tok/s, 2 processes x 1 thread ${b}k tok/s, ratio $(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", b / a }')"
 done
 echo "$(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg)"
+if [ -z "${SKIP_COLLECTIVES:-}" ]; then
+  mpirun --oversubscribe --bind-to none -np 2 "$BUILD_DIR/mpi_collectives_bench"
+  echo "$(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg)"
+fi

@@ -193,7 +193,7 @@ class MpiCommunicator final : public runtime::Communicator {
     const int tag = TagOf(call.group);
     uint64_t signature = SignatureOf(call);
     std::vector<MPI_Request> requests;
-    std::vector<int> peer_of_request;  // receives only: which process
+    std::vector<size_t> arrival;  // per peer: its signature's receive
     std::map<int, uint64_t> their_signature;
     auto post = [&](bool send, int peer, uint8_t* data, int64_t bytes) {
       for (int64_t at = 0; at < bytes; at += kPiece) {
@@ -206,10 +206,10 @@ class MpiCommunicator final : public runtime::Communicator {
                send ? "Isend" : "Irecv", peer, rc);
         }
         requests.push_back(r);
-        peer_of_request.push_back(send ? -1 : peer);
       }
     };
     for (int peer : peers) {
+      arrival.push_back(requests.size());
       post(false, peer, reinterpret_cast<uint8_t*>(&their_signature[peer]), 8);
       for (const Piece& p : receives)
         if (p.peer == peer) post(false, peer, p.data, p.bytes);
@@ -219,7 +219,7 @@ class MpiCommunicator final : public runtime::Communicator {
       for (const Piece& p : sends)
         if (p.peer == peer) post(true, peer, p.data, p.bytes);
     }
-    Wait(call, requests, peer_of_request);
+    Wait(call, requests, peers, arrival);
     for (auto [peer, theirs] : their_signature) {
       if (theirs != signature) {
         Fail(
@@ -230,11 +230,19 @@ class MpiCommunicator final : public runtime::Communicator {
     }
   }
 
+  // Waits for every request. `arrival[k]` is the index of the receive of
+  // peer k's signature, its first message: until it arrives the peer is
+  // still computing, and the wait sleeps (after 100 us of yielding,
+  // longer and longer, to 250 us) so it does not hold a core the peer may
+  // need; once every peer has arrived, data is moving (shared memory moves
+  // a large message in 32 KiB fragments, each needing a test) and the wait
+  // only yields.
   void Wait(const CollectiveCall& call, std::vector<MPI_Request>& requests,
-            const std::vector<int>& peer_of_request) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout_;
-    const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(100);
+            const std::vector<int>& peers, const std::vector<size_t>& arrival) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto deadline = start + timeout_;
     auto pause = std::chrono::microseconds(10);
+    std::vector<bool> arrived(peers.size(), false);
     std::vector<MPI_Status> statuses(requests.size());
     while (true) {
       int done = 0;
@@ -247,18 +255,25 @@ class MpiCommunicator final : public runtime::Communicator {
             CollectiveName(call.collective), Describe(call), rc);
       }
       if (done) return;
+      bool everyone = true;
+      for (size_t k = 0; k < peers.size(); ++k) {
+        if (!arrived[k]) {
+          int flag = 0;
+          MPI_Test(&requests[arrival[k]], &flag, MPI_STATUS_IGNORE);
+          arrived[k] = flag != 0;
+        }
+        everyone = everyone && arrived[k];
+      }
       std::string aborted;
       {
         std::lock_guard<std::mutex> lock(mutex_);
         aborted = abort_reason_;
       }
-      const bool late = std::chrono::steady_clock::now() >= deadline;
-      if (!aborted.empty() || late) {
+      const auto now = std::chrono::steady_clock::now();
+      if (!aborted.empty() || now >= deadline) {
         std::vector<int> silent;
-        for (size_t i = 0; i < requests.size(); ++i) {
-          if (requests[i] == MPI_REQUEST_NULL || peer_of_request[i] < 0) continue;
-          if (std::find(silent.begin(), silent.end(), peer_of_request[i]) == silent.end())
-            silent.push_back(peer_of_request[i]);
+        for (size_t k = 0; k < peers.size(); ++k) {
+          if (!arrived[k] || everyone) silent.push_back(peers[k]);
         }
         for (MPI_Request& r : requests) {
           if (r != MPI_REQUEST_NULL) MPI_Cancel(&r);
@@ -271,11 +286,7 @@ class MpiCommunicator final : public runtime::Communicator {
             CollectiveName(call.collective), timeout_.count(), fmt::join(silent, ","),
             Describe(call), me_);
       }
-      // For the first 100 us only yield (a peer that is runnable gets the
-      // core; most exchanges end within that), then sleep longer and longer
-      // (to 250 us): a waiting process never holds a core the ones it
-      // waits for need.
-      if (std::chrono::steady_clock::now() < spin_until) {
+      if (everyone || now - start < std::chrono::microseconds(100)) {
         std::this_thread::yield();
         continue;
       }
