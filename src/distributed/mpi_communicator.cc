@@ -71,6 +71,44 @@ struct Published {
   int64_t self;
 };
 
+// Receive buffers for reductions, kept between calls (and communicators):
+// a fresh allocation of a large one costs more in page faults than the
+// exchange. Uninitialized: every byte is received before it is read.
+class Scratch {
+ public:
+  explicit Scratch(int64_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      if (it->second >= bytes) {
+        data_ = std::move(it->first);
+        capacity_ = it->second;
+        free_.erase(it);
+        return;
+      }
+    }
+    data_.reset(new uint8_t[std::max<int64_t>(bytes, 1)]);
+    capacity_ = bytes;
+  }
+  ~Scratch() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_.emplace_back(std::move(data_), capacity_);
+    if (free_.size() > 8) {  // drop the smallest
+      auto smallest = std::min_element(free_.begin(), free_.end(),
+                                       [](auto& a, auto& b) { return a.second < b.second; });
+      free_.erase(smallest);
+    }
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  uint8_t* data() { return data_.get(); }
+
+ private:
+  std::unique_ptr<uint8_t[]> data_;
+  int64_t capacity_ = 0;
+  static inline std::mutex mutex_;
+  static inline std::vector<std::pair<std::unique_ptr<uint8_t[]>, int64_t>> free_;
+};
+
 class MpiCommunicator final : public runtime::Communicator {
  public:
   MpiCommunicator(int64_t participants, std::chrono::milliseconds timeout)
@@ -375,15 +413,16 @@ class MpiCommunicator final : public runtime::Communicator {
         // processes' blocks for this process's members arrive in scratch.
         const int64_t element = DTypeSize(call.dtype);
         const int64_t b = call.count * element;
-        std::map<int, std::vector<uint8_t>> scratch;
+        std::map<int, std::unique_ptr<Scratch>> scratch;
         for (int q : peers) {
           const std::vector<int64_t> theirs = members_of(q);
           for (int64_t j : mine)
             for (int64_t r : theirs)
               if (b > 0) sends.push_back({q, input[j] + r * b, b});
-          scratch[q].resize(theirs.size() * mine.size() * b);
-          for (size_t k = 0; b > 0 && k < theirs.size() * mine.size(); ++k)
-            receives.push_back({q, scratch[q].data() + k * b, b});
+          const int64_t blocks = static_cast<int64_t>(theirs.size() * mine.size());
+          scratch[q] = std::make_unique<Scratch>(blocks * b);
+          for (int64_t k = 0; b > 0 && k < blocks; ++k)
+            receives.push_back({q, scratch[q]->data() + k * b, b});
         }
         Exchange(call, peers, sends, receives);
         std::vector<std::vector<const uint8_t*>> block(n, std::vector<const uint8_t*>(n, nullptr));
@@ -392,7 +431,7 @@ class MpiCommunicator final : public runtime::Communicator {
         for (int q : peers) {
           int64_t k = 0;
           for (int64_t j : members_of(q))
-            for (int64_t r : mine) block[j][r] = scratch[q].data() + (k++) * b;
+            for (int64_t r : mine) block[j][r] = scratch[q]->data() + (k++) * b;
         }
         for (int64_t r : mine) {
           std::vector<const void*> parts;
@@ -420,21 +459,22 @@ class MpiCommunicator final : public runtime::Communicator {
         };
         auto [my_begin, my_end] = range(me_);
         const int64_t my_bytes = my_end - my_begin;
-        std::map<int, std::vector<uint8_t>> scratch;  // the peers' members' slices of my share
+        std::map<int, std::unique_ptr<Scratch>> scratch;  // the peers' members' slices of my share
         for (int q : peers) {
           auto [qb, qe] = range(q);
           for (int64_t r : mine)
             if (qe > qb) sends.push_back({q, input[r] + qb, qe - qb});
-          scratch[q].resize(members_of(q).size() * my_bytes);
-          for (size_t k = 0; my_bytes > 0 && k < members_of(q).size(); ++k)
-            receives.push_back({q, scratch[q].data() + k * my_bytes, my_bytes});
+          const int64_t slices = static_cast<int64_t>(members_of(q).size());
+          scratch[q] = std::make_unique<Scratch>(slices * my_bytes);
+          for (int64_t k = 0; my_bytes > 0 && k < slices; ++k)
+            receives.push_back({q, scratch[q]->data() + k * my_bytes, my_bytes});
         }
         Exchange(call, peers, sends, receives);
         std::vector<const void*> parts(n);
         for (int64_t r : mine) parts[r] = input[r] + my_begin;
         for (int q : peers) {
           int64_t k = 0;
-          for (int64_t r : members_of(q)) parts[r] = scratch[q].data() + (k++) * my_bytes;
+          for (int64_t r : members_of(q)) parts[r] = scratch[q]->data() + (k++) * my_bytes;
         }
         // Into the first member's output (it may be its input: the fold
         // reads each tile before writing it).
