@@ -39,11 +39,12 @@ int main() {
   std::vector<int64_t> group(n);
   for (int64_t i = 0; i < n; ++i) group[i] = i;
   if (job.rank == 0) {
-    fmt::print("{} processes; medians of the iterations; busbw = bytes x 2(n-1)/n / time "
-               "(all-reduce), x (n-1)/n (reduce-scatter)\n",
-               n);
-    fmt::print("{:>10} {:>6} {:>12} {:>12} {:>12} {:>12} {:>12}\n", "bytes", "iters",
-               "all-reduce", "busbw GB/s", "red-scatter", "busbw GB/s", "memcpy GB/s");
+    fmt::print(
+        "{} processes; medians of the iterations; busbw = bytes x 2(n-1)/n / time "
+        "(all-reduce), x (n-1)/n (reduce-scatter)\n",
+        n);
+    fmt::print("{:>10} {:>6} {:>12} {:>12} {:>12} {:>12} {:>12}\n", "bytes", "iters", "all-reduce",
+               "busbw GB/s", "red-scatter", "busbw GB/s", "memcpy GB/s");
   }
   for (int64_t bytes = 1024; bytes <= (int64_t{256} << 20); bytes *= 4) {
     const int64_t count = bytes / 4;
