@@ -4,6 +4,8 @@
 #include <iterator>
 
 #include "strata/core/error.h"
+#include "strata/lazy/context.h"
+#include "strata/runtime/device.h"
 
 namespace strata::train {
 
@@ -102,6 +104,37 @@ Tensor MakeBatch(const std::vector<int64_t>& tokens, const std::vector<int64_t>&
     ids.insert(ids.end(), tokens.begin() + s, tokens.begin() + s + seq);
   }
   return Tensor::FromVector(ids, {static_cast<int64_t>(starts.size()), seq});
+}
+
+Tensor MakeShardedBatch(const std::vector<int64_t>& tokens, const std::vector<int64_t>& starts,
+                        int64_t seq, const ir::Mesh& mesh, const ir::PartitionSpec& spec) {
+  const runtime::ProcessGroup* group = lazy::Context::Get().process_group();
+  const int64_t rows = static_cast<int64_t>(starts.size());
+  const ir::Sharding sharding(mesh, spec, 2);
+  const spmd::AxisSharding& layout = sharding.axes();
+  if (!group || group->size() == 1 || !layout.dims[1].empty() || mesh.size() % group->size()) {
+    Tensor ids = MakeBatch(tokens, starts, seq);
+    mark_sharding(ids, mesh, spec);
+    return ids;
+  }
+  const int64_t local = mesh.size() / group->size(), first = group->rank() * local;
+  const std::vector<int64_t> shard = spmd::ShardDims(mesh, layout, {rows, seq});
+  runtime::Client& client = lazy::Context::Get().ClientFor(mesh.size());
+  std::vector<runtime::Buffer> shards;
+  for (int64_t p = first; p < first + local; ++p) {
+    const int64_t begin = mesh.IndexAlong(layout.dims[0], p) * shard[0];
+    std::vector<int64_t> ids(shard[0] * seq, 0);  // rows past the batch: padding
+    for (int64_t r = begin; r < std::min(rows, begin + shard[0]); ++r) {
+      const int64_t s = starts[r];
+      if (s < 0 || s + seq > static_cast<int64_t>(tokens.size()))
+        Fail("[batches] window [{}, {}) is outside the {} tokens", s, s + seq, tokens.size());
+      std::copy(tokens.begin() + s, tokens.begin() + s + seq, ids.begin() + (r - begin) * seq);
+    }
+    shards.push_back(
+        runtime::Buffer::FromVector<int64_t>(ids, shard, client.device(static_cast<int>(p))));
+  }
+  return Tensor(ir::Value{ir::Node::MakeShardedDeviceData(
+      std::move(shards), Shape(DType::kS64, {rows, seq}), mesh, layout, sharding, false, first)});
 }
 
 }  // namespace strata::train

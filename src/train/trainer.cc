@@ -294,11 +294,12 @@ StepStats Trainer::Step() {
   const double lr = nn::warmup_cosine_lr(step_, std::min(options_.warmup, options_.steps),
                                          options_.steps, options_.lr, options_.min_lr);
   optimizer_->set_lr(lr);
-  Tensor ids = MakeBatch(corpus_.train,
-                         WindowStarts(options_.seed, step_, options_.batch, options_.seq,
-                                      static_cast<int64_t>(corpus_.train.size())),
-                         options_.seq);
-  if (plan_) mark_sharding(ids, plan_->mesh, plan_->batch);
+  const std::vector<int64_t> starts =
+      WindowStarts(options_.seed, step_, options_.batch, options_.seq,
+                   static_cast<int64_t>(corpus_.train.size()));
+  Tensor ids =
+      plan_ ? MakeShardedBatch(corpus_.train, starts, options_.seq, plan_->mesh, plan_->batch)
+            : MakeBatch(corpus_.train, starts, options_.seq);
   // Hugging Face's loss with labels = input_ids: position s predicts s + 1.
   Tensor loss = model_->loss(model_->forward(ids), ids);
   std::vector<Tensor> values;
@@ -348,8 +349,9 @@ float Trainer::Evaluate() {
   double total = 0;
   for (int64_t i = 0; i < options_.eval_batches; ++i) {
     std::vector<int64_t> part(starts.begin() + i * b, starts.begin() + (i + 1) * b);
-    Tensor ids = MakeBatch(corpus_.heldout, part, options_.seq);
-    if (plan_) mark_sharding(ids, plan_->mesh, plan_->batch);
+    Tensor ids =
+        plan_ ? MakeShardedBatch(corpus_.heldout, part, options_.seq, plan_->mesh, plan_->batch)
+              : MakeBatch(corpus_.heldout, part, options_.seq);
     total += model_->loss(model_->forward(ids), ids).item<float>();
   }
   float mean = static_cast<float>(total / static_cast<double>(options_.eval_batches));

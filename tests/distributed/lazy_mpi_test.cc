@@ -11,6 +11,7 @@
 #include "strata/distributed/mpi.h"
 #include "strata/lazy/context.h"
 #include "strata/lazy/ops.h"
+#include "strata/train/data.h"
 
 namespace strata::distributed {
 namespace {
@@ -74,6 +75,44 @@ TEST(MpiLazy, ShardedGraphsOverProcessesMatchOneDevice) {
     Tensor ys = matmul(tanh(matmul(xs, w1s)), w2s);
     SCOPED_TRACE("gradient");
     ExpectNear(gradients(sum(ys * ys), {w1s})[0].to_vector<float>(), g_want, 1e-4);
+  }
+}
+
+// Each process reads only the windows of its own devices' rows; the rows
+// are those of the whole batch (built the plain way), and the batch reads
+// back whole.
+TEST(MpiLazy, EachProcessReadsItsOwnRowsOfABatch) {
+  const ProcessGroup& job = Processes();
+  std::vector<int64_t> tokens(200);
+  for (int64_t i = 0; i < 200; ++i) tokens[i] = (i * 37) % 256;
+  const std::vector<int64_t> starts = {3, 50, 7, 120, 64, 9, 180, 33, 1, 77};  // 10 rows
+  const int64_t seq = 8;
+  std::vector<int64_t> whole = train::MakeBatch(tokens, starts, seq).to_vector<int64_t>();
+  ProcessGroupScope scope;
+  for (int64_t per : {1, 2}) {
+    const int64_t n = per * job.size;
+    std::vector<int64_t> ids(n);
+    for (int64_t i = 0; i < n; ++i) ids[i] = i;
+    ir::Mesh mesh(ids, {n}, {"data"});
+    Tensor batch = train::MakeShardedBatch(tokens, starts, seq, mesh, {{"data"}, {}});
+    if (job.size > 1) {
+      const ir::Node::ShardedData* data = batch.value().node->sharded_data();
+      ASSERT_NE(data, nullptr);
+      EXPECT_EQ(static_cast<int64_t>(data->shards.size()), per);
+      const int64_t rows = (10 + n - 1) / n;  // a shard's rows (padded when uneven)
+      for (int64_t k = 0; k < per; ++k) {
+        const int64_t p = data->first + k;
+        std::vector<int64_t> got = data->shards[k].ToVector<int64_t>();
+        for (int64_t r = 0; r < rows && p * rows + r < 10; ++r) {
+          for (int64_t c = 0; c < seq; ++c) {
+            EXPECT_EQ(got[r * seq + c], whole[(p * rows + r) * seq + c]) << "partition " << p;
+          }
+        }
+      }
+    }
+    EXPECT_EQ(batch.to_vector<int64_t>(), whole) << n << " devices";
+    // And a graph over it gives one device's numbers.
+    EXPECT_EQ((batch * 2).to_vector<int64_t>()[11], whole[11] * 2);
   }
 }
 

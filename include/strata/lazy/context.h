@@ -130,6 +130,9 @@ class Context {
   // The whole array of device data, its shards gathered from the other
   // processes when this one holds only some (every process must ask).
   runtime::Buffer WholeOf(const ir::Node& data);
+  // The virtual CPU devices a mesh of `devices` runs on (device p runs
+  // partition p): where the shards of sharded device data must live.
+  runtime::Client& ClientFor(int64_t devices);
 
  private:
   Context();
@@ -138,7 +141,6 @@ class Context {
   std::shared_ptr<const Entry> CompileAndInsert(const ir::Hash128& key, const ir::Graph& graph);
   std::string ExplainMiss(const Entry& fresh) const;
   void Dump(const ir::Graph& graph, const hlo::Module& module, const hlo::Module& optimized) const;
-  runtime::Client& ClientFor(int64_t devices);
   bool StillPending(TensorImpl* impl, const ir::Value& root) const;
   void RunPartitioned(const Entry& entry, const ir::Graph& graph,
                       const std::vector<ir::Value>& roots, const std::vector<TensorImpl*>& targets,

@@ -63,4 +63,11 @@ std::vector<int64_t> EvenWindowStarts(int64_t count, int64_t seq, int64_t tokens
 Tensor MakeBatch(const std::vector<int64_t>& tokens, const std::vector<int64_t>& starts,
                  int64_t seq);
 
+// The same batch sharded over `mesh` by `spec` (rows split, the sequence
+// whole). In a job of several processes (lazy::Context::process_group) a
+// process reads only the windows of the rows its own devices hold; alone it
+// builds the batch and marks it.
+Tensor MakeShardedBatch(const std::vector<int64_t>& tokens, const std::vector<int64_t>& starts,
+                        int64_t seq, const ir::Mesh& mesh, const ir::PartitionSpec& spec);
+
 }  // namespace strata::train
