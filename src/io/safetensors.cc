@@ -418,19 +418,24 @@ std::string Checksum(std::span<const uint8_t> bytes) {
 
 }  // namespace
 
-const TensorView& SafetensorsFile::Get(std::string_view name) const {
+const TensorView& SafetensorsFile::Layout(std::string_view name) const {
   auto it = tensors_.find(name);
   if (it == tensors_.end()) FailIn(label_, "no tensor named '{}'; {}", name, DescribeNames(names_));
+  return it->second;
+}
+
+const TensorView& SafetensorsFile::Get(std::string_view name) const {
+  const TensorView& view = Layout(name);
   auto sum = metadata_.find(std::string(kChecksumPrefix) + std::string(name));
   if (sum != metadata_.end()) {
-    std::string actual = Checksum(it->second.data);
+    std::string actual = Checksum(view.data);
     if (actual != sum->second) {
       FailIn(label_,
              "tensor '{}' does not match its checksum (expected {}, got {}): the file is corrupt",
              name, sum->second, actual);
     }
   }
-  return it->second;
+  return view;
 }
 
 std::map<std::string, std::string> ChecksumMetadata(const std::vector<TensorData>& tensors) {

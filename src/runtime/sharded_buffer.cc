@@ -13,34 +13,57 @@ void CopyShard(uint8_t* full, uint8_t* shard, const Shape& full_shape,
                const std::vector<int64_t>& shard_dims, const std::vector<int64_t>& offsets,
                bool to_shard) {
   const int64_t rank = full_shape.rank();
-  const int64_t element = DTypeSize(full_shape.dtype());
   std::vector<int64_t> extent(rank);
   for (int64_t d = 0; d < rank; ++d) {
     extent[d] = std::max<int64_t>(0, std::min(shard_dims[d], full_shape.dim(d) - offsets[d]));
-    if (extent[d] == 0) return;
+  }
+  const std::vector<int64_t> origin(rank, 0);
+  const int64_t element = DTypeSize(full_shape.dtype());
+  if (to_shard) {
+    CopyBox(full, full_shape.dims(), offsets, shard, shard_dims, origin, extent, element);
+  } else {
+    CopyBox(shard, shard_dims, origin, full, full_shape.dims(), offsets, extent, element);
+  }
+}
+
+}  // namespace
+
+std::vector<int64_t> ShardOffsets(const spmd::Mesh& mesh_in, const spmd::AxisSharding& sharding,
+                                  const std::vector<int64_t>& full, int64_t partition) {
+  const spmd::Mesh mesh = spmd::LayoutMesh(mesh_in, sharding);
+  const std::vector<int64_t> shard_dims = spmd::ShardDims(mesh_in, sharding, full);
+  std::vector<int64_t> offsets(full.size());
+  for (size_t d = 0; d < full.size(); ++d)
+    offsets[d] = mesh.IndexAlong(sharding.dims[d], partition) * shard_dims[d];
+  return offsets;
+}
+
+void CopyBox(const uint8_t* src, const std::vector<int64_t>& src_dims,
+             const std::vector<int64_t>& src_start, uint8_t* dst,
+             const std::vector<int64_t>& dst_dims, const std::vector<int64_t>& dst_start,
+             const std::vector<int64_t>& extent, int64_t element) {
+  const int64_t rank = static_cast<int64_t>(extent.size());
+  for (int64_t e : extent) {
+    if (e <= 0) return;
   }
   if (rank == 0) {
-    std::memcpy(to_shard ? shard : full, to_shard ? full : shard, element);
+    std::memcpy(dst, src, element);
     return;
   }
-  std::vector<int64_t> full_strides(rank, 1), shard_strides(rank, 1);
+  std::vector<int64_t> src_strides(rank, 1), dst_strides(rank, 1);
   for (int64_t d = rank - 2; d >= 0; --d) {
-    full_strides[d] = full_strides[d + 1] * full_shape.dim(d + 1);
-    shard_strides[d] = shard_strides[d + 1] * shard_dims[d + 1];
+    src_strides[d] = src_strides[d + 1] * src_dims[d + 1];
+    dst_strides[d] = dst_strides[d + 1] * dst_dims[d + 1];
   }
   std::vector<int64_t> idx(rank, 0);
   const int64_t run = extent[rank - 1] * element;
   while (true) {
-    int64_t f = 0, s = 0;
+    int64_t s = 0, t = 0;
     for (int64_t d = 0; d < rank; ++d) {
-      f += (idx[d] + offsets[d]) * full_strides[d];
-      s += idx[d] * shard_strides[d];
+      s += (idx[d] + src_start[d]) * src_strides[d];
+      t += (idx[d] + dst_start[d]) * dst_strides[d];
     }
-    if (to_shard) {
-      std::memcpy(shard + s * element, full + f * element, run);
-    } else {
-      std::memcpy(full + f * element, shard + s * element, run);
-    }
+    std::memcpy(dst + t * element, src + s * element, run);
     int64_t d = rank - 2;
     for (; d >= 0; --d) {
       if (++idx[d] < extent[d]) break;
@@ -49,17 +72,6 @@ void CopyShard(uint8_t* full, uint8_t* shard, const Shape& full_shape,
     if (d < 0) break;
   }
 }
-
-std::vector<int64_t> OffsetsOf(const spmd::Mesh& mesh_in, const spmd::AxisSharding& sharding,
-                               const std::vector<int64_t>& shard_dims, int64_t partition) {
-  const spmd::Mesh mesh = spmd::LayoutMesh(mesh_in, sharding);
-  std::vector<int64_t> offsets(shard_dims.size());
-  for (size_t d = 0; d < shard_dims.size(); ++d)
-    offsets[d] = mesh.IndexAlong(sharding.dims[d], partition) * shard_dims[d];
-  return offsets;
-}
-
-}  // namespace
 
 std::vector<Buffer> SplitIntoShards(const Buffer& full, const spmd::Mesh& mesh,
                                     const spmd::AxisSharding& sharding,
@@ -75,7 +87,7 @@ std::vector<Buffer> SplitIntoShards(const Buffer& full, const spmd::Mesh& mesh,
     Buffer b = Buffer::Allocate(shard_shape, devices[p]);
     if (b.size_bytes() > 0) std::memset(b.data(), 0, b.size_bytes());
     CopyShard(full.data(), b.data(), full.shape(), shard_dims,
-              OffsetsOf(mesh, sharding, shard_dims, p), true);
+              ShardOffsets(mesh, sharding, full.shape().dims(), p), true);
     shards.push_back(std::move(b));
   }
   return shards;
@@ -97,7 +109,7 @@ Buffer AssembleShards(const std::vector<Buffer>& shards, const Shape& full, cons
            shard_shape.ToString());
     }
     CopyShard(out.data(), shards[p].data(), full, shard_dims,
-              OffsetsOf(mesh, sharding, shard_dims, p), false);
+              ShardOffsets(mesh, sharding, full.dims(), p), false);
   }
   return out;
 }

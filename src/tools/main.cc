@@ -117,6 +117,17 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   train->add_flag("--quiet", train_options.quiet, "print nothing on success");
 
+  std::string export_checkpoint, export_out;
+  auto* export_command = app.add_subcommand(
+      "export",
+      "write a training checkpoint's model (of one process or of an MPI job's shards) as one "
+      "Hugging Face directory");
+  export_command
+      ->add_option("checkpoint", export_checkpoint,
+                   "a step directory, or a checkpoints directory (its latest step)")
+      ->required();
+  export_command->add_option("--out", export_out, "the directory to write")->required();
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (*demo) return strata::tools::RunDemo();
@@ -124,6 +135,10 @@ int main(int argc, char** argv) {
     if (*run) return strata::tools::RunProgram(run_options);
     if (*lm) return strata::tools::RunLm(lm_options);
     if (*train) return strata::tools::RunTrain(train_options);
+    if (*export_command) {
+      strata::train::ExportCheckpoint(export_checkpoint, export_out);
+      return 0;
+    }
   } catch (const strata::Error& e) {
     fmt::print(stderr, "strata: error: {}\n", e.what());
     strata::distributed::EndJobOnError(1);

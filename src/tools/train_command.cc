@@ -7,6 +7,7 @@
 
 #include <csignal>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include "strata/distributed/mpi.h"
 #include "strata/io/safetensors.h"
 #include "strata/lazy/context.h"
+#include "strata/runtime/process_group.h"
 #include "strata/train/trainer.h"
 
 namespace strata::tools {
@@ -104,8 +106,10 @@ class Progress {
   double timed_seconds_ = 0;
 };
 
-// Ctrl-C (SIGINT) or SIGTERM: the step running finishes, a checkpoint is
-// written, and the run stops; a second signal stops at once.
+// Ctrl-C (SIGINT), SIGTERM or SIGUSR1: the step running finishes, a
+// checkpoint is written, and the run stops; a second signal stops at once.
+// (mpirun forwards SIGUSR1 to every process as it is; Ctrl-C it turns into
+// SIGTERM, then SIGKILL a second later.)
 volatile std::sig_atomic_t stop_requested = 0;
 
 extern "C" void RequestStop(int signal) {
@@ -124,10 +128,12 @@ class StopOnSignal {
     stop_requested = 0;
     old_int_ = std::signal(SIGINT, RequestStop);
     old_term_ = std::signal(SIGTERM, RequestStop);
+    old_usr1_ = std::signal(SIGUSR1, RequestStop);
   }
   ~StopOnSignal() {
     std::signal(SIGINT, old_int_);
     std::signal(SIGTERM, old_term_);
+    std::signal(SIGUSR1, old_usr1_);
   }
   StopOnSignal(const StopOnSignal&) = delete;
   StopOnSignal& operator=(const StopOnSignal&) = delete;
@@ -135,6 +141,7 @@ class StopOnSignal {
  private:
   void (*old_int_)(int);
   void (*old_term_)(int);
+  void (*old_usr1_)(int);
 };
 
 }  // namespace
@@ -148,8 +155,8 @@ int RunTrain(const TrainCommandOptions& options) {
   }
   // Under an MPI launcher every process runs this same job on its block of
   // the mesh's devices (one device each unless --devices / --mesh says more).
-  // Process 0 alone prints and writes the files; the others take part in
-  // every read (they are collectives) and discard what they would write.
+  // Process 0 alone prints and writes the loss curve; every process writes
+  // its own part of each checkpoint.
   const distributed::ProcessGroup& job = distributed::Processes();
   if (job.size > 1) {
     lazy::Context::Get().set_process_group(distributed::MpiProcessGroup());
@@ -204,20 +211,20 @@ int RunTrain(const TrainCommandOptions& options) {
   }
 
   Progress progress(o.steps, tokens_per_step, !say);
-  // Process 0 saves the checkpoint; the others write theirs to a scratch
-  // directory of their own, removed at once (the reads are collectives, so
-  // each process must make them, in the same order).
-  auto save = [&]() -> std::string {
-    if (writes) return trainer->SaveCheckpoint(checkpoints.string());
-    const fs::path scratch = out / fmt::format(".process-{}", job.rank);
-    std::string saved = trainer->SaveCheckpoint(scratch.string());
-    fs::remove_all(scratch);
-    return saved;
+  // Every process saves (each writes its own part of the checkpoint).
+  auto save = [&]() { return trainer->SaveCheckpoint(checkpoints.string()); };
+  // A stop asked of any process stops them all after the same step: a
+  // signal reaches the processes of a job at different moments.
+  auto stopping = [&]() {
+    if (job.size == 1) return stop_requested != 0;
+    const std::vector<int64_t> asked = runtime::AllGatherFromProcesses(
+        *lazy::Context::Get().process_group(), stop_requested ? 1 : 0);
+    return std::find(asked.begin(), asked.end(), 1) != asked.end();
   };
   std::string last_checkpoint;
   const int64_t first = trainer->step();
   while (trainer->step() < o.steps) {
-    if (stop_requested) {
+    if (stopping()) {
       progress.Finish();
       last_checkpoint = save();
       if (say) {

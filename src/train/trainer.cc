@@ -10,12 +10,14 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "json_file.h"
 #include "strata/autograd/grad.h"
 #include "strata/core/error.h"
-#include "strata/io/json_depth.h"
 #include "strata/io/safetensors.h"
 #include "strata/lazy/context.h"
 #include "strata/lazy/ops.h"
+#include "strata/runtime/process_group.h"
+#include "strata/train/checkpoint_shards.h"
 
 namespace strata::train {
 namespace fs = std::filesystem;
@@ -62,22 +64,6 @@ bool FreeOnResume(const std::string& key) {
          key == "sharding";
 }
 
-json ReadJson(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) Fail("[train] cannot open '{}'", path.string());
-  auto depth_limit = [&](int depth, json::parse_event_t, json&) {
-    if (depth > io::kMaxJsonDepth) {
-      Fail("[train] '{}' nests deeper than {} levels", path.string(), io::kMaxJsonDepth);
-    }
-    return true;
-  };
-  try {
-    return json::parse(in, depth_limit);
-  } catch (const json::exception& e) {
-    Fail("[train] '{}' is not valid JSON: {}", path.string(), e.what());
-  }
-}
-
 template <typename T>
 T Field(const json& object, const char* key, const fs::path& file) {
   auto it = object.find(key);
@@ -89,11 +75,48 @@ T Field(const json& object, const char* key, const fs::path& file) {
   }
 }
 
+// Whether a step directory was written whole: one process's has its weights
+// and then its state; many processes' have the index of their files, which
+// process 0 writes last.
+bool IsComplete(const fs::path& dir) {
+  return fs::exists(dir / "trainer_state.json") &&
+         (fs::exists(dir / "model.safetensors") || fs::exists(dir / kShardIndexName));
+}
+
+// The processes of the job, when there are several.
+const runtime::ProcessGroup* Job() {
+  const runtime::ProcessGroup* group = lazy::Context::Get().process_group();
+  return group && group->size() > 1 ? group : nullptr;
+}
+
+// Runs `part` (a part of `what` every process takes) on this process; in a
+// job of several, then learns whether it worked on every process
+// (runtime::AgreeAcrossProcesses).
+template <typename Part>
+void OnEveryProcess(const char* what, Part&& part) {
+  std::exception_ptr error;
+  try {
+    part();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  if (const runtime::ProcessGroup* job = Job()) {
+    runtime::AgreeAcrossProcesses(*job, error, what);
+  } else if (error) {
+    std::rethrow_exception(error);
+  }
+}
+
 // The step directory a checkpoint path names: itself, or what its `latest`
 // file points at.
 fs::path StepDirectory(const fs::path& checkpoint) {
   if (!fs::exists(checkpoint)) Fail("[train] no checkpoint at '{}'", checkpoint.string());
-  if (fs::exists(checkpoint / "trainer_state.json")) return checkpoint;
+  if (fs::exists(checkpoint / "trainer_state.json")) {
+    if (!IsComplete(checkpoint))
+      Fail("[train] '{}' is not a complete checkpoint: its save was interrupted",
+           checkpoint.string());
+    return checkpoint;
+  }
   fs::path latest = checkpoint / "latest";
   if (!fs::exists(latest)) {
     Fail(
@@ -108,19 +131,19 @@ fs::path StepDirectory(const fs::path& checkpoint) {
     Fail("[train] '{}' should name a step directory, found '{}'", latest.string(), name);
   fs::path dir = checkpoint / name;
   // A save interrupted while re-saving this step: the new directory is
-  // complete in step-N.tmp (trainer_state.json is written last), or the old
-  // one waits in step-N.old. Put the complete one in place.
+  // complete in step-N.tmp, or the old one waits in step-N.old. Put the
+  // complete one in place.
   if (!fs::exists(dir)) {
     for (const char* suffix : {".tmp", ".old"}) {
       fs::path candidate = checkpoint / (name + suffix);
-      if (fs::exists(candidate / "trainer_state.json")) {
+      if (IsComplete(candidate)) {
         fs::rename(candidate, dir);
         break;
       }
     }
   }
-  if (!fs::exists(dir / "trainer_state.json"))
-    Fail("[train] '{}' names '{}', which holds no trainer_state.json", latest.string(), name);
+  if (!IsComplete(dir))
+    Fail("[train] '{}' names '{}', which is not a complete checkpoint", latest.string(), name);
   return dir;
 }
 
@@ -419,7 +442,20 @@ void Trainer::WriteCheckpointFiles(const fs::path& dir) const {
   std::map<std::string, std::string> metadata = io::ChecksumMetadata(moments);
   metadata["step"] = std::to_string(step_);
   io::WriteSafetensors((dir / "optimizer.safetensors").string(), moments, metadata);
+  WriteTrainerState(dir);
+}
 
+std::vector<NamedTensor> Trainer::StateTensors() const {
+  std::vector<NamedTensor> state;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    state.push_back({names_[i], params_[i]});
+    state.push_back({"exp_avg." + names_[i], &optimizer_->exp_avg()[i]});
+    state.push_back({"exp_avg_sq." + names_[i], &optimizer_->exp_avg_sq()[i]});
+  }
+  return state;
+}
+
+void Trainer::WriteTrainerState(const fs::path& dir) const {
   json state;
   state["format"] = kStateFormat;
   state["step"] = step_;
@@ -435,23 +471,11 @@ void Trainer::WriteCheckpointFiles(const fs::path& dir) const {
   io::WriteFileAtomically((dir / "trainer_state.json").string(), {text});
 }
 
-std::string Trainer::SaveCheckpoint(const std::string& dir, int keep) const {
-  if (keep < 1) Fail("[checkpoint] must keep at least one checkpoint, got {}", keep);
-  const fs::path root(dir);
-  fs::create_directories(root);
-  const std::string name = fmt::format("step-{:07d}", step_);
-  const fs::path tmp = root / (name + ".tmp");
-  fs::remove_all(tmp);
-  // A save that fails (a full disk, a file-size limit) leaves no partial
-  // step-N.tmp behind; the previous checkpoint and `latest` are untouched.
-  try {
-    WriteCheckpointFiles(tmp);
-  } catch (...) {
-    std::error_code ignored;
-    fs::remove_all(tmp, ignored);
-    throw;
-  }
+namespace {
 
+// Puts the written step directory `tmp` in place as root/name, points
+// `latest` at it and keeps the newest `keep` step directories.
+void CommitStep(const fs::path& root, const std::string& name, const fs::path& tmp, int keep) {
   // The step directory appears whole or not at all; then `latest` moves. A
   // re-save of the same step first moves the old directory aside (rename is
   // atomic; a directory cannot be renamed over a non-empty one), so a crash
@@ -480,15 +504,74 @@ std::string Trainer::SaveCheckpoint(const std::string& dir, int keep) const {
   for (size_t i = 0; i + keep < steps.size(); ++i) {
     if (steps[i] != name) fs::remove_all(root / steps[i]);
   }
-  return final_dir.string();
+}
+
+}  // namespace
+
+std::string Trainer::SaveCheckpoint(const std::string& dir, int keep) const {
+  if (keep < 1) Fail("[checkpoint] must keep at least one checkpoint, got {}", keep);
+  const runtime::ProcessGroup* job = Job();
+  const bool leader = !job || job->rank() == 0;
+  const fs::path root(dir);
+  const std::string name = fmt::format("step-{:07d}", step_);
+  const fs::path tmp = root / (name + ".tmp");
+  // Every tile must be data to be written (a resumed model's stacked layers
+  // may still be a pending graph); a no-op after a step.
+  std::vector<Tensor*> state = params_;
+  for (Tensor& t : optimizer_->exp_avg()) state.push_back(&t);
+  for (Tensor& t : optimizer_->exp_avg_sq()) state.push_back(&t);
+  sync(state);
+  OnEveryProcess("checkpoint", [&] {
+    if (!leader) return;
+    fs::create_directories(root);
+    fs::remove_all(tmp);
+    fs::create_directories(tmp);
+  });
+  // A save that fails (a full disk, a file-size limit, a process that could
+  // not write its part) leaves no partial step-N.tmp behind; the previous
+  // checkpoint and `latest` are untouched. In a job of several processes
+  // each writes its own tiles; process 0 writes the index (the mark that
+  // the checkpoint is whole) only once every process has written its part.
+  try {
+    OnEveryProcess("checkpoint", [&] {
+      if (!job) {
+        WriteCheckpointFiles(tmp);
+        return;
+      }
+      // Made by process 0 already when the processes share the directory;
+      // made here when they do not, so that process 0 names the problem.
+      fs::create_directories(tmp);
+      WriteShardFile(tmp, StateTensors(), job->rank(), job->size());
+      if (leader) {
+        io::WriteLlamaConfig(tmp / "config.json", model_->model.config);
+        WriteTrainerState(tmp);
+      }
+    });
+    OnEveryProcess("checkpoint", [&] {
+      if (job && leader) WriteShardIndex(tmp, StateTensors(), job->size());
+    });
+  } catch (...) {
+    std::error_code ignored;
+    fs::remove_all(tmp, ignored);  // by each process: their directories may not be one
+    throw;
+  }
+  OnEveryProcess("checkpoint", [&] {
+    if (leader) CommitStep(root, name, tmp, keep);
+  });
+  return (root / name).string();
 }
 
 std::unique_ptr<Trainer> Trainer::Resume(const std::string& checkpoint, const TrainOptions& options,
                                          Corpus corpus) {
   options.Validate();
-  const fs::path dir = StepDirectory(checkpoint);
+  // Process 0 first: it may put the directory of an interrupted save in place.
+  fs::path dir;
+  OnEveryProcess("resume", [&] {
+    if (!Job() || Job()->rank() == 0) dir = StepDirectory(checkpoint);
+  });
+  if (dir.empty()) dir = StepDirectory(checkpoint);
   const fs::path state_file = dir / "trainer_state.json";
-  json state = ReadJson(state_file);
+  json state = ReadJsonFile(state_file);
   if (!state.is_object() || state.value("format", "") != kStateFormat) {
     Fail("[train] '{}' is not a strata training state (expected \"format\": \"{}\")",
          state_file.string(), kStateFormat);
@@ -511,28 +594,54 @@ std::unique_ptr<Trainer> Trainer::Resume(const std::string& checkpoint, const Tr
   if (step > options.steps)
     Fail("[train] the checkpoint is at step {}, past --steps {}", step, options.steps);
 
-  std::unique_ptr<nn::LlamaForCausalLM> model = nn::LoadLlama(dir.string());
-  std::unique_ptr<Trainer> trainer(new Trainer(options, std::move(corpus), std::move(model)));
-
-  const fs::path moments_file = dir / "optimizer.safetensors";
-  io::SafetensorsFile moments = io::SafetensorsFile::Open(moments_file.string());
-  auto load = [&](const std::string& key, const Tensor& like) {
-    if (!moments.contains(key)) Fail("[train] '{}' has no tensor '{}'", moments_file.string(), key);
-    const io::TensorView& v = moments.Get(key);
-    if (v.dtype != like.dtype() || v.shape != like.shape().dims()) {
-      Fail("[train] '{}' in '{}' is {}, its parameter {}", key, moments_file.string(),
-           Shape(v.dtype, v.shape).ToString(), like.shape().ToString());
+  std::unique_ptr<Trainer> trainer;
+  if (fs::exists(dir / kShardIndexName)) {
+    // Written by many processes: each tensor is read in the layout this run
+    // gives it, each process reading the tiles its own partitions overlap.
+    // The new model's random initialization is a graph never run.
+    CheckpointShards shards = CheckpointShards::Open(dir);
+    trainer.reset(new Trainer(
+        options, std::move(corpus),
+        std::make_unique<nn::LlamaForCausalLM>(options.ModelConfig(), random_key(options.seed))));
+    const size_t n = trainer->params_.size();
+    if (shards.names().size() != 3 * n) {
+      Fail("[train] '{}' holds {} tensors, expected {} (each parameter and its two moments)",
+           shards.label(), shards.names().size(), 3 * n);
     }
-    return Tensor::FromBytes(Shape(v.dtype, v.shape), v.data);
-  };
-  if (moments.names().size() != 2 * trainer->params_.size()) {
-    Fail("[train] '{}' holds {} tensors, expected {} (two moments per parameter)",
-         moments_file.string(), moments.names().size(), 2 * trainer->params_.size());
-  }
-  for (size_t i = 0; i < trainer->params_.size(); ++i) {
-    const Tensor& p = *trainer->params_[i];
-    trainer->optimizer_->exp_avg()[i] = load("exp_avg." + trainer->names_[i], p);
-    trainer->optimizer_->exp_avg_sq()[i] = load("exp_avg_sq." + trainer->names_[i], p);
+    for (size_t i = 0; i < n; ++i) {
+      Tensor& p = *trainer->params_[i];
+      const bool trainable = requires_grad(p);
+      p = shards.Load(trainer->names_[i], p);
+      requires_grad_(p, trainable);
+      Tensor& m = trainer->optimizer_->exp_avg()[i];
+      m = shards.Load("exp_avg." + trainer->names_[i], m);
+      Tensor& v = trainer->optimizer_->exp_avg_sq()[i];
+      v = shards.Load("exp_avg_sq." + trainer->names_[i], v);
+    }
+  } else {
+    trainer.reset(new Trainer(options, std::move(corpus), nn::LoadLlama(dir.string())));
+    const fs::path moments_file = dir / "optimizer.safetensors";
+    io::SafetensorsFile moments = io::SafetensorsFile::Open(moments_file.string());
+    auto load = [&](const std::string& key, Tensor& slot) {
+      if (!moments.contains(key))
+        Fail("[train] '{}' has no tensor '{}'", moments_file.string(), key);
+      const io::TensorView& v = moments.Get(key);
+      if (v.dtype != slot.dtype() || v.shape != slot.shape().dims()) {
+        Fail("[train] '{}' in '{}' is {}, its parameter {}", key, moments_file.string(),
+             Shape(v.dtype, v.shape).ToString(), slot.shape().ToString());
+      }
+      std::optional<ir::Sharding> sharding = slot.sharding();
+      slot = Tensor::FromBytes(Shape(v.dtype, v.shape), v.data);
+      if (sharding) mark_sharding(slot, sharding->mesh(), sharding->spec());
+    };
+    if (moments.names().size() != 2 * trainer->params_.size()) {
+      Fail("[train] '{}' holds {} tensors, expected {} (two moments per parameter)",
+           moments_file.string(), moments.names().size(), 2 * trainer->params_.size());
+    }
+    for (size_t i = 0; i < trainer->params_.size(); ++i) {
+      load("exp_avg." + trainer->names_[i], trainer->optimizer_->exp_avg()[i]);
+      load("exp_avg_sq." + trainer->names_[i], trainer->optimizer_->exp_avg_sq()[i]);
+    }
   }
   trainer->optimizer_->set_steps(step);
   trainer->step_ = step;
@@ -557,6 +666,20 @@ std::unique_ptr<Trainer> Trainer::Resume(const std::string& checkpoint, const Tr
          trainer->history_.size(), step);
   }
   return trainer;
+}
+
+void ExportCheckpoint(const std::string& checkpoint, const std::string& out) {
+  const fs::path dir = StepDirectory(checkpoint);
+  std::unique_ptr<nn::LlamaForCausalLM> model;
+  if (fs::exists(dir / kShardIndexName)) {
+    CheckpointShards shards = CheckpointShards::Open(dir);
+    model = std::make_unique<nn::LlamaForCausalLM>(io::ReadLlamaConfig(dir / "config.json"),
+                                                   random_key(0));
+    for (auto& [name, slot] : model->named_parameters()) *slot = shards.Load(name, *slot);
+  } else {
+    model = nn::LoadLlama(dir.string());  // checks every tensor's checksum
+  }
+  nn::SaveLlama(*model, out);
 }
 
 }  // namespace strata::train

@@ -11,6 +11,7 @@
 #include "strata/distributed/mpi.h"
 #include "strata/lazy/context.h"
 #include "strata/lazy/ops.h"
+#include "strata/runtime/process_group.h"
 #include "strata/train/data.h"
 
 namespace strata::distributed {
@@ -113,6 +114,36 @@ TEST(MpiLazy, EachProcessReadsItsOwnRowsOfABatch) {
     EXPECT_EQ(batch.to_vector<int64_t>(), whole) << n << " devices";
     // And a graph over it gives one device's numbers.
     EXPECT_EQ((batch * 2).to_vector<int64_t>()[11], whole[11] * 2);
+  }
+}
+
+TEST(MpiProcessGroup, ProcessesLearnEachOthersValuesAndFailures) {
+  const ProcessGroup& job = Processes();
+  const auto group = MpiProcessGroup();
+  std::vector<int64_t> want(job.size);
+  for (int r = 0; r < job.size; ++r) want[r] = 10 * r + 7;
+  EXPECT_EQ(runtime::AllGatherFromProcesses(*group, 10 * job.rank + 7), want);
+  // Every process succeeds: nobody throws.
+  EXPECT_NO_THROW(runtime::AgreeAcrossProcesses(*group, nullptr, "test"));
+  // The last process fails: it rethrows its own error; the others learn
+  // which process failed.
+  std::exception_ptr error;
+  if (job.rank == job.size - 1) {
+    try {
+      Fail("[test] process {} cannot go on", job.rank);
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  try {
+    runtime::AgreeAcrossProcesses(*group, error, "test");
+    ADD_FAILURE() << "no error on process " << job.rank;
+  } catch (const Error& e) {
+    const std::string own = fmt::format("process {} cannot go on", job.size - 1);
+    const std::string named =
+        fmt::format("process(es) {} of the job's {} failed", job.size - 1, job.size);
+    EXPECT_NE(std::string(e.what()).find(job.rank == job.size - 1 ? own : named), std::string::npos)
+        << e.what();
   }
 }
 

@@ -1,19 +1,25 @@
 // `strata train` as an MPI job (mpirun -np 2 and -np 4 on this machine):
 // the same losses and the same weights, bit for bit, as one process running
-// the same mesh's devices in-process, and within 1e-5 of one device; resumes
-// with another number of processes; a process killed or hung stops the
-// job within a bounded time, with an error naming it.
+// the same mesh's devices in-process, and within 1e-5 of one device; each
+// process writes its own part of a checkpoint, exported as one Hugging Face
+// directory; resumes with another number of processes; a stop asked of one
+// process stops all after the same step; a process killed or hung stops the
+// job within a bounded time, with an error naming it, and a job killed at a
+// random moment resumes from its last complete checkpoint and loses nothing.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fmt/core.h>
+
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -71,8 +77,19 @@ class TrainMpi : public ::testing::Test {
     for (const auto& row : state["history"]) losses.push_back(row[1].get<double>());
     return losses;
   }
+  // The weights of a checkpoint as a Hugging Face directory holds them: an
+  // MPI job's tiles exported by `strata export` into one file.
   std::string Weights(const std::string& out, const std::string& step) {
-    return Read(Path(out) / "checkpoints" / step / "model.safetensors");
+    const fs::path dir = Path(out) / "checkpoints" / step;
+    if (fs::exists(dir / "model.safetensors")) return Read(dir / "model.safetensors");
+    const fs::path exported = Path(out + "_" + step + "_hf");
+    const std::string command = std::string(STRATA_BINARY) + " export " + dir.string() + " --out " +
+                                exported.string() + " 2> " + Path(out + ".export.stderr").string();
+    if (std::system(command.c_str()) != 0) {
+      ADD_FAILURE() << "strata export " << dir << ": " << Read(Path(out + ".export.stderr"));
+      return "";
+    }
+    return Read(exported / "model.safetensors");
   }
 
   fs::path dir_;
@@ -101,7 +118,19 @@ TEST_F(TrainMpi, ProcessesTrainAsOneProcessRunningTheSameMeshDoes) {
     const std::vector<double> threads = Losses(in_process, "step-0000020");
     const std::vector<double> processes = Losses(mpi, "step-0000020");
     EXPECT_EQ(processes, threads);  // bit for bit
-    EXPECT_TRUE(Weights(mpi, "step-0000020") == Weights(in_process, "step-0000020"));
+    const std::string weights = Weights(mpi, "step-0000020");
+    EXPECT_FALSE(weights.empty());
+    EXPECT_TRUE(weights == Weights(in_process, "step-0000020"));
+    // Each process wrote its part; the index, written last, names them all.
+    const fs::path step = Path(mpi) / "checkpoints" / "step-0000020";
+    auto index = nlohmann::json::parse(Read(step / "shards.json"));
+    EXPECT_EQ(index["processes"], p.processes);
+    ASSERT_EQ(index["files"].size(), static_cast<size_t>(p.processes));
+    for (int r = 0; r < p.processes; ++r) {
+      const fs::path file = step / index["files"][r]["name"].get<std::string>();
+      EXPECT_EQ(fs::file_size(file), index["files"][r]["bytes"].get<uintmax_t>()) << file;
+    }
+    EXPECT_FALSE(fs::exists(step / "model.safetensors"));
     ASSERT_EQ(processes.size(), one_device.size());
     for (size_t i = 0; i < processes.size(); ++i) {
       EXPECT_NEAR(processes[i], one_device[i], 1e-5 * std::abs(one_device[i])) << "step " << i + 1;
@@ -122,17 +151,21 @@ TEST_F(TrainMpi, ProcessesTrainAsOneProcessRunningTheSameMeshDoes) {
 TEST_F(TrainMpi, ResumesWithAnotherNumberOfProcesses) {
   const std::string args = "--steps 20 --mesh data=4 --sharding fsdp";
   ASSERT_EQ(Train("", "whole", args), 0) << Stderr("whole");
-  for (auto [before, after] : {std::pair{4, 2}, std::pair{2, 4}}) {
+  auto launcher = [&](int processes) {
+    return processes == 1 ? std::string() : kMpirun + " -np " + std::to_string(processes);
+  };
+  // 4 -> 2 and 2 -> 4 re-split each process's tiles; 4 -> 1 reads every
+  // file into one process's in-process devices, 1 -> 2 splits a one-process
+  // (Hugging Face) checkpoint.
+  for (auto [before, after] :
+       {std::pair{4, 2}, std::pair{2, 4}, std::pair{4, 1}, std::pair{1, 2}}) {
     SCOPED_TRACE(::testing::Message() << before << " processes, then " << after);
     const std::string out = "resumed" + std::to_string(before) + std::to_string(after);
-    ASSERT_EQ(
-        Train(kMpirun + " -np " + std::to_string(before), out, args + " --checkpoint-every 10"), 0)
-        << Stderr(out);
+    ASSERT_EQ(Train(launcher(before), out, args + " --checkpoint-every 10"), 0) << Stderr(out);
     // Back to step 10, as if the run had stopped there.
     fs::remove_all(Path(out) / "checkpoints" / "step-0000020");
     std::ofstream(Path(out) / "checkpoints" / "latest") << "step-0000010\n";
-    ASSERT_EQ(Train(kMpirun + " -np " + std::to_string(after), out, args + " --resume"), 0)
-        << Stderr(out);
+    ASSERT_EQ(Train(launcher(after), out, args + " --resume"), 0) << Stderr(out);
     EXPECT_NE(Read(Path(out + ".stdout")).find("resumed from step 10"), std::string::npos);
     EXPECT_EQ(Losses(out, "step-0000020"), Losses("whole", "step-0000020"));
     EXPECT_TRUE(Weights(out, "step-0000020") == Weights("whole", "step-0000020"));
@@ -160,48 +193,143 @@ std::vector<pid_t> Ranks(const std::string& marker, int processes) {
   return ranks;
 }
 
+// A job of 2 processes started in the background by a shell.
+struct Job {
+  pid_t shell = 0;
+  std::vector<pid_t> ranks;  // by rank; empty when they never ran
+};
+
+// Starts `env mpirun -np 2 strata train <model> args --out dir/name` and
+// waits until both processes run steps (the progress bar has begun).
+Job StartJob(const fs::path& dir, const std::string& name, const std::string& args,
+             const std::string& env) {
+  const fs::path out = dir / name;
+  const std::string command = env + " " + kMpirun + " -np 2 " + STRATA_BINARY + kModel + args +
+                              " --out " + out.string() + " > " + out.string() + ".stdout 2> " +
+                              out.string() + ".stderr";
+  Job job;
+  const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
+  if (posix_spawn(&job.shell, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) != 0)
+    return job;
+  const fs::path stdout_file = out.string() + ".stdout";
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < give_up) {
+    std::vector<pid_t> found = Ranks(out.string(), 2);
+    if (found[0] > 0 && found[1] > 0) job.ranks = found;
+    if (!job.ranks.empty() && fs::exists(stdout_file) && fs::file_size(stdout_file) > 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (job.ranks.empty()) {
+    kill(job.shell, SIGKILL);
+    waitpid(job.shell, nullptr, 0);
+  }
+  return job;
+}
+
+// Waits at most 120 s for the job to end: mpirun's exit status (-3 if it did
+// not end and was killed) and the seconds it took.
+std::pair<int, double> WaitForJob(const Job& job) {
+  const auto start = std::chrono::steady_clock::now();
+  int status = 0;
+  const auto deadline = start + std::chrono::seconds(120);
+  while (waitpid(job.shell, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      for (pid_t rank : job.ranks) kill(rank, SIGKILL);
+      waitpid(job.shell, &status, 0);
+      return {-3, 120};
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return {WEXITSTATUS(status), seconds};
+}
+
 // Starts a long job of 2 processes, waits until both run, sends `signal` to
 // process 1, and returns mpirun's exit status and the seconds it took to end.
 std::pair<int, double> SignalProcessOne(const fs::path& dir, int signal, const std::string& env) {
-  const std::string command = env + " " + kMpirun + " -np 2 " + STRATA_BINARY + kModel +
-                              "--steps 1000000 --out " + (dir / "job").string() + " > " +
-                              (dir / "job.stdout").string() + " 2> " +
-                              (dir / "job.stderr").string();
-  pid_t shell = 0;
-  const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
-  if (posix_spawn(&shell, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) != 0)
-    return {-1, 0};
-  std::vector<pid_t> ranks;
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (std::chrono::steady_clock::now() < give_up) {
-    std::vector<pid_t> found = Ranks((dir / "job").string(), 2);
-    if (found[0] > 0 && found[1] > 0) ranks = found;
-    // Running steps, not starting up: the progress bar has begun.
-    if (!ranks.empty() && fs::exists(dir / "job.stdout") && fs::file_size(dir / "job.stdout") > 0)
-      break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  if (ranks.empty()) {
-    kill(shell, SIGKILL);
-    return {-2, 0};
-  }
+  Job job = StartJob(dir, "job", "--steps 1000000", env);
+  if (job.ranks.empty()) return {-2, 0};
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  const auto start = std::chrono::steady_clock::now();
-  kill(ranks[1], signal);
-  int status = 0;
-  const auto deadline = start + std::chrono::seconds(120);
-  while (waitpid(shell, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(ranks[0], SIGKILL);
-      kill(ranks[1], SIGKILL);
-      waitpid(shell, &status, 0);
-      return {-3, 120};
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  if (signal == SIGSTOP) kill(ranks[1], SIGKILL);
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return {WEXITSTATUS(status), seconds};
+  kill(job.ranks[1], signal);
+  auto result = WaitForJob(job);
+  if (signal == SIGSTOP) kill(job.ranks[1], SIGKILL);
+  return result;
+}
+
+TEST_F(TrainMpi, AStopAskedOfOneProcessStopsEveryProcessAfterTheSameStep) {
+  // SIGUSR1 (what mpirun forwards as it is) to process 1 alone: both
+  // processes finish the same step, write a complete checkpoint and stop;
+  // resumed, the run ends as the uninterrupted one does, bit for bit.
+  const std::string args =
+      "--steps 800 --checkpoint-every 0 --eval-every 0 --mesh data=2 "
+      "--sharding fsdp";
+  ASSERT_EQ(Train("", "whole", args), 0) << Stderr("whole");
+  Job job = StartJob(dir_, "stopped", args, "");
+  ASSERT_FALSE(job.ranks.empty()) << "the job did not start";
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  kill(job.ranks[1], SIGUSR1);
+  auto [status, seconds] = WaitForJob(job);
+  ASSERT_EQ(status, 130) << Stderr("stopped");
+  const std::string printed = Read(Path("stopped.stdout"));
+  const size_t at = printed.find("interrupted after step ");
+  ASSERT_NE(at, std::string::npos) << printed;
+  const int64_t step = std::atoll(printed.c_str() + at + 23);
+  ASSERT_GT(step, 0);
+  ASSERT_LT(step, 800) << "the run ended before the stop reached it";
+  const std::string name = fmt::format("step-{:07d}", step);
+  EXPECT_EQ(Read(Path("stopped") / "checkpoints" / "latest"), name + "\n");
+  EXPECT_EQ(Losses("stopped", name).size(), static_cast<size_t>(step));
+  ASSERT_EQ(Train(kMpirun + " -np 2", "stopped", args + " --resume"), 0) << Stderr("stopped");
+  EXPECT_EQ(Losses("stopped", "step-0000800"), Losses("whole", "step-0000800"));
+  EXPECT_TRUE(Weights("stopped", "step-0000800") == Weights("whole", "step-0000800"));
+}
+
+TEST_F(TrainMpi, AJobKilledAtARandomMomentResumesFromItsLastCompleteCheckpoint) {
+  // A checkpoint every step, and one process killed at a random moment: in
+  // a step, in its own write, in process 0's commit. What resumes is the last
+  // checkpoint every process finished, and the run then ends as the
+  // uninterrupted one does, bit for bit: nothing is lost or torn.
+  const std::string args =
+      "--steps 400 --checkpoint-every 1 --eval-every 0 --mesh data=2 "
+      "--sharding fsdp";
+  ASSERT_EQ(Train("", "whole", args), 0) << Stderr("whole");
+  std::random_device device;
+  const unsigned seed = device();
+  std::mt19937 rng(seed);
+  const int victim = static_cast<int>(rng() % 2);
+  const int delay_ms = static_cast<int>(rng() % 1500);
+  SCOPED_TRACE(::testing::Message() << "process " << victim << " killed " << delay_ms
+                                    << " ms after the steps began (seed " << seed << ")");
+  Job job = StartJob(dir_, "killed", args, "");
+  ASSERT_FALSE(job.ranks.empty()) << "the job did not start";
+  std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+  kill(job.ranks[victim], SIGKILL);
+  auto [status, seconds] = WaitForJob(job);
+  ASSERT_GE(status, 0) << "the job did not end";
+  if (status == 0) GTEST_SKIP() << "the run ended before the kill reached it";
+  const bool resumable = fs::exists(Path("killed") / "checkpoints" / "latest");
+  ASSERT_EQ(Train(kMpirun + " -np 2", "killed", args + (resumable ? " --resume" : "")), 0)
+      << Stderr("killed");
+  EXPECT_EQ(Losses("killed", "step-0000400"), Losses("whole", "step-0000400"));
+  EXPECT_TRUE(Weights("killed", "step-0000400") == Weights("whole", "step-0000400"));
+}
+
+TEST_F(TrainMpi, ProcessesThatShareNoDirectoryGetAnErrorAndNoCheckpoint) {
+  // Process 1 writes its part under another --out (as on machines without a
+  // shared filesystem): process 0 cannot see it, so no checkpoint is made.
+  const std::string common = std::string(STRATA_BINARY) + kModel + "--steps 4 --mesh data=2";
+  const std::string command = kMpirun + " -np 1 " + common + " --out " + Path("a").string() +
+                              " : -np 1 " + common + " --out " + Path("b").string() + " > " +
+                              Path("ab.stdout").string() + " 2> " + Path("ab.stderr").string();
+  EXPECT_NE(std::system(command.c_str()), 0);
+  const std::string err = Read(Path("ab.stderr"));
+  EXPECT_NE(err.find("is not in '" + (Path("a") / "checkpoints" / "step-0000004.tmp").string() +
+                     "' as process 0 sees it"),
+            std::string::npos)
+      << err;
+  EXPECT_FALSE(fs::exists(Path("a") / "checkpoints" / "latest"));
+  EXPECT_FALSE(fs::exists(Path("a") / "checkpoints" / "step-0000004"));
+  EXPECT_FALSE(fs::exists(Path("a") / "checkpoints" / "step-0000004.tmp"));
 }
 
 TEST_F(TrainMpi, AKilledProcessEndsTheJobNamingIt) {

@@ -47,6 +47,10 @@ class SafetensorsFile {
   bool contains(std::string_view name) const { return tensors_.find(name) != tensors_.end(); }
   // Verifies the tensor's checksum when the file carries one (ChecksumMetadata).
   const TensorView& Get(std::string_view name) const;
+  // The tensor's dtype and shape as the header gives them, without reading
+  // (or verifying) its bytes: for looking at a file's layout. Read the data
+  // through Get.
+  const TensorView& Layout(std::string_view name) const;
   // The header's "__metadata__" object (empty when absent).
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 

@@ -5,7 +5,10 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <memory>
+#include <string_view>
+#include <vector>
 
 #include "strata/runtime/communicator.h"
 
@@ -20,5 +23,18 @@ class ProcessGroup {
   // this one owns [rank * participants / size, (rank + 1) * participants / size).
   virtual std::unique_ptr<Communicator> MakeCommunicator(int64_t participants) const = 0;
 };
+
+// Every process's `value`, in rank order, on every process: a collective
+// (one participant per process) that all of the group's processes make, in
+// the same order as their other collectives. How processes agree on a flag
+// (stop, or whether each one's part of a checkpoint was written).
+std::vector<int64_t> AllGatherFromProcesses(const ProcessGroup& group, int64_t value);
+
+// Each process's outcome of a part of `what` that every process takes
+// (`error`: what it threw, or null): a collective, after which every process
+// throws when any failed: its own error where it failed, elsewhere an Error
+// naming the processes that did.
+void AgreeAcrossProcesses(const ProcessGroup& group, std::exception_ptr error,
+                          std::string_view what);
 
 }  // namespace strata::runtime

@@ -6,7 +6,10 @@
 // Checkpoints are directories: <dir>/step-NNNNNNN/ holds config.json and
 // model.safetensors (a Hugging Face Llama directory: `strata lm` reads it),
 // optimizer.safetensors (AdamW's moments) and trainer_state.json (options,
-// step, loss history). <dir>/latest names the newest complete one and is
+// step, loss history). A job of several processes writes, instead of the
+// two safetensors files, one file of tiles per process and an index written
+// last (train/checkpoint_shards.h); ExportCheckpoint makes a Hugging Face
+// directory of it. <dir>/latest names the newest complete one and is
 // replaced atomically after it is written, so a crash leaves the previous
 // checkpoint in place.
 #pragma once
@@ -22,6 +25,7 @@
 #include "strata/nn/llama.h"
 #include "strata/nn/optim.h"
 #include "strata/nn/sharding_plan.h"
+#include "strata/train/checkpoint_shards.h"
 #include "strata/train/data.h"
 
 namespace strata::train {
@@ -94,7 +98,8 @@ class Trainer {
   // Continues from a checkpoint: a step directory, or a checkpoint directory
   // whose `latest` names one. The options that shape the model, the data or
   // the updates must equal the checkpoint's (an error names the first that
-  // differs); `steps` may grow, and evaluation options are free.
+  // differs); `steps` may grow, and evaluation options are free, as are the
+  // mesh, the sharding and the number of processes: tensors are re-split.
   static std::unique_ptr<Trainer> Resume(const std::string& checkpoint, const TrainOptions& options,
                                          Corpus corpus);
 
@@ -105,6 +110,10 @@ class Trainer {
   float Evaluate();
   // Writes <dir>/step-NNNNNNN atomically and points <dir>/latest at it;
   // keeps the newest `keep` step directories. Returns the step directory.
+  // In a job of several processes (lazy::Context::process_group) every
+  // process calls it, in the same step: each writes its own tiles, and the
+  // checkpoint counts (the index is written, `latest` moves) only once all
+  // have; an error on any process is an error on all.
   std::string SaveCheckpoint(const std::string& dir, int keep = 2) const;
   // `count` tokens continuing `prompt` (not included in the result).
   // temperature 0 is greedy; otherwise tokens are drawn from
@@ -128,8 +137,12 @@ class Trainer {
 
   TrainOptions options_;
   Corpus corpus_;
-  // The files of a checkpoint (model, moments, trainer state) into `dir`.
+  // The files of a one-process checkpoint (model, moments, trainer state)
+  // into `dir`.
   void WriteCheckpointFiles(const std::filesystem::path& dir) const;
+  void WriteTrainerState(const std::filesystem::path& dir) const;
+  // Every parameter and its two moments, by their checkpoint names.
+  std::vector<NamedTensor> StateTensors() const;
   std::optional<nn::ShardingPlan> plan_;  // set when options.mesh names a mesh
   std::unique_ptr<nn::LlamaForCausalLM> model_;
   std::vector<Tensor*> params_;
@@ -140,6 +153,11 @@ class Trainer {
   std::vector<EvalPoint> evals_;
   double build_seconds_ = 0;
 };
+
+// The model of a checkpoint (a step directory, or a checkpoint directory
+// whose `latest` names one; of one process or of many) as one Hugging Face
+// directory `out`: config.json and model.safetensors, as `strata lm` reads.
+void ExportCheckpoint(const std::string& checkpoint, const std::string& out);
 
 // One token drawn from softmax(logits / temperature) (temperature > 0) by
 // inverting the cumulative distribution at rng.Uniform(); the first maximum
