@@ -106,7 +106,8 @@ TEST_F(TrainMpi, ProcessesTrainAsOneProcessRunningTheSameMeshDoes) {
   const std::vector<double> one_device = Losses("one", "step-0000020");
   ASSERT_EQ(one_device.size(), 20u);
   for (Plan p : {Plan{"dp", "data=2", 2}, Plan{"fsdp", "data=2", 2}, Plan{"tp", "model=2", 2},
-                 Plan{"fsdp", "data=4", 4}, Plan{"fsdp+tp", "data=2,model=2", 4}}) {
+                 Plan{"dp", "data=4", 4}, Plan{"fsdp", "data=4", 4},
+                 Plan{"tp", "data=2,model=2", 4}, Plan{"fsdp+tp", "data=2,model=2", 4}}) {
     SCOPED_TRACE(::testing::Message()
                  << p.sharding << " on " << p.mesh << ", " << p.processes << " processes");
     const std::string args =
