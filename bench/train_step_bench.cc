@@ -22,12 +22,11 @@ using bench::Tokens;
 
 constexpr int64_t kBatch = 4, kSeq = 256;
 
-void BM_TrainStep(benchmark::State& state) {
-  const int64_t layers = state.range(0);
-  // 0: unrolled layers; 1: apply_layers saving each layer's input;
-  // 2: apply_layers also saving its matrix products (no GEMM recomputed);
-  // 3: apply_layers saving the products without batch dims (projections).
-  const int64_t mode = state.range(1);
+// Runs the step in `state`'s loop. mode 0: unrolled layers; 1: apply_layers
+// saving each layer's input; 2: apply_layers also saving its matrix
+// products (no GEMM recomputed); 3: apply_layers saving the products
+// without batch dims (projections).
+void RunTrainSteps(benchmark::State& state, int64_t layers, int64_t mode) {
   io::LlamaConfig c = BenchConfig(layers);
   nn::LlamaForCausalLM model(c, random_key(2));
   model.layer_mode = mode == 0 ? nn::LayerMode::kUnrolled : nn::LayerMode::kScan;
@@ -62,6 +61,11 @@ void BM_TrainStep(benchmark::State& state) {
   getrusage(RUSAGE_SELF, &usage);
   state.counters["peak_rss_mib"] = static_cast<double>(usage.ru_maxrss) / 1024.0;
   lazy::Context::Get().set_buffer_donation(false);
+}
+
+void BM_TrainStep(benchmark::State& state) {
+  const int64_t mode = state.range(1);
+  RunTrainSteps(state, state.range(0), mode);
   state.SetLabel(mode == 0   ? "unrolled"
                  : mode == 1 ? "apply_layers, save carries"
                  : mode == 2 ? "apply_layers, save dots"
@@ -72,6 +76,23 @@ BENCHMARK(BM_TrainStep)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(3);
+
+// The cost of checked indexing (lazy::Context::set_index_checks): the same
+// step of 2 layers with the embedding's and the loss's index checks (1) and
+// without (0). Run with --benchmark_repetitions and
+// --benchmark_enable_random_interleaving so the two alternate.
+void BM_TrainStepIndexChecks(benchmark::State& state) {
+  lazy::Context::Get().set_index_checks(state.range(0) != 0);
+  RunTrainSteps(state, 2, 1);
+  lazy::Context::Get().set_index_checks(true);
+  state.SetLabel(state.range(0) ? "index checks on" : "index checks off");
+}
+BENCHMARK(BM_TrainStepIndexChecks)
+    ->Arg(1)
+    ->Arg(0)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(10);
 
 }  // namespace
 }  // namespace strata

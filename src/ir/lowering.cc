@@ -64,9 +64,10 @@ class PointerSet {
 
 }  // namespace
 
-Graph BuildGraph(std::vector<Value> roots) {
+Graph BuildGraph(std::vector<Value> roots, bool with_index_checks) {
   Graph g;
   g.roots = std::move(roots);
+  g.checks_from = g.roots.size();
   PointerSet visited;
   std::unordered_map<const Node*, int64_t> leaf_param;
   std::unordered_map<const uint8_t*, int64_t> buffer_param;
@@ -86,9 +87,11 @@ Graph BuildGraph(std::vector<Value> roots) {
     leaf_param[leaf] = id;
     return id;
   };
-  // Iterative post-order; leaf uses are recorded in operand order.
+  // Iterative post-order; leaf uses are recorded in operand order. A node's
+  // index check becomes a root walked after those before it.
   std::vector<std::pair<const Node*, size_t>> stack;
-  for (const Value& root : g.roots) {
+  for (size_t r = 0; r < g.roots.size(); ++r) {
+    const Value root = g.roots[r];  // a copy: checks append to the roots
     if (root.node->is_leaf()) g.parameter_sequence.push_back(param_of(root.node.get()));
     if (!visited.Insert(root.node.get())) continue;
     stack.push_back({root.node.get(), 0});
@@ -100,6 +103,10 @@ Graph BuildGraph(std::vector<Value> roots) {
         if (visited.Insert(op)) stack.push_back({op, 0});
       } else {
         g.post_order.push_back(node);
+        if (with_index_checks && node->index_check()) {
+          g.checks.push_back(node->index_check());
+          g.roots.push_back(node->index_check()->value);
+        }
         stack.pop_back();
       }
     }

@@ -120,6 +120,14 @@ NodePtr Node::MakeWithGradientRule(std::vector<Value> operands,
   return MakeOp(hlo::Opcode::kTuple, std::move(operands))->WithGradientRule(std::move(rule));
 }
 
+NodePtr Node::WithIndexCheck(std::shared_ptr<const IndexCheck> check) const {
+  STRATA_CHECK(check && check->value.shape() == Shape(DType::kS64, {2}),
+               "an index check computes s64[2]");
+  auto node = std::make_shared<Node>(*this);
+  node->index_check_ = std::move(check);
+  return node;
+}
+
 NodePtr Node::WithGradientRule(std::shared_ptr<const GradientRule> rule) const {
   auto node = std::make_shared<Node>(*this);
   node->gradient_rule_ = std::move(rule);

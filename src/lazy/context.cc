@@ -89,6 +89,27 @@ TensorImpl::~TensorImpl() { Context::Get().Unregister(this); }
 
 Context::Context() {
   if (const char* dir = std::getenv("STRATA_DUMP_DIR")) dump_dir_ = dir;
+  if (const char* checks = std::getenv("STRATA_INDEX_CHECKS"))
+    index_checks_ = std::string_view(checks) != "0";
+}
+
+void Context::ThrowOnIndexErrors(const ir::Graph& graph,
+                                 const std::vector<runtime::Buffer>& results) {
+  for (size_t k = 0; k < graph.checks.size(); ++k) {
+    const std::vector<int64_t> found = results.at(graph.checks_from + k).ToVector<int64_t>();
+    if (found[0] < 0) continue;
+    const ir::IndexCheck& check = *graph.checks[k];
+    // The position as coordinates of the index tensor.
+    const std::vector<int64_t>& dims = check.index_shape.dims();
+    std::vector<int64_t> at(dims.size());
+    int64_t rest = found[0];
+    for (size_t d = dims.size(); d-- > 0;) {
+      at[d] = dims[d] > 0 ? rest % dims[d] : 0;
+      rest = dims[d] > 0 ? rest / dims[d] : 0;
+    }
+    Fail("[{}] index {} is out of range {}, at [{}] of the index {}", check.op, found[1],
+         check.range, fmt::join(at, ", "), check.index_shape.ToString());
+  }
 }
 
 Context& Context::Get() {
@@ -384,7 +405,7 @@ void Context::Sync(const std::vector<TensorImpl*>& only) {
     }
   } in_flight{this};
   int64_t t0 = NowNs();
-  ir::Graph graph = ir::BuildGraph(roots);
+  ir::Graph graph = ir::BuildGraph(roots, /*with_index_checks=*/true);
   ir::Hash128 key = CacheKey(graph);
   metrics_.trace_ns += NowNs() - t0;
   metrics_.graphs_traced++;
@@ -430,6 +451,7 @@ void Context::Sync(const std::vector<TensorImpl*>& only) {
     if (!StillPending(impl, roots[r])) continue;
     impl->value = ir::Value{ir::Node::MakeDeviceData(outputs[r], impl->sharding, true)};
   }
+  ThrowOnIndexErrors(graph, outputs);
 }
 
 // The devices a mesh of `devices` runs on: virtual CPU devices of a client
@@ -539,6 +561,7 @@ void Context::RunPartitioned(const Entry& entry, const ir::Graph& graph,
     impl->value = ir::Value{ir::Node::MakeShardedDeviceData(std::move(shards), roots[r].shape(),
                                                             mesh, layout, sharding, true, first)};
   }
+  ThrowOnIndexErrors(graph, outputs[0]);  // checks are replicated scalars
 }
 
 // Data whose shards live in several processes is gathered by a program of
@@ -589,7 +612,7 @@ std::optional<spmd::PartitionReport> Context::PartitionReportOf(
     if (!t.value().node->is_leaf()) roots.push_back(t.value());
   }
   if (roots.empty()) return std::nullopt;
-  ir::Graph graph = ir::BuildGraph(roots);
+  ir::Graph graph = ir::BuildGraph(roots, /*with_index_checks=*/true);
   ir::Hash128 key = CacheKey(graph);
   std::shared_ptr<const Entry> entry = Lookup(key);
   if (!entry) entry = CompileAndInsert(key, graph);

@@ -1,5 +1,8 @@
 // Neural-network functions as compositions of primitives.
+#include <fmt/core.h>
+
 #include "ops_internal.h"
+#include "strata/lazy/index_check.h"
 
 namespace strata {
 
@@ -39,7 +42,8 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
   return astype(shifted - log(sum(exp(shifted), {d}, /*keepdim=*/true)), ResultType(x.dtype()));
 }
 
-// Out-of-range indices give all-zero rows (they cannot be checked lazily).
+// Out-of-range indices are an error at the sync that runs the op (checked
+// indexing); with checks off they give all-zero rows.
 Tensor one_hot(const Tensor& index, int64_t num_classes, DType dtype) {
   if (!IsInteger(index.dtype())) {
     Fail("[one_hot] index must be an integer tensor, got {}", index.shape().ToString());
@@ -64,8 +68,10 @@ Tensor one_hot(const Tensor& index, int64_t num_classes, DType dtype) {
   ir::Value classes = lazy::Op(Opcode::kIota, {}, std::move(iota), Shape(DType::kS64, dims));
   hlo::Attributes compare;
   compare.direction = hlo::Comparison::kEq;
-  return lazy::Wrap(lazy::ConvertValue(
-      lazy::Op(Opcode::kCompare, {expanded, classes}, std::move(compare)), dtype));
+  return lazy::WithIndexCheck(
+      lazy::Wrap(lazy::ConvertValue(
+          lazy::Op(Opcode::kCompare, {expanded, classes}, std::move(compare)), dtype)),
+      index, num_classes, "one_hot", fmt::format("{} classes", num_classes));
 }
 
 }  // namespace strata

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "ops_internal.h"
+#include "strata/lazy/index_check.h"
 
 namespace strata {
 
@@ -174,7 +175,8 @@ Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start, std::op
   return Wrap(Op(Opcode::kSlice, {x.value()}, std::move(a)));
 }
 
-// Out-of-range indices cannot be checked while building lazy IR; they clamp
+// Out-of-range indices are an error at the sync that runs the op (checked
+// indexing, lazy::Context::set_index_checks); with checks off they clamp
 // into range (XLA's gather semantics).
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   if (!IsInteger(index.dtype()) || index.rank() > 1) {
@@ -190,7 +192,9 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
          x.shape().ToString());
   }
   ir::Value flat = index.rank() == 0 ? reshape(index, {1}).value() : index.value();
-  return Wrap(GatherAlong(x, d, flat));
+  return lazy::WithIndexCheck(Wrap(GatherAlong(x, d, flat)), index, x.shape().dim(d),
+                              "index_select",
+                              fmt::format("dimension {} of {}", d, x.shape().ToString()));
 }
 
 // out[i..] = x[i.. with dim replaced by indices[i..]]: a gather whose index
@@ -252,7 +256,9 @@ Tensor take_along_dim(const Tensor& x, const Tensor& indices, int64_t dim) {
   g.slice_sizes.assign(s.rank(), 1);
   hlo::Attributes a;
   a.gather = std::move(g);
-  return Wrap(Op(Opcode::kGather, {lazy::BroadcastValue(x.value(), x_dims), starts}, std::move(a)));
+  return lazy::WithIndexCheck(
+      Wrap(Op(Opcode::kGather, {lazy::BroadcastValue(x.value(), x_dims), starts}, std::move(a))),
+      indices, s.dim(d), "take_along_dim", fmt::format("dimension {} of {}", d, s.ToString()));
 }
 
 Tensor concat(const std::vector<Tensor>& tensors, int64_t dim) {

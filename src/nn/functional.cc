@@ -1,8 +1,11 @@
 #include "strata/nn/functional.h"
 
+#include <fmt/core.h>
+
 #include <cmath>
 
 #include "strata/core/error.h"
+#include "strata/lazy/index_check.h"
 
 namespace strata::nn {
 namespace {
@@ -56,12 +59,17 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
   }
   Tensor lg = batched ? logits : unsqueeze(logits, 0);
   Tensor tg = batched ? target : unsqueeze(target, 0);
+  const int64_t classes = lg.dim(1);
   Tensor keep = ne(tg, full({}, static_cast<double>(ignore_index), tg.dtype()));
-  Tensor safe = where(keep, tg, zeros({}, tg.dtype()));
+  // A label out of range is cross_entropy's error (checked indexing), not
+  // take_along_dim's: the labels it reads are clamped into range.
+  Tensor safe = where(keep, clamp(tg, 0, static_cast<double>(classes - 1)), zeros({}, tg.dtype()));
   Tensor log_probs = log_softmax(lg, -1);
   Tensor picked = squeeze(take_along_dim(log_probs, unsqueeze(safe, 1), 1), 1);
   Tensor weight = astype(keep, log_probs.dtype());
-  Tensor losses = -picked * weight;
+  Tensor losses = lazy::WithIndexCheck(
+      -picked * weight, target, classes, "cross_entropy",
+      fmt::format("the {} classes of logits {}", classes, logits.shape().ToString()), ignore_index);
   switch (reduction) {
     case Reduction::kMean:
       return sum(losses) / sum(weight);  // NaN when every target is ignored, as torch

@@ -121,6 +121,19 @@ TEST_F(LmCommand, BadInputsAreClearErrors) {
   WriteIds("out_of_range.safetensors", "input_ids", {1, 13}, {1, 2});
   EXPECT_EQ(Run(base + " --tokens " + Path("out_of_range.safetensors"), &err), 1);
   EXPECT_NE(err.find("token id 13 is outside the vocabulary"), std::string::npos) << err;
+  // Labels past the vocabulary (13 tokens): PyTorch raises, so does strata
+  // (checked indexing), rather than returning the clamped label's loss.
+  for (int64_t bad : {13, 100000, -5}) {
+    WriteIds("bad_labels.safetensors", "labels", {1, 4, 1, 5, 2, bad, 6, 5}, {2, 4});
+    EXPECT_EQ(Run(base + " --tokens " + Path("tokens.safetensors") + " --labels " +
+                      Path("bad_labels.safetensors"),
+                  &err),
+              1);
+    EXPECT_NE(err.find(fmt::format("[cross_entropy] index {} is out of range [0, 13)", bad)),
+              std::string::npos)
+        << err;
+    EXPECT_FALSE(fs::exists(Path("o.safetensors")));
+  }
   WriteIds("flat.safetensors", "input_ids", {1, 2}, {2});
   EXPECT_EQ(Run(base + " --tokens " + Path("flat.safetensors"), &err), 1);
   EXPECT_NE(err.find("must be I64 [batch, seq]"), std::string::npos) << err;

@@ -26,13 +26,19 @@ struct Graph {
   std::vector<int64_t> parameter_sequence;
   // Roots' hashes + parameter sequence: the program's identity.
   Hash128 hash;
+  // With BuildGraph(..., with_index_checks): the index checks of the graph's
+  // nodes, whose values are the roots from `checks_from` on, in order.
+  std::vector<const IndexCheck*> checks;
+  size_t checks_from = 0;
 
   // The parameter number of a leaf node, or -1 (PyTorch/XLA's
   // tensor_parameter_id for the lowering context).
   int64_t ParameterIdOf(const Node* leaf) const;
 };
 
-Graph BuildGraph(std::vector<Value> roots);
+// `with_index_checks` also computes every index check of the graph's nodes
+// (appended to the roots); a program's own roots come first either way.
+Graph BuildGraph(std::vector<Value> roots, bool with_index_checks = false);
 
 // The values computing `roots`, rebuilt with each value named in
 // `replacements` (by node and output index) replaced. Nodes that reach no

@@ -39,6 +39,19 @@ struct Value {
   explicit operator bool() const { return node != nullptr; }
 };
 
+// A check that the indices an op reads are in range (checked indexing,
+// lazy::Context::set_index_checks): `value` computes s64[2] {the row-major
+// position of the first index out of range, or -1; that index}. A node
+// carrying one (Node::WithIndexCheck) adds it to every program that computes
+// the node, and the sync that runs it throws an Error naming `op`, the index
+// and the range.
+struct IndexCheck {
+  Value value;
+  std::string op;     // "index_select", "one_hot", ...
+  std::string range;  // "[0, 256) (dimension 0 of f32[256,32])"
+  Shape index_shape;  // where the position points
+};
+
 // kPlaceholder stands for a value inside a loop body (one carry, one slice
 // of xs, one loop invariant): it has a shape and a position, never data.
 enum class NodeKind : uint8_t { kDeviceData, kScalar, kOp, kPlaceholder };
@@ -145,6 +158,10 @@ class Node {
   // Set by MakeWithGradientRule / WithGradientRule (and kept by the clones).
   const GradientRule* gradient_rule() const { return gradient_rule_.get(); }
   NodePtr WithGradientRule(std::shared_ptr<const GradientRule> rule) const;
+  // Set by WithIndexCheck; kept by CloneWithSharding, dropped by Clone (a
+  // clone over new operands may read other indices).
+  const IndexCheck* index_check() const { return index_check_.get(); }
+  NodePtr WithIndexCheck(std::shared_ptr<const IndexCheck> check) const;
   const LoopBody* loop() const { return loop_.get(); }        // loop nodes
   int64_t placeholder_id() const { return placeholder_id_; }  // kPlaceholder
   // The deepest loop level of any placeholder this value depends on (0 =
@@ -184,6 +201,7 @@ class Node {
   hlo::Literal scalar_;
   bool stops_gradient_ = false;
   std::shared_ptr<const GradientRule> gradient_rule_;
+  std::shared_ptr<const IndexCheck> index_check_;
   std::shared_ptr<const LoopBody> loop_;
   int64_t placeholder_id_ = -1;
   int32_t placeholder_level_ = 0;

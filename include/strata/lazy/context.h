@@ -117,6 +117,17 @@ class Context {
   // program if needed; runs nothing. None when the graph is not partitioned.
   std::optional<spmd::PartitionReport> PartitionReportOf(const std::vector<Tensor>& tensors);
   bool buffer_donation() const { return donate_buffers_; }
+  // Checked indexing (on by default; STRATA_INDEX_CHECKS=0 turns it off):
+  // index_select (and so nn::Embedding), take_along_dim, one_hot and
+  // cross_entropy's labels check their indices inside the program that reads
+  // them, and the sync that ran it throws an Error naming the op, the first
+  // index out of range and the range, as PyTorch raises. The results of that
+  // sync are kept (computed with indices clamped into range, XLA's gather
+  // semantics), since its inputs may have been donated to them. Off, indices
+  // clamp silently and the programs skip the check. Applies to ops built
+  // after the call; ops inside a scan body are not checked.
+  void set_index_checks(bool on) { index_checks_ = on; }
+  bool index_checks() const { return index_checks_; }
   // The processes this one runs SPMD programs with (an MPI job:
   // distributed::MpiProcessGroup()). With more than one, a graph over a mesh
   // runs only this process's block of the mesh's devices, its results keep
@@ -142,6 +153,10 @@ class Context {
   std::string ExplainMiss(const Entry& fresh) const;
   void Dump(const ir::Graph& graph, const hlo::Module& module, const hlo::Module& optimized) const;
   bool StillPending(TensorImpl* impl, const ir::Value& root) const;
+  // Throws when one of the graph's index checks found an index out of range
+  // (`results`: every root's output, the checks' from graph.checks_from on).
+  static void ThrowOnIndexErrors(const ir::Graph& graph,
+                                 const std::vector<runtime::Buffer>& results);
   void RunPartitioned(const Entry& entry, const ir::Graph& graph,
                       const std::vector<ir::Value>& roots, const std::vector<TensorImpl*>& targets,
                       const std::vector<size_t>& root_of_target);
@@ -166,6 +181,7 @@ class Context {
   std::string dump_dir_;
   Metrics metrics_;
   std::atomic<bool> donate_buffers_{false};
+  std::atomic<bool> index_checks_{true};
   spmd::PartitionOptions partition_options_;
   // Virtual devices for meshes larger than the default client's.
   std::map<int64_t, std::unique_ptr<runtime::Client>> mesh_clients_;
