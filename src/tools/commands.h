@@ -40,6 +40,7 @@ struct TrainCommandOptions {
   std::string out = "runs/train";  // checkpoints/ and loss.svg go here
   int64_t checkpoint_every = 100;  // 0: only at the end
   bool resume = false;             // continue from <out>/checkpoints/latest
+  bool fall_back = false;          // ... or from the newest intact one when it is damaged
   int64_t sample_tokens = 300;
   double temperature = 0.8;
   std::string prompt = "Tom ";

@@ -107,6 +107,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   train->add_flag("--resume", train_options.resume,
                   "continue from the latest checkpoint in <out>/checkpoints");
+  train->add_flag("--fall-back", train_options.fall_back,
+                  "with --resume: when the latest checkpoint is damaged, continue from the "
+                  "newest intact one");
   train
       ->add_option("--sample-tokens", train_options.sample_tokens,
                    "bytes to generate at the end (greedy, then with --temperature)")

@@ -165,6 +165,7 @@ int RunTrain(const TrainCommandOptions& options) {
   const bool writes = job.rank == 0;
   o.Validate();
   if (options.checkpoint_every < 0) Fail("[train] --checkpoint-every must not be negative");
+  if (options.fall_back && !options.resume) Fail("[train] --fall-back goes with --resume");
   if (options.sample_tokens < 0) Fail("[train] --sample-tokens must not be negative");
   if (!(options.temperature > 0)) Fail("[train] --temperature must be positive");
   if (options.prompt.empty()) Fail("[train] --prompt must not be empty");
@@ -179,8 +180,11 @@ int RunTrain(const TrainCommandOptions& options) {
   metrics.bytes_donated = 0;
   metrics.cache_hits = 0;
   std::unique_ptr<train::Trainer> trainer =
-      options.resume ? train::Trainer::Resume(checkpoints.string(), o, std::move(corpus))
-                     : std::make_unique<train::Trainer>(o, std::move(corpus));
+      options.resume
+          ? train::Trainer::Resume(checkpoints.string(), o, std::move(corpus), options.fall_back)
+          : std::make_unique<train::Trainer>(o, std::move(corpus));
+  if (writes && !trainer->resume_note().empty())
+    fmt::print(stderr, "strata: warning: {}\n", trainer->resume_note());
   const int64_t tokens_per_step = o.batch * o.seq;
   const io::LlamaConfig config = o.ModelConfig();
   const bool say = !options.quiet && writes;

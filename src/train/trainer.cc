@@ -561,15 +561,110 @@ std::string Trainer::SaveCheckpoint(const std::string& dir, int keep) const {
   return (root / name).string();
 }
 
+namespace {
+
+// Options of this run that the checkpoint's updates do not fit: the user's
+// to change, not damage (no older checkpoint would fit them either).
+class OptionsDoNotFit : public Error {
+ public:
+  using Error::Error;
+};
+
+// The complete step directories under a checkpoint directory, newest first.
+std::vector<fs::path> CompleteSteps(const fs::path& root) {
+  std::vector<fs::path> steps;
+  std::error_code error;
+  for (const fs::directory_entry& entry : fs::directory_iterator(root, error)) {
+    if (entry.is_directory() && IsStepDirectoryName(entry.path().filename().string()) &&
+        IsComplete(entry.path()))
+      steps.push_back(entry.path());
+  }
+  std::sort(steps.rbegin(), steps.rend());
+  return steps;
+}
+
+// Whether every process of the job did what `ok` says this one did.
+bool EveryProcess(bool ok) {
+  const runtime::ProcessGroup* job = Job();
+  if (!job) return ok;
+  const std::vector<int64_t> flags = runtime::AllGatherFromProcesses(*job, ok ? 1 : 0);
+  return std::find(flags.begin(), flags.end(), 0) == flags.end();
+}
+
+}  // namespace
+
 std::unique_ptr<Trainer> Trainer::Resume(const std::string& checkpoint, const TrainOptions& options,
-                                         Corpus corpus) {
+                                         Corpus corpus, bool fall_back) {
   options.Validate();
   // Process 0 first: it may put the directory of an interrupted save in place.
   fs::path dir;
+  std::string latest_error;
+  const bool root = !fs::exists(fs::path(checkpoint) / "trainer_state.json");
   OnEveryProcess("resume", [&] {
-    if (!Job() || Job()->rank() == 0) dir = StepDirectory(checkpoint);
+    if (Job() && Job()->rank() != 0) return;
+    try {
+      dir = StepDirectory(checkpoint);
+    } catch (const Error& e) {  // a `latest` naming nothing whole: damage too
+      if (!root || CompleteSteps(checkpoint).empty()) throw;
+      latest_error = e.what();
+    }
   });
-  if (dir.empty()) dir = StepDirectory(checkpoint);
+  if (Job() && Job()->rank() != 0) {
+    try {
+      dir = StepDirectory(checkpoint);
+    } catch (const Error& e) {
+      latest_error = e.what();
+    }
+  }
+  // The newest checkpoint, then (for a checkpoint directory) the older
+  // complete ones: the first every process reads whole is resumed from.
+  std::vector<fs::path> candidates;
+  if (!dir.empty()) candidates.push_back(dir);
+  if (root) {
+    for (const fs::path& step : CompleteSteps(checkpoint)) {
+      if (step != dir) candidates.push_back(step);
+    }
+  }
+  const std::string newest =
+      dir.empty() ? (fs::path(checkpoint) / "latest").string() : dir.string();
+  std::string damage = latest_error;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    std::unique_ptr<Trainer> trainer;
+    std::exception_ptr error;
+    try {
+      trainer = LoadStep(candidates[i], options, Corpus(corpus));
+    } catch (const OptionsDoNotFit&) {
+      throw;
+    } catch (const Error& e) {
+      error = std::current_exception();
+      if (damage.empty()) damage = e.what();
+    }
+    const bool loaded = EveryProcess(!error);
+    if (!loaded && i == 0 && damage.empty())
+      damage = "another process of the job could not read it";
+    if (!loaded && candidates.size() == 1 && latest_error.empty()) {
+      if (error) std::rethrow_exception(error);
+      Fail("[train] '{}' is damaged: {}", newest, damage);
+    }
+    if (!loaded) continue;
+    if (i == 0 && latest_error.empty()) return trainer;
+    if (!fall_back) {
+      Fail(
+          "[train] the newest checkpoint '{}' is damaged: {}. The newest intact one is '{}': "
+          "resume from it with --fall-back",
+          newest, damage, candidates[i].string());
+    }
+    trainer->resume_note_ = fmt::format(
+        "the newest checkpoint '{}' is damaged ({}); resumed from '{}', the newest intact one",
+        newest, damage, candidates[i].string());
+    return trainer;
+  }
+  Fail("[train] the newest checkpoint '{}' is damaged: {}; no older checkpoint in '{}' is intact",
+       newest, damage, checkpoint);
+}
+
+std::unique_ptr<Trainer> Trainer::LoadStep(const fs::path& dir, const TrainOptions& options,
+                                           Corpus corpus) {
   const fs::path state_file = dir / "trainer_state.json";
   json state = ReadJsonFile(state_file);
   if (!state.is_object() || state.value("format", "") != kStateFormat) {
@@ -585,14 +680,16 @@ std::unique_ptr<Trainer> Trainer::Resume(const std::string& checkpoint, const Tr
     auto it = saved.find(key);
     if (it == saved.end()) Fail("[train] '{}' lacks the option \"{}\"", state_file.string(), key);
     if (*it != value) {
-      Fail(
+      throw OptionsDoNotFit(fmt::format(
           "[train] the checkpoint in '{}' was trained with --{} {}, this run asks for --{} {}; "
           "resume with the checkpoint's options",
-          dir.string(), key, it->dump(), key, value.dump());
+          dir.string(), key, it->dump(), key, value.dump()));
     }
   }
-  if (step > options.steps)
-    Fail("[train] the checkpoint is at step {}, past --steps {}", step, options.steps);
+  if (step > options.steps) {
+    throw OptionsDoNotFit(
+        fmt::format("[train] the checkpoint is at step {}, past --steps {}", step, options.steps));
+  }
 
   std::unique_ptr<Trainer> trainer;
   if (fs::exists(dir / kShardIndexName)) {

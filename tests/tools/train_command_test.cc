@@ -221,5 +221,25 @@ TEST_F(TrainCommand, AFullDiskWhileCheckpointingIsAClearErrorAndKeepsThePrevious
   EXPECT_EQ(Read(checkpoints / "latest"), "step-0000006\n");
 }
 
+TEST_F(TrainCommand, ADamagedLatestCheckpointIsAnErrorAndFallBackResumesFromTheIntactOne) {
+  // Checkpoints at steps 3 and 6; the moments of step 6 are cut short.
+  std::string out, err;
+  ASSERT_EQ(Run("--out " + Path("a").string() + " --sample-tokens 0", &out, &err), 0) << err;
+  const fs::path moments = Path("a") / "checkpoints" / "step-0000006" / "optimizer.safetensors";
+  fs::resize_file(moments, fs::file_size(moments) / 2);
+  const std::string resume = "--out " + Path("a").string() + " --sample-tokens 0 --resume";
+  EXPECT_EQ(Run(resume, &out, &err), 1);
+  EXPECT_NE(err.find("the newest checkpoint '" +
+                     (Path("a") / "checkpoints" / "step-0000006").string() + "' is damaged"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("step-0000003"), std::string::npos) << err;
+  ASSERT_EQ(Run(resume + " --fall-back", &out, &err), 0) << err;
+  EXPECT_NE(out.find("resumed from step 3"), std::string::npos) << out;
+  EXPECT_NE(err.find("warning: the newest checkpoint"), std::string::npos) << err;
+  EXPECT_EQ(Run("--out " + Path("b").string() + " --fall-back", &out, &err), 1);
+  EXPECT_NE(err.find("--fall-back goes with --resume"), std::string::npos) << err;
+}
+
 }  // namespace
 }  // namespace strata

@@ -173,6 +173,34 @@ TEST_F(TrainMpi, ResumesWithAnotherNumberOfProcesses) {
   }
 }
 
+TEST_F(TrainMpi, ADamagedPartOfTheNewestCheckpointIsFoundAndFallenBackPastByEveryProcess) {
+  // A flipped byte in process 1's part of step 20: only process 1 reads that
+  // tile, yet both processes name the damage, and with --fall-back both
+  // resume from step 10 and end as the uninterrupted run.
+  const std::string args = "--steps 20 --mesh data=2 --sharding fsdp --checkpoint-every 10";
+  ASSERT_EQ(Train("", "whole", args), 0) << Stderr("whole");
+  ASSERT_EQ(Train(kMpirun + " -np 2", "job", args), 0) << Stderr("job");
+  const fs::path part =
+      Path("job") / "checkpoints" / "step-0000020" / "shards-00001-of-00002.safetensors";
+  {
+    std::fstream f(part, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-5, std::ios::end);
+    f.put('\x7f');
+  }
+  EXPECT_NE(Train(kMpirun + " -np 2", "job", args + " --resume"), 0);
+  const std::string err = Stderr("job");
+  EXPECT_NE(err.find("step-0000020' is damaged"), std::string::npos) << err;
+  EXPECT_NE(err.find("does not match its checksum"), std::string::npos) << err;
+  EXPECT_NE(err.find("The newest intact one is '" +
+                     (Path("job") / "checkpoints" / "step-0000010").string()),
+            std::string::npos)
+      << err;
+  ASSERT_EQ(Train(kMpirun + " -np 2", "job", args + " --resume --fall-back"), 0) << Stderr("job");
+  EXPECT_NE(Read(Path("job.stdout")).find("resumed from step 10"), std::string::npos);
+  EXPECT_EQ(Losses("job", "step-0000020"), Losses("whole", "step-0000020"));
+  EXPECT_TRUE(Weights("job", "step-0000020") == Weights("whole", "step-0000020"));
+}
+
 // The job's processes, by rank: those whose command line holds `marker`
 // (the run's output directory) and whose environment has an MPI rank.
 std::vector<pid_t> Ranks(const std::string& marker, int processes) {

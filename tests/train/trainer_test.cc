@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "strata/autograd/grad.h"
 #include "strata/core/error.h"
@@ -518,6 +519,107 @@ TEST(Trainer, ACorruptCheckpointIsAnErrorNamingTheFile) {
     EXPECT_NE(std::string(e.what()).find("does not match its checksum"), std::string::npos)
         << e.what();
     EXPECT_NE(std::string(e.what()).find("model.safetensors"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir);
+}
+
+// Flips one byte `from_end` bytes before the end of `file`.
+void FlipByte(const fs::path& file, int from_end) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(-from_end, std::ios::end);
+  char c = 0;
+  f.read(&c, 1);
+  f.seekp(-from_end, std::ios::end);
+  c ^= 0x10;
+  f.write(&c, 1);
+}
+
+TEST(Trainer, ADamagedNewestCheckpointNamesTheNewestIntactOneAndCanFallBackToIt) {
+  // Checkpoints after steps 3 and 6 of 9; then the one of step 6 is damaged
+  // three ways. Each is an error naming it, what is wrong and step 3; with
+  // fall_back the run resumes from step 3 and ends as the uninterrupted run.
+  TrainOptions o = Tiny();
+  o.steps = 9;
+  std::vector<float> whole;
+  {
+    Trainer t(o, TestCorpus());
+    for (int i = 0; i < 9; ++i) whole.push_back(t.Step().loss);
+  }
+  struct Damage {
+    const char* what;
+    const char* expected;  // in the error
+    std::function<void(const fs::path& step)> apply;
+  };
+  const std::vector<Damage> damages = {
+      {"a flipped byte in the weights", "does not match its checksum",
+       [](const fs::path& step) { FlipByte(step / "model.safetensors", 5); }},
+      {"the moments cut short", "optimizer.safetensors",
+       [](const fs::path& step) {
+         fs::resize_file(step / "optimizer.safetensors",
+                         fs::file_size(step / "optimizer.safetensors") - 100);
+       }},
+      {"latest naming nothing", "which is not a complete checkpoint",
+       [](const fs::path& step) { fs::remove_all(step); }},
+  };
+  for (const Damage& damage : damages) {
+    SCOPED_TRACE(damage.what);
+    fs::path dir = TempDir("damaged");
+    {
+      Trainer t(o, TestCorpus());
+      for (int i = 0; i < 6; ++i) {
+        t.Step();
+        if (t.step() % 3 == 0) t.SaveCheckpoint(dir.string());
+      }
+    }
+    damage.apply(dir / "step-0000006");
+    try {
+      Trainer::Resume(dir.string(), o, TestCorpus());
+      ADD_FAILURE() << "expected an error";
+    } catch (const Error& e) {
+      const std::string message = e.what();
+      EXPECT_NE(message.find("step-0000006"), std::string::npos) << message;
+      EXPECT_NE(message.find(damage.expected), std::string::npos) << message;
+      EXPECT_NE(message.find("The newest intact one is '" + (dir / "step-0000003").string()),
+                std::string::npos)
+          << message;
+      EXPECT_NE(message.find("--fall-back"), std::string::npos) << message;
+    }
+    std::unique_ptr<Trainer> resumed = Trainer::Resume(dir.string(), o, TestCorpus(), true);
+    EXPECT_EQ(resumed->step(), 3);
+    EXPECT_NE(resumed->resume_note().find("resumed from '" + (dir / "step-0000003").string()),
+              std::string::npos)
+        << resumed->resume_note();
+    for (int i = 3; i < 9; ++i) EXPECT_TRUE(SameBits(resumed->Step().loss, whole[i])) << i;
+    fs::remove_all(dir);
+  }
+}
+
+TEST(Trainer, OptionsThatDoNotFitAreNotDamageToFallBackPast) {
+  TrainOptions o = Tiny();
+  fs::path dir = TempDir("options");
+  {
+    Trainer t(o, TestCorpus());
+    t.Step();
+    t.SaveCheckpoint(dir.string());
+    t.Step();
+    t.SaveCheckpoint(dir.string());
+  }
+  TrainOptions other = o;
+  other.lr = 5e-3;
+  try {
+    Trainer::Resume(dir.string(), other, TestCorpus(), true);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("was trained with --lr"), std::string::npos) << e.what();
+  }
+  // Nothing older is intact: the error says so.
+  FlipByte(dir / "step-0000002" / "model.safetensors", 5);
+  FlipByte(dir / "step-0000001" / "model.safetensors", 5);
+  try {
+    Trainer::Resume(dir.string(), o, TestCorpus(), true);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no older checkpoint"), std::string::npos) << e.what();
   }
   fs::remove_all(dir);
 }

@@ -100,8 +100,15 @@ class Trainer {
   // the updates must equal the checkpoint's (an error names the first that
   // differs); `steps` may grow, and evaluation options are free, as are the
   // mesh, the sharding and the number of processes: tensors are re-split.
+  //
+  // A damaged newest checkpoint (a file cut short, a checksum that fails, a
+  // `latest` naming nothing whole) is an error naming it, what is wrong and
+  // the newest intact checkpoint of the directory; with `fall_back`, the run
+  // resumes from that one instead (resume_note() says so).
   static std::unique_ptr<Trainer> Resume(const std::string& checkpoint, const TrainOptions& options,
-                                         Corpus corpus);
+                                         Corpus corpus, bool fall_back = false);
+  // Set when Resume fell back past a damaged checkpoint: what it skipped.
+  const std::string& resume_note() const { return resume_note_; }
 
   // One update on batch number step(); returns its statistics.
   StepStats Step();
@@ -135,8 +142,13 @@ class Trainer {
  private:
   Trainer(const TrainOptions& options, Corpus corpus, std::unique_ptr<nn::LlamaForCausalLM> model);
 
+  // One step directory, checked against `options`.
+  static std::unique_ptr<Trainer> LoadStep(const std::filesystem::path& dir,
+                                           const TrainOptions& options, Corpus corpus);
+
   TrainOptions options_;
   Corpus corpus_;
+  std::string resume_note_;
   // The files of a one-process checkpoint (model, moments, trainer state)
   // into `dir`.
   void WriteCheckpointFiles(const std::filesystem::path& dir) const;

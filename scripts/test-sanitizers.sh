@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The test suite under the sanitizers, each in a build directory of its own
+# at -O1 without the benchmarks:
+# - AddressSanitizer + UndefinedBehaviorSanitizer (leaks detected, no
+#   recovery: any report fails its test): the whole suite, including the
+#   `strata` commands the tool tests run and the MPI jobs;
+# - ThreadSanitizer: the tests that run threads (the thread pool, the
+#   in-process communicator, concurrent runs of one plan, syncs from several
+#   threads, meshes of in-process devices).
+# scripts/test.sh runs it after the plain build; run it alone the same way.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+flags=(-G Ninja -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O1" -DSTRATA_BENCH=OFF)
+
+cmake -S . -B build-asan "${flags[@]}" -DSTRATA_SANITIZE=address,undefined
+cmake --build build-asan
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=0
+export LSAN_OPTIONS="suppressions=$PWD/tests/sanitizers/lsan.supp:print_suppressions=0"
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+ctest --test-dir build-asan --output-on-failure -j2 --timeout 900
+
+cmake -S . -B build-tsan "${flags[@]}" -DSTRATA_SANITIZE=thread
+cmake --build build-tsan --target strata_runtime_tests strata_lazy_tests
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+build-tsan/strata_runtime_tests \
+  --gtest_filter='ThreadPool*:Communicator*:Plan.Concurrent*:Device*:LargeIndexing.WindowOpsOnTheThreadPool'
+build-tsan/strata_lazy_tests --gtest_filter='Executor.*:SpmdSync*:IndexChecks.Sharded*'
