@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Installs the dependencies, builds everything (library, tool, tests,
-# benchmarks) and runs the whole test suite under CTest.
+# benchmarks) and runs the whole test suite under CTest; then runs it again
+# under the sanitizers (scripts/test-sanitizers.sh: AddressSanitizer +
+# UndefinedBehaviorSanitizer for the whole suite, ThreadSanitizer for the
+# tests that run threads). STRATA_SANITIZERS=0 skips those (a quick run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build build
 ctest --test-dir build --output-on-failure -j2 --timeout 600
+if [ "${STRATA_SANITIZERS:-1}" != 0 ]; then scripts/test-sanitizers.sh; fi

@@ -153,6 +153,47 @@ std::shared_ptr<const Context::Entry> Context::Lookup(const ir::Hash128& key) {
   return *it->second;
 }
 
+std::shared_ptr<const Context::Entry> Context::LookupOrCompile(const ir::Hash128& key,
+                                                               const ir::Graph& graph) {
+  std::promise<std::shared_ptr<const Entry>> promise;
+  std::shared_future<std::shared_ptr<const Entry>> pending;
+  bool compiles_here = false;
+  {
+    std::lock_guard<std::mutex> lock(cache_mutex_);
+    if (auto it = index_.find(key); it != index_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second);
+      metrics_.cache_hits++;
+      return *it->second;
+    }
+    if (auto it = compiling_.find(key); it != compiling_.end()) {
+      pending = it->second;
+    } else {
+      pending = promise.get_future().share();
+      compiling_.emplace(key, pending);
+      compiles_here = true;
+    }
+  }
+  if (!compiles_here) {
+    metrics_.cache_hits++;  // another thread's compile, shared
+    return pending.get();   // its error, if it failed
+  }
+  metrics_.cache_misses++;
+  auto done = [&] {
+    std::lock_guard<std::mutex> lock(cache_mutex_);
+    compiling_.erase(key);
+  };
+  try {
+    std::shared_ptr<const Entry> entry = CompileAndInsert(key, graph);
+    promise.set_value(entry);
+    done();
+    return entry;
+  } catch (...) {
+    promise.set_exception(std::current_exception());
+    done();
+    throw;
+  }
+}
+
 std::shared_ptr<const Context::Entry> Context::CompileAndInsert(const ir::Hash128& key,
                                                                 const ir::Graph& graph) {
   auto entry = std::make_shared<Entry>();
@@ -409,13 +450,7 @@ void Context::Sync(const std::vector<TensorImpl*>& only) {
   ir::Hash128 key = CacheKey(graph);
   metrics_.trace_ns += NowNs() - t0;
   metrics_.graphs_traced++;
-  std::shared_ptr<const Entry> entry = Lookup(key);
-  if (entry) {
-    metrics_.cache_hits++;
-  } else {
-    metrics_.cache_misses++;
-    entry = CompileAndInsert(key, graph);
-  }
+  std::shared_ptr<const Entry> entry = LookupOrCompile(key, graph);
   if (entry->mesh) {
     RunPartitioned(*entry, graph, roots, targets, root_of_target);
     return;
@@ -614,8 +649,7 @@ std::optional<spmd::PartitionReport> Context::PartitionReportOf(
   if (roots.empty()) return std::nullopt;
   ir::Graph graph = ir::BuildGraph(roots, /*with_index_checks=*/true);
   ir::Hash128 key = CacheKey(graph);
-  std::shared_ptr<const Entry> entry = Lookup(key);
-  if (!entry) entry = CompileAndInsert(key, graph);
+  std::shared_ptr<const Entry> entry = LookupOrCompile(key, graph);
   if (!entry->mesh) return std::nullopt;
   return entry->report;
 }

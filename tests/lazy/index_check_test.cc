@@ -8,6 +8,7 @@
 
 #include <cmath>
 
+#include "error_of.h"
 #include "strata/core/error.h"
 #include "strata/ir/lowering.h"
 #include "strata/lazy/context.h"
@@ -20,16 +21,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// The message of the Error that running `fn` throws ("" when none).
-template <typename Fn>
-std::string ErrorOf(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using strata::test::ErrorOf;
 
 // Index checks off for a scope (they are on by default).
 class ChecksOff {

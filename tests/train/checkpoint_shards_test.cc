@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
+#include "error_of.h"
 #include "strata/core/error.h"
 #include "strata/lazy/context.h"
 #include "strata/lazy/ops.h"
@@ -195,16 +196,7 @@ TEST_F(CheckpointShardsTest, ReadsWholeWithoutAMeshAndChecksTheShape) {
   EXPECT_THROW(shards.Load("v", zeros({8}, DType::kF32)), Error);
 }
 
-// The message of the Error `fn` throws ("" if none).
-template <typename Fn>
-std::string ErrorOf(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using strata::test::ErrorOf;
 
 TEST_F(CheckpointShardsTest, DamagedCheckpointsAreErrorsNamingWhatIsWrong) {
   WriteAsProcesses("w", Iota(64), {8, 8}, ir::Mesh::Line(2, "x"), {{"x"}, {}}, 2);

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <future>
 #include <list>
 #include <map>
 #include <memory>
@@ -150,6 +151,10 @@ class Context {
   struct Entry;
   std::shared_ptr<const Entry> Lookup(const ir::Hash128& key);
   std::shared_ptr<const Entry> CompileAndInsert(const ir::Hash128& key, const ir::Graph& graph);
+  // The cached program for `key`, or the one another thread is compiling
+  // (waited for), or one compiled here: each distinct graph compiles once
+  // however many threads sync it at the same time. Counts the hit or miss.
+  std::shared_ptr<const Entry> LookupOrCompile(const ir::Hash128& key, const ir::Graph& graph);
   std::string ExplainMiss(const Entry& fresh) const;
   void Dump(const ir::Graph& graph, const hlo::Module& module, const hlo::Module& optimized) const;
   bool StillPending(TensorImpl* impl, const ir::Value& root) const;
@@ -177,6 +182,10 @@ class Context {
   std::unordered_map<ir::Hash128, std::list<std::shared_ptr<const Entry>>::iterator,
                      ir::Hash128Hasher>
       index_;
+  // Programs being compiled, by key: threads that miss on one wait for it.
+  std::unordered_map<ir::Hash128, std::shared_future<std::shared_ptr<const Entry>>,
+                     ir::Hash128Hasher>
+      compiling_;
   std::string last_miss_explanation_;
   std::string dump_dir_;
   Metrics metrics_;
