@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,9 +14,12 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <sstream>
 
 namespace fs = std::filesystem;
+
+extern char** environ;
 
 namespace strata {
 namespace {
@@ -239,6 +243,54 @@ TEST_F(TrainCommand, ADamagedLatestCheckpointIsAnErrorAndFallBackResumesFromTheI
   EXPECT_NE(err.find("warning: the newest checkpoint"), std::string::npos) << err;
   EXPECT_EQ(Run("--out " + Path("b").string() + " --fall-back", &out, &err), 1);
   EXPECT_NE(err.find("--fall-back goes with --resume"), std::string::npos) << err;
+}
+
+TEST_F(TrainCommand, KilledAtRandomMomentsItAlwaysResumesToTheUninterruptedRun) {
+  // A checkpoint every step, and SIGKILL at 5 random moments (in a step, in
+  // a checkpoint's writes, between its renames): --resume always finds the
+  // newest complete checkpoint, and the run ends as the one never killed,
+  // bit for bit.
+  const std::string model = std::string(STRATA_BINARY) +
+                            " train --corpus " STRATA_SOURCE_DIR
+                            "/data/corpus.txt --hidden 16 --num-layers 2 --heads 2 --kv-heads 1 "
+                            "--intermediate 32 --batch 2 --seq 8 --steps 300 --warmup 2 "
+                            "--eval-every 100 --eval-batches 2 --checkpoint-every 1 --seed 5 "
+                            "--sample-tokens 0 --quiet --out ";
+  // Each step's loss, gradient norm and rate, and the evaluations (not the
+  // wall times the state also records).
+  auto final_state = [&](const std::string& out) {
+    nlohmann::json state = State(Path(out), "step-0000300");
+    for (auto& row : state["history"]) row.erase(4);
+    return nlohmann::json{state["history"], state["evals"]}.dump();
+  };
+  ASSERT_EQ(WEXITSTATUS(std::system((model + Path("whole").string()).c_str())), 0);
+  const std::string whole = final_state("whole");
+  const std::string weights =
+      Read(Path("whole") / "checkpoints" / "step-0000300" / "model.safetensors");
+  std::random_device device;
+  const unsigned seed = device();
+  std::mt19937 rng(seed);
+  for (int trial = 0; trial < 5; ++trial) {
+    const int delay_ms = 100 + static_cast<int>(rng() % 1500);
+    SCOPED_TRACE(::testing::Message() << "trial " << trial << ": killed after " << delay_ms
+                                      << " ms (seed " << seed << ")");
+    const std::string out = "killed" + std::to_string(trial);
+    const std::string command = "exec " + model + Path(out).string() + " 2> /dev/null";
+    pid_t pid = 0;
+    const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
+    ASSERT_EQ(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ), 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    kill(pid, SIGKILL);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFSIGNALED(status)) continue;  // it finished first: nothing to resume
+    const bool resumable = fs::exists(Path(out) / "checkpoints" / "latest");
+    ASSERT_EQ(WEXITSTATUS(std::system(
+                  (model + Path(out).string() + (resumable ? " --resume" : "")).c_str())),
+              0);
+    EXPECT_TRUE(final_state(out) == whole);
+    EXPECT_TRUE(Read(Path(out) / "checkpoints" / "step-0000300" / "model.safetensors") == weights);
+  }
 }
 
 }  // namespace
