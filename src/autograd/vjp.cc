@@ -664,6 +664,16 @@ std::vector<Tensor> VjpImpl(const std::vector<Tensor>& outputs,
     }
     if (!any) continue;
     std::vector<Tensor> in_grads = Rule(owners.at(n), out_grads);
+    // An op that checks its indices (checked indexing) passes the check to
+    // the gradients it produces: a graph of the backward pass alone still
+    // finds an index out of range.
+    if (const ir::IndexCheck* check = n->index_check()) {
+      auto shared = std::make_shared<const ir::IndexCheck>(*check);
+      for (Tensor& g : in_grads) {
+        if (g.defined() && g.value().node->placeholder_level() == 0)
+          g = T(ir::Value{g.value().node->WithIndexCheck(shared), g.value().index});
+      }
+    }
     for (size_t i = 0; i < n->operands().size(); ++i) {
       const ir::Value& v = n->operands()[i];
       if (!in_grads[i].defined() || !relevant.count(v.node.get()) || !Differentiable(v.shape()))

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "error_of.h"
+#include "strata/autograd/grad.h"
 #include "strata/core/error.h"
 #include "strata/ir/lowering.h"
 #include "strata/lazy/context.h"
@@ -106,6 +107,20 @@ TEST(IndexChecks, CrossEntropyLabelsMayBeTheIgnoreIndexButNotOutOfRange) {
   EXPECT_THAT(e, HasSubstr("[cross_entropy] index 4 is out of range [0, 4) (the 4 classes of "
                            "logits f32[3,4]), at [2] of the index s64[3]"));
   EXPECT_THAT(e, ::testing::Not(HasSubstr("take_along_dim")));
+}
+
+TEST(IndexChecks, AGradientAloneStillChecksTheIndices) {
+  // The gradient of sum(index_select(w, ids)) does not need the forward
+  // result, only the ids: its graph carries the check all the same.
+  Tensor w = Tensor::FromVector(Iota(12), {4, 3});
+  Tensor bad = Tensor::FromVector<int64_t>({0, 4}, {2});
+  Tensor grad = gradients(sum(index_select(w, 0, bad)), {w})[0];
+  EXPECT_THAT(ErrorOf([&] { grad.to_vector<float>(); }),
+              HasSubstr("[index_select] index 4 is out of range [0, 4)"));
+  // In range: one per selection, summed into the rows selected.
+  Tensor good = Tensor::FromVector<int64_t>({3, 0, 3}, {3});
+  EXPECT_EQ(gradients(sum(index_select(w, 0, good)), {w})[0].to_vector<float>(),
+            (std::vector<float>{1, 1, 1, 0, 0, 0, 0, 0, 0, 2, 2, 2}));
 }
 
 TEST(IndexChecks, TheFailedSyncKeepsItsResults) {
