@@ -14,6 +14,7 @@ packages=(
   libopenmpi-dev openmpi-bin  # many processes: the MPI communicator, mpirun
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format
+  clang-16 libclang-rt-16-dev  # libFuzzer and the sanitizers' runtimes for scripts/fuzz.sh
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -54,7 +54,14 @@ ProcessGroup Start() {
 
 }  // namespace
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__)  // g++
+#define STRATA_LEAK_CHECKED 1
+#elif defined(__has_feature)  // clang (the fuzz build)
+#if __has_feature(address_sanitizer)
+#define STRATA_LEAK_CHECKED 1
+#endif
+#endif
+#if defined(STRATA_LEAK_CHECKED)
 // LeakSanitizer's hook: no leak check at exit in a process an MPI launcher
 // started. Open MPI keeps allocations for the life of the process in
 // components it unloads when finalizing, where no stack names them (the

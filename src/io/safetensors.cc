@@ -22,6 +22,7 @@
 
 #include "strata/core/error.h"
 #include "strata/core/shape.h"
+#include "strata/io/files.h"
 #include "strata/io/json_depth.h"
 
 namespace strata::io {
@@ -564,10 +565,7 @@ ShardedCheckpoint ShardedCheckpoint::Open(const std::string& path) {
 
   checkpoint.label_ = index_path.string();
   const std::string& label = checkpoint.label_;
-  std::ifstream in(index_path, std::ios::binary);
-  if (!in) FailIn(label, "cannot open the index file");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) FailIn(label, "cannot read the index file");
+  const std::string text = ReadWholeFile(index_path, "[safetensors]");
   json index = ParseJson(text, label, "index");
   if (!index.is_object()) {
     FailIn(label, "expected the index to be a JSON object, got {}", index.type_name());

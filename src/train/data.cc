@@ -4,6 +4,7 @@
 #include <iterator>
 
 #include "strata/core/error.h"
+#include "strata/io/files.h"
 #include "strata/lazy/context.h"
 #include "strata/runtime/device.h"
 
@@ -30,10 +31,7 @@ std::string ByteTokenizer::Decode(const std::vector<int64_t>& ids) const {
 Corpus LoadCorpus(const std::string& path, double heldout_fraction, int64_t min_tokens) {
   if (!(heldout_fraction > 0 && heldout_fraction < 1))
     Fail("[corpus] the held-out fraction must be in (0, 1), got {}", heldout_fraction);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) Fail("[corpus] cannot open '{}'", path);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) Fail("[corpus] error reading '{}'", path);
+  const std::string text = io::ReadWholeFile(path, "[corpus]");
   std::vector<int64_t> ids = ByteTokenizer().Encode(text);
   const int64_t n = static_cast<int64_t>(ids.size());
   const int64_t heldout = static_cast<int64_t>(static_cast<double>(n) * heldout_fraction);

@@ -2,18 +2,17 @@
 #pragma once
 
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "strata/core/error.h"
+#include "strata/io/files.h"
 #include "strata/io/json_depth.h"
 
 namespace strata::train {
 
 inline nlohmann::json ReadJsonFile(const std::filesystem::path& path) {
   using json = nlohmann::json;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) Fail("[train] cannot open '{}'", path.string());
+  const std::string text = io::ReadWholeFile(path, "[train]");
   auto depth_limit = [&](int depth, json::parse_event_t, json&) {
     if (depth > io::kMaxJsonDepth) {
       Fail("[train] '{}' nests deeper than {} levels", path.string(), io::kMaxJsonDepth);
@@ -21,7 +20,7 @@ inline nlohmann::json ReadJsonFile(const std::filesystem::path& path) {
     return true;
   };
   try {
-    return json::parse(in, depth_limit);
+    return json::parse(text, depth_limit);
   } catch (const json::exception& e) {
     Fail("[train] '{}' is not valid JSON: {}", path.string(), e.what());
   }

@@ -271,6 +271,30 @@ TEST(Fusion, EmptyResults) {
   }
 }
 
+// XLA's text may hold a fusion whose body computes something the root never
+// reads; run as written (no passes to remove it), the fused loop skips it.
+// Found by the HLO fuzzer: it was an error that the root is not last.
+TEST(Fusion, ADeadInstructionInTheBodyIsSkipped) {
+  auto module = hlo::ParseModule(R"(HloModule m
+body {
+  p0 = f32[4] parameter(0)
+  one = f32[] constant(1)
+  unused = f32[] constant(6.5)
+  ones = f32[4] broadcast(one), dimensions={}
+  dead = f32[4] exponential(p0)
+  ROOT sum = f32[4] add(p0, ones)
+}
+ENTRY main {
+  x = f32[4] parameter(0)
+  ROOT f = f32[4] fusion(x), kind=kLoop, calls=body
+})");
+  CompileOptions as_written;
+  as_written.run_passes = false;
+  auto exe = Executable::Compile(*module, as_written);
+  auto out = exe->Run({Arg(std::vector<float>{1, 2, 3, 4}, {4})})[0].ToVector<float>();
+  EXPECT_EQ(out, (std::vector<float>{2, 3, 4, 5}));
+}
+
 // ---------------------------------------------------------------------------
 // Row reductions: a reduce over the trailing dims whose result is only
 // broadcast back along the rows joins the fusion, which then runs a row at a

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <set>
 
+#include "error_of.h"
 #include "strata/core/error.h"
 #include "strata/train/data.h"
 
@@ -64,6 +65,16 @@ TEST(Corpus, ErrorsNameTheProblem) {
   EXPECT_THROW(LoadCorpus("/nonexistent/corpus.txt", 0.1, 16), Error);
   EXPECT_THROW(LoadCorpus(small, 0, 1), Error);
   EXPECT_THROW(LoadCorpus(small, 1, 1), Error);
+}
+
+TEST(Corpus, ADirectoryIsAnErrorNotTheStandardLibrarysException) {
+  // Reading a directory through a stream buffer throws std::ios_base::failure,
+  // which is no strata::Error (found by the checkpoint fuzzer, where a
+  // trainer_state.json was a directory).
+  const std::string dir = fs::temp_directory_path().string();
+  const std::string message = test::ErrorOf([&] { LoadCorpus(dir, 0.1, 16); });
+  EXPECT_NE(message.find("cannot read '" + dir + "': it is a directory"), std::string::npos)
+      << message;
 }
 
 TEST(SplitMix64, MatchesTheReferenceStream) {

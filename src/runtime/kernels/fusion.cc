@@ -21,6 +21,7 @@
 #include <cstring>
 #include <memory>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "kernels/elementwise_ops.h"
@@ -342,13 +343,25 @@ std::vector<Op> Translate(const hlo::Computation& fused, int64_t elements, int64
     op.pred = p.shape().dtype() == DType::kPred;
     return op;
   };
+  // Only what the root reads: a dead instruction (XLA's text may hold one)
+  // would be ordered after the root and computed for nothing.
+  std::unordered_set<const Instruction*> live;
+  std::vector<const Instruction*> pending = {fused.root()};
+  while (!pending.empty()) {
+    const Instruction* inst = pending.back();
+    pending.pop_back();
+    if (!live.insert(inst).second) continue;
+    for (const Instruction* o : inst->operands()) pending.push_back(o);
+  }
   for (const auto& owned : fused.instructions()) {
     const Instruction& inst = *owned;
+    if (!live.count(&inst)) continue;
     Op op{Kind::kUnary};
     switch (inst.opcode()) {
       case Opcode::kParameter: {
         bool read_directly = false;  // not only through broadcasts
         for (const auto& user : fused.instructions()) {
+          if (!live.count(user.get())) continue;
           for (const Instruction* o : user->operands())
             read_directly = read_directly || (o == &inst && user->opcode() != Opcode::kBroadcast);
         }
