@@ -22,4 +22,5 @@
 #include "strata/nn/module.h"
 #include "strata/nn/optim.h"
 #include "strata/nn/sharding_plan.h"
+#include "strata/nn/tensor_files.h"
 #include "strata/transforms/scan.h"

@@ -18,10 +18,10 @@ Tree FreshLeaves(std::string_view op, const Tree& primals) {
   return primals.map([](const Tensor& t) { return Tensor(Fresh(t.value())); });
 }
 
-std::pair<Tensor, Tree> ValueAndGrad(const std::function<Tensor(const Tree&)>& f,
-                                     const Tree& primals) {
+ValueAuxAndGrad ValueAuxAndGradOf(const std::function<std::pair<Tensor, Tree>(const Tree&)>& f,
+                                  const Tree& primals) {
   Tree x = FreshLeaves("grad", primals);
-  Tensor out = f(x);
+  auto [out, aux] = f(x);
   if (!out.defined() || out.numel() != 1) {
     Fail("[grad] the function must return a tensor with one element, got {}",
          out.defined() ? out.shape().ToString() : "an undefined tensor");
@@ -29,7 +29,14 @@ std::pair<Tensor, Tree> ValueAndGrad(const std::function<Tensor(const Tree&)>& f
   std::vector<Tensor> inputs = x.leaves();
   Tensor seed = ones(out.shape().dims(), IsFloating(out.dtype()) ? out.dtype() : DType::kF32);
   std::vector<Tensor> grads = VjpImpl({out}, {seed}, inputs, /*fill_zeros=*/true);
-  return {out, primals.spec().Unflatten(std::move(grads))};
+  return {out, std::move(aux), primals.spec().Unflatten(std::move(grads))};
+}
+
+std::pair<Tensor, Tree> ValueAndGrad(const std::function<Tensor(const Tree&)>& f,
+                                     const Tree& primals) {
+  ValueAuxAndGrad r = ValueAuxAndGradOf([&](const Tree& x) { return std::pair{f(x), Tree()}; },
+                                        primals);
+  return {std::move(r.value), std::move(r.grad)};
 }
 
 }  // namespace
@@ -41,6 +48,11 @@ std::function<Tree(const Tree&)> grad(std::function<Tensor(const Tree&)> f) {
 std::function<std::pair<Tensor, Tree>(const Tree&)> value_and_grad(
     std::function<Tensor(const Tree&)> f) {
   return [f = std::move(f)](const Tree& x) { return ValueAndGrad(f, x); };
+}
+
+std::function<ValueAuxAndGrad(const Tree&)> value_and_grad_with_aux(
+    std::function<std::pair<Tensor, Tree>(const Tree&)> f) {
+  return [f = std::move(f)](const Tree& x) { return ValueAuxAndGradOf(f, x); };
 }
 
 std::pair<Tree, std::function<Tree(const Tree&)>> vjp(const std::function<Tree(const Tree&)>& f,

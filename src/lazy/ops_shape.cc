@@ -113,6 +113,11 @@ Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
   return permute(x, perm);
 }
 
+Tensor mT(const Tensor& x) {
+  if (x.rank() < 2) Fail("[mT] expects at least 2 dimensions, got {}", x.shape().ToString());
+  return transpose(x, -2, -1);
+}
+
 Tensor permute(const Tensor& x, std::vector<int64_t> dims) {
   if (static_cast<int64_t>(dims.size()) != x.rank()) {
     Fail("[permute] {} is not a permutation of the {} dimensions of {}", DimsToString(dims),

@@ -24,6 +24,21 @@ Tensor Reduce(const Tensor& per_element, Reduction reduction) {
 
 }  // namespace
 
+Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias) {
+  if (weight.rank() != 2) {
+    Fail("[linear] weight must be [out_features, in_features], got {}", weight.shape().ToString());
+  }
+  if (x.rank() == 0 || x.dim(-1) != weight.dim(1)) {
+    Fail("[linear] input {} must end in {} features (weight {})", x.shape().ToString(),
+         weight.dim(1), weight.shape().ToString());
+  }
+  if (bias && (bias->rank() != 1 || bias->dim(0) != weight.dim(0))) {
+    Fail("[linear] bias must be [{}], got {}", weight.dim(0), bias->shape().ToString());
+  }
+  Tensor y = matmul(x, mT(weight));
+  return bias ? y + *bias : y;
+}
+
 Tensor relu(const Tensor& x) { return maximum(x, zeros({}, x.dtype())); }
 
 Tensor gelu(const Tensor& x, bool tanh_approximation) {

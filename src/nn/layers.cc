@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "strata/core/error.h"
+#include "strata/nn/functional.h"
 
 namespace strata::nn {
 namespace {
@@ -33,11 +34,7 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool has_bias, const T
 }
 
 Tensor Linear::forward(const Tensor& x) const {
-  if (x.rank() == 0 || x.dim(-1) != weight.dim(1)) {
-    Fail("[Linear] input {} must end in {} features", x.shape().ToString(), weight.dim(1));
-  }
-  Tensor y = matmul(x, transpose(weight, 0, 1));
-  return bias ? y + *bias : y;
+  return bias ? linear(x, weight, *bias) : linear(x, weight);
 }
 
 Embedding::Embedding(int64_t num, int64_t dim, const Tensor& key, DType dtype)

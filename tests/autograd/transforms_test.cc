@@ -74,5 +74,21 @@ TEST(Transforms, VjpPullsBackATreeCotangent) {
   EXPECT_THROW(grad([](const Tree& p) { return p.leaf(); })(Tree(V({1, 2}, {2}))), Error);
 }
 
+TEST(Transforms, ValueAndGradWithAuxReturnsTheAuxAsComputedAndDifferentiatesTheValueOnly) {
+  // f(x) = sum(x^3), aux = {"double": 2x, "n": 3}: value 1 + 8 + 27, grad 3x^2.
+  auto f = [](const Tree& p) {
+    const Tensor& x = p.leaf();
+    Tree aux = Tree::Dict{{"double", Tree(x * 2.0)}, {"n", Tree(V({3}, {}))}};
+    return std::pair{sum(x * x * x), aux};
+  };
+  auto [value, aux, g] = value_and_grad_with_aux(f)(Tree(V({1, 2, 3}, {3})));
+  ExpectValues(value, {36});
+  ExpectValues(aux["double"].leaf(), {2, 4, 6});
+  ExpectValues(aux["n"].leaf(), {3});
+  ExpectValues(g.leaf(), {3, 12, 27});
+  auto not_scalar = [](const Tree& p) { return std::pair{p.leaf() * 1.0, Tree()}; };
+  EXPECT_THROW(value_and_grad_with_aux(not_scalar)(Tree(V({1, 2}, {2}))), Error);
+}
+
 }  // namespace
 }  // namespace strata

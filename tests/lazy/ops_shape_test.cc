@@ -232,5 +232,16 @@ TEST(Shape, ChunkSizesFollowTorch) {
   ExpectTensor<float>(pieces[1], {2}, {3, 4});
 }
 
+TEST(Shape, MTransposesTheLastTwoDims) {
+  // [2, 3, 4] -> [2, 4, 3]: out[b][j][i] = x[b][i][j] = 12b + 4i + j.
+  std::vector<float> expected;
+  for (int b = 0; b < 2; ++b)
+    for (int j = 0; j < 4; ++j)
+      for (int i = 0; i < 3; ++i) expected.push_back(12.0f * b + 4.0f * i + j);
+  ExpectTensor<float>(mT(IotaTensor({2, 3, 4})), {2, 4, 3}, expected);
+  ExpectTensor<float>(mT(IotaTensor({2, 3})), {3, 2}, {0, 3, 1, 4, 2, 5});
+  EXPECT_THROW(mT(IotaTensor({5})), Error);
+}
+
 }  // namespace
 }  // namespace strata::test

@@ -30,6 +30,15 @@ std::vector<Tensor> vjp(const std::vector<Tensor>& outputs, const std::vector<Te
 std::function<Tree(const Tree&)> grad(std::function<Tensor(const Tree&)> f);
 std::function<std::pair<Tensor, Tree>(const Tree&)> value_and_grad(
     std::function<Tensor(const Tree&)> f);
+// value_and_grad(f, has_aux=True): f returns (scalar, aux); aux (a batch's
+// accuracy, the logits, ...) is returned as computed and gets no gradient.
+struct ValueAuxAndGrad {
+  Tensor value;
+  Tree aux;
+  Tree grad;  // shaped like the input
+};
+std::function<ValueAuxAndGrad(const Tree&)> value_and_grad_with_aux(
+    std::function<std::pair<Tensor, Tree>(const Tree&)> f);
 // (f(primals), pullback): pullback maps a cotangent tree shaped like f's
 // output to gradients shaped like `primals`.
 std::pair<Tree, std::function<Tree(const Tree&)>> vjp(const std::function<Tree(const Tree&)>& f,

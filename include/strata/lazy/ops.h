@@ -107,6 +107,8 @@ Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);
 // ---- shape ------------------------------------------------------------------------
 Tensor reshape(const Tensor& x, std::vector<int64_t> dims);  // one -1 allowed
 Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1);
+// The last two dimensions swapped (torch's x.mT; x.T of a matrix).
+Tensor mT(const Tensor& x);
 Tensor permute(const Tensor& x, std::vector<int64_t> dims);
 Tensor expand(const Tensor& x, std::vector<int64_t> dims);  // -1 keeps a dim
 Tensor broadcast_to(const Tensor& x, std::vector<int64_t> dims);

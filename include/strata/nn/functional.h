@@ -11,6 +11,10 @@ namespace strata::nn {
 
 enum class Reduction { kMean, kSum, kNone };
 
+// torch.nn.functional.linear: x [..., in] times weight [out, in]
+// transposed, plus bias [out].
+Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt);
+
 Tensor relu(const Tensor& x);
 // approximate = false: x/2 (1 + erf(x/sqrt 2)); true: the tanh form.
 Tensor gelu(const Tensor& x, bool tanh_approximation = false);
