@@ -139,6 +139,7 @@ ir::Hash128 Context::CacheKey(const ir::Graph& graph) const {
       .AddHash(graph.hash)
       .Add<int64_t>(runtime::Client::Default().device_count())
       .Add<int64_t>(partition_options_.strict)
+      .Add<int64_t>(runtime::EnvironmentDisablesFusion())
       .AddString(kVersion)
       .Finish();
 }

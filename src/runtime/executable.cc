@@ -36,6 +36,8 @@ struct Executable::ArenaPool {
 
 Executable::~Executable() = default;
 
+bool EnvironmentDisablesFusion() { return std::getenv("STRATA_NO_FUSION") != nullptr; }
+
 std::unique_ptr<Executable> Executable::Compile(const hlo::Module& module,
                                                 const CompileOptions& options) {
   hlo::Verify(module);
@@ -46,7 +48,7 @@ std::unique_ptr<Executable> Executable::Compile(const hlo::Module& module,
   InlineCalls(m);
   if (options.run_passes) {
     RunPasses(m);
-    if (options.fuse && !std::getenv("STRATA_NO_FUSION")) FuseElementwise(m);
+    if (options.fuse && !EnvironmentDisablesFusion()) FuseElementwise(m);
   }
   Schedule(m);
   hlo::Verify(m);

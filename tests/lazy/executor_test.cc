@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
+#include <cstdlib>
 
 #include <filesystem>
 #include <thread>
@@ -51,6 +53,27 @@ TEST_F(Executor, SameComputationTwiceCompilesOnce) {
   EXPECT_EQ(compiles(), 2);
   EXPECT_NE(Context::Get().last_miss_explanation().find("shape f32[2]"), std::string::npos)
       << Context::Get().last_miss_explanation();
+}
+
+TEST_F(Executor, TheFusionSwitchIsPartOfTheKey) {
+  // The same graph compiled with loop fusion, then with STRATA_NO_FUSION set,
+  // must compile again (a program fused before the switch is not reused
+  // after it), and both give exp(2x) + 1.
+  Tensor x = Vec({0.5f, -1, 2}, {3});
+  auto run = [&] { return (exp(x * 2.0) + 1.0).to_vector<float>(); };
+  const std::vector<float> expected = {std::exp(1.0f) + 1, std::exp(-2.0f) + 1, std::exp(4.0f) + 1};
+  auto expect_values = [&](const std::vector<float>& got) {
+    ASSERT_EQ(got.size(), 3u);
+    for (int i = 0; i < 3; ++i) EXPECT_NEAR(got[i], expected[i], 1e-5f * expected[i]) << i;
+  };
+  expect_values(run());
+  EXPECT_EQ(compiles(), 1);
+  ::setenv("STRATA_NO_FUSION", "1", 1);
+  expect_values(run());
+  EXPECT_EQ(compiles(), 2);
+  ::unsetenv("STRATA_NO_FUSION");
+  expect_values(run());
+  EXPECT_EQ(compiles(), 2);  // the fused program again, from the cache
 }
 
 TEST_F(Executor, ScalarsAreParametersAndLiteralsAreNot) {

@@ -14,10 +14,15 @@
 
 namespace strata::runtime {
 
+// STRATA_NO_FUSION in the environment (read at each compile): loop fusion
+// off everywhere, for comparisons. The lazy context's cache key includes it,
+// so a program compiled before the switch is not reused after it.
+bool EnvironmentDisablesFusion();
+
 struct CompileOptions {
   bool run_passes = true;
-  // Loop fusion of elementwise chains (with the passes). STRATA_NO_FUSION=1
-  // in the environment turns it off everywhere, for comparisons.
+  // Loop fusion of elementwise chains (with the passes), unless
+  // EnvironmentDisablesFusion().
   bool fuse = true;
   const Client* client = nullptr;  // default: Client::Default()
 };
