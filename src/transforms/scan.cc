@@ -43,6 +43,44 @@ struct Body {
   std::vector<ir::NodePtr> invariants;
 };
 
+// The index checks of ops inside the body (checked indexing): those of nodes
+// at the body's level reachable from its roots. Copies, since extracting the
+// body rebuilds its nodes.
+std::vector<ir::IndexCheck> BodyIndexChecks(const std::vector<ir::Value>& roots, int32_t level) {
+  std::vector<ir::IndexCheck> checks;
+  if (!lazy::Context::Get().index_checks()) return checks;
+  for (const ir::Node* n : ir::BuildGraph(roots).post_order) {
+    if (n->index_check() && n->placeholder_level() >= level) checks.push_back(*n->index_check());
+  }
+  return checks;
+}
+
+// A body check over the loop's steps: `per_step` [length, 2] stacks the
+// body check's value of every step. The first step with an index out of
+// range, as a position in the index stacked over the steps (its first
+// coordinate is the step).
+std::shared_ptr<const ir::IndexCheck> OverSteps(const ir::IndexCheck& body, const Tensor& per_step,
+                                                int64_t length) {
+  const int64_t n = body.index_shape.num_elements();
+  Tensor found = reshape(slice(per_step, 1, 0, 1), {length});
+  Tensor value = reshape(slice(per_step, 1, 1, 2), {length});
+  Tensor steps = arange(length);
+  Tensor none = full({}, static_cast<double>(length), DType::kS64);
+  Tensor zero = zeros({}, DType::kS64);
+  Tensor first = min(where(ge(found, zero), steps, none));
+  Tensor at = eq(steps, first);
+  Tensor position = first * static_cast<double>(n) + sum(where(at, found, zero));
+  Tensor flat = where(lt(first, none), position, full({}, -1, DType::kS64));
+  std::vector<int64_t> dims = {length};
+  dims.insert(dims.end(), body.index_shape.dims().begin(), body.index_shape.dims().end());
+  return std::make_shared<const ir::IndexCheck>(ir::IndexCheck{
+      .value = stack({flat, sum(where(at, value, zero))}).value(),
+      .op = body.op + " in a scan body",
+      .range = body.range,
+      .index_shape = Shape(body.index_shape.dtype(), dims),
+  });
+}
+
 Body Extract(const std::vector<ir::Value>& roots, int32_t level, int64_t first_id) {
   Body body;
   std::unordered_map<const ir::Node*, ir::NodePtr> rebuilt;
@@ -421,6 +459,10 @@ std::pair<Tree, Tree> scan(const ScanFn& fn, const Tree& init, const Tree& xs,
   }
   auto ys = out.second.leaves_with_paths();
   for (const auto& [path, y] : ys) roots.push_back(y.value());
+  // Each index check of the body computes its s64[2] every step, as one more
+  // y after the user's.
+  const std::vector<ir::IndexCheck> body_checks = BodyIndexChecks(roots, level);
+  for (const ir::IndexCheck& check : body_checks) roots.push_back(check.value);
 
   Body body = Extract(roots, level, c + x);
   auto loop = std::make_shared<ir::LoopBody>();
@@ -465,9 +507,23 @@ std::pair<Tree, Tree> scan(const ScanFn& fn, const Tree& init, const Tree& xs,
   if (!node->stops_gradient())
     node = node->WithGradientRule(std::make_shared<ScanGradient>(options.remat));
 
+  // Every output carries the body's checks over the steps, each on an
+  // identity of its own (a node holds one check), so whichever output a
+  // program computes, the loop's indices are checked.
+  std::vector<std::shared_ptr<const ir::IndexCheck>> checks;
+  for (size_t k = 0; k < body_checks.size(); ++k) {
+    const Tensor per_step(ir::Value{node, c + static_cast<int64_t>(ys.size() + k)});
+    checks.push_back(OverSteps(body_checks[k], per_step, *length));
+  }
+  auto output = [&](int64_t i) {
+    ir::Value v{node, i};
+    for (const auto& check : checks)
+      v = ir::Value{ir::Node::MakeOp(hlo::Opcode::kTuple, {v})->WithIndexCheck(check), 0};
+    return Tensor(v);
+  };
   std::vector<Tensor> final_carry, stacked;
-  for (int64_t i = 0; i < c; ++i) final_carry.emplace_back(ir::Value{node, i});
-  for (size_t j = 0; j < ys.size(); ++j) stacked.emplace_back(ir::Value{node, c + int64_t(j)});
+  for (int64_t i = 0; i < c; ++i) final_carry.push_back(output(i));
+  for (size_t j = 0; j < ys.size(); ++j) stacked.push_back(output(c + int64_t(j)));
   return {init.spec().Unflatten(std::move(final_carry)),
           out.second.spec().Unflatten(std::move(stacked))};
 }

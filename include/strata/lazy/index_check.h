@@ -16,7 +16,10 @@ namespace strata::lazy {
 // `index` lies in [0, bound) or equals `allowed` (cross_entropy's
 // ignore_index). `range` describes what the indices select from, for the
 // error ("dimension 0 of f32[256,32]"). Returns `result` unchanged when
-// index checks are off, or when `index` is computed inside a scan body.
+// index checks are off. Inside a scan body the check is computed every step
+// and the loop's outputs carry it over the steps (transforms/scan.cc): the
+// error's op says "in a scan body" and the index position starts with the
+// step.
 Tensor WithIndexCheck(const Tensor& result, const Tensor& index, int64_t bound,
                       const std::string& op, const std::string& range,
                       std::optional<int64_t> allowed = std::nullopt);
