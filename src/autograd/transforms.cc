@@ -34,8 +34,11 @@ ValueAuxAndGrad ValueAuxAndGradOf(const std::function<std::pair<Tensor, Tree>(co
 
 std::pair<Tensor, Tree> ValueAndGrad(const std::function<Tensor(const Tree&)>& f,
                                      const Tree& primals) {
-  ValueAuxAndGrad r = ValueAuxAndGradOf([&](const Tree& x) { return std::pair{f(x), Tree()}; },
-                                        primals);
+  ValueAuxAndGrad r = ValueAuxAndGradOf(
+      [&](const Tree& x) {
+        return std::pair{f(x), Tree()};
+      },
+      primals);
   return {std::move(r.value), std::move(r.grad)};
 }
 

@@ -105,8 +105,7 @@ TEST(Functional, Gradients) {
 
 TEST(Functional, LinearIsXTimesWeightTransposedPlusBias) {
   // x [2, 3], weight [2, 3], bias [2]: y[n][o] = sum_i x[n][i] w[o][i] + b[o].
-  const std::vector<double> x = {1, 2, 3, -1, 0, 4}, w = {0.5, -1, 2, 3, 0.25, -2},
-                            b = {10, -10};
+  const std::vector<double> x = {1, 2, 3, -1, 0, 4}, w = {0.5, -1, 2, 3, 0.25, -2}, b = {10, -10};
   std::vector<double> expected;
   for (int n = 0; n < 2; ++n)
     for (int o = 0; o < 2; ++o) {
@@ -117,7 +116,8 @@ TEST(Functional, LinearIsXTimesWeightTransposedPlusBias) {
   std::vector<double> got = nn::linear(D(x, {2, 3}), D(w, {2, 3}), D(b, {2})).to_vector<double>();
   ASSERT_EQ(got.size(), 4u);
   for (int i = 0; i < 4; ++i) EXPECT_DOUBLE_EQ(got[i], expected[i]) << i;
-  EXPECT_EQ(nn::linear(D(x, {1, 2, 3}), D(w, {2, 3})).shape().dims(), (std::vector<int64_t>{1, 2, 2}));
+  EXPECT_EQ(nn::linear(D(x, {1, 2, 3}), D(w, {2, 3})).shape().dims(),
+            (std::vector<int64_t>{1, 2, 2}));
   EXPECT_THROW(nn::linear(D(x, {3, 2}), D(w, {2, 3})), Error);
   EXPECT_THROW(nn::linear(D(x, {2, 3}), D(w, {2, 3}), D({1, 2, 3}, {3})), Error);
   EXPECT_THROW(nn::linear(D(x, {2, 3}), D(w, {6})), Error);

@@ -13,7 +13,8 @@ enum class Reduction { kMean, kSum, kNone };
 
 // torch.nn.functional.linear: x [..., in] times weight [out, in]
 // transposed, plus bias [out].
-Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt);
+Tensor linear(const Tensor& x, const Tensor& weight,
+              const std::optional<Tensor>& bias = std::nullopt);
 
 Tensor relu(const Tensor& x);
 // approximate = false: x/2 (1 + erf(x/sqrt 2)); true: the tanh form.
