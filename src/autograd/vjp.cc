@@ -59,6 +59,36 @@ std::optional<std::pair<int64_t, int64_t>> ZeroPadWindow(const Tensor& g) {
 // along one dimension (the rules of slice, split, unstack) are joined into a
 // single concatenate instead of N full-size adds: the gradient of N layers
 // read as slices of one stacked tensor costs one copy of the stack, not N.
+// The nodes under `roots`, operands before users, where a node for which
+// `through` gives a value has that value as its one operand.
+template <typename Through>
+std::vector<const ir::Node*> PostOrderThroughOrigins(const std::vector<ir::Value>& roots,
+                                                     const Through& through) {
+  std::vector<const ir::Node*> order;
+  std::unordered_set<const ir::Node*> visited;
+  std::vector<std::pair<const ir::Node*, size_t>> stack;
+  auto edges = [&](const ir::Node* n) -> size_t { return through(n) ? 1 : n->operands().size(); };
+  auto edge = [&](const ir::Node* n, size_t i) {
+    const ir::Value* origin = through(n);
+    return origin ? origin->node.get() : n->operands()[i].node.get();
+  };
+  for (const ir::Value& root : roots) {
+    if (!visited.insert(root.node.get()).second) continue;
+    stack.push_back({root.node.get(), 0});
+    while (!stack.empty()) {
+      auto& [node, next] = stack.back();
+      if (next < edges(node)) {
+        const ir::Node* op = edge(node, next++);
+        if (visited.insert(op).second) stack.push_back({op, 0});
+      } else {
+        order.push_back(node);
+        stack.pop_back();
+      }
+    }
+  }
+  return order;
+}
+
 Tensor SumContributions(std::vector<Tensor> parts) {
   if (parts.size() == 1) return parts[0];
   const Shape shape = parts[0].shape();
@@ -607,32 +637,38 @@ std::vector<Tensor> VjpImpl(const std::vector<Tensor>& outputs,
                cotangents.size());
   std::vector<ir::Value> roots;
   for (size_t i = 0; i < outputs.size(); ++i) {
-    const ir::Node& n = *outputs[i].value().node;
-    bool is_input = false;
-    for (const Tensor& x : inputs) is_input = is_input || x.value().node.get() == &n;
-    if (n.kind() == ir::NodeKind::kDeviceData && n.computed() && !is_input) {
-      Fail(
-          "[grad] the output {} was already materialized (item, to_vector or sync read it), "
-          "which replaced the graph that computed it by its value; differentiate before "
-          "reading it, or read a copy (output * 1.0)",
-          outputs[i].shape().ToString());
-    }
     if (cotangents[i].shape().dims() != outputs[i].shape().dims()) {
       Fail("[grad] cotangent {} does not match output {}", cotangents[i].shape().ToString(),
            outputs[i].shape().ToString());
     }
     roots.push_back(outputs[i].value());
   }
-  ir::Graph graph = ir::BuildGraph(roots);
+  // An input is identified by its current value and, when that value is
+  // materialized data, by the value it was computed from (a graph built
+  // before the input's sync reads that one).
   std::map<Key, size_t> input_index;
-  for (size_t i = 0; i < inputs.size(); ++i)
-    input_index[{inputs[i].value().node.get(), inputs[i].value().index}] = i;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const ir::Value& v = inputs[i].value();
+    input_index[{v.node.get(), v.index}] = i;
+    if (const ir::Value& origin = v.node->origin())
+      input_index[{origin.node.get(), origin.index}] = i;
+  }
+  auto is_input = [&](const ir::Node* n) { return input_index.count({n, 0}) > 0; };
+  // Materialized data that kept its origin stands for that value: the
+  // sweep passes its cotangent on, as through an identity.
+  auto through = [&](const ir::Node* n) -> const ir::Value* {
+    return n->kind() == ir::NodeKind::kDeviceData && n->origin() && !is_input(n) ? &n->origin()
+                                                                                 : nullptr;
+  };
+  std::vector<const ir::Node*> post_order = PostOrderThroughOrigins(roots, through);
   // Nodes on a path to some input: only their cotangents are needed.
   std::unordered_set<const ir::Node*> relevant;
-  for (const ir::Node* n : graph.post_order) {
+  for (const ir::Node* n : post_order) {
     bool r = false;
     for (int64_t k = 0; k < n->num_outputs() && !r; ++k) r = input_index.count({n, k}) > 0;
-    if (!n->stops_gradient()) {
+    if (const ir::Value* origin = through(n)) {
+      r = r || relevant.count(origin->node.get());
+    } else if (!n->stops_gradient()) {
       for (const ir::Value& v : n->operands()) r = r || relevant.count(v.node.get());
     }
     if (r) relevant.insert(n);
@@ -640,8 +676,9 @@ std::vector<Tensor> VjpImpl(const std::vector<Tensor>& outputs,
   // Owning pointers to every node (the graph itself holds raw ones).
   std::unordered_map<const ir::Node*, ir::NodePtr> owners;
   for (const ir::Value& root : roots) owners.emplace(root.node.get(), root.node);
-  for (const ir::Node* n : graph.post_order) {
+  for (const ir::Node* n : post_order) {
     for (const ir::Value& v : n->operands()) owners.emplace(v.node.get(), v.node);
+    if (const ir::Value* origin = through(n)) owners.emplace(origin->node.get(), origin->node);
   }
   std::map<Key, std::vector<Tensor>> grads;  // contributions, summed when read
   for (size_t i = 0; i < outputs.size(); ++i) {
@@ -649,9 +686,20 @@ std::vector<Tensor> VjpImpl(const std::vector<Tensor>& outputs,
     grads[{roots[i].node.get(), roots[i].index}].push_back(
         astype(cotangents[i], outputs[i].dtype()));
   }
-  for (auto it = graph.post_order.rbegin(); it != graph.post_order.rend(); ++it) {
+  for (auto it = post_order.rbegin(); it != post_order.rend(); ++it) {
     const ir::Node* n = *it;
-    if (n->is_leaf() || n->stops_gradient() || !relevant.count(n)) continue;
+    if (!relevant.count(n)) continue;
+    if (const ir::Value* origin = through(n)) {
+      auto g = grads.find({n, 0});
+      if (g != grads.end()) {
+        std::vector<Tensor> passed = std::move(g->second);
+        grads.erase(g);
+        auto& into = grads[{origin->node.get(), origin->index}];
+        into.insert(into.end(), passed.begin(), passed.end());
+      }
+      continue;
+    }
+    if (n->is_leaf() || n->stops_gradient()) continue;
     std::vector<Tensor> out_grads(n->num_outputs());
     bool any = false;
     for (int64_t k = 0; k < n->num_outputs(); ++k) {
@@ -683,10 +731,16 @@ std::vector<Tensor> VjpImpl(const std::vector<Tensor>& outputs,
   }
   std::vector<Tensor> result;
   for (const Tensor& x : inputs) {
-    auto g = grads.find({x.value().node.get(), x.value().index});
-    Tensor grad = g != grads.end() ? SumContributions(g->second)
-                  : fill_zeros     ? Zeros(x.shape())
-                                   : Tensor();
+    std::vector<Tensor> contributions;
+    for (const ir::Value* v : {&x.value(), &x.value().node->origin()}) {
+      if (!*v) continue;
+      auto g = grads.find({v->node.get(), v->index});
+      if (g != grads.end())
+        contributions.insert(contributions.end(), g->second.begin(), g->second.end());
+    }
+    Tensor grad = !contributions.empty() ? SumContributions(contributions)
+                  : fill_zeros           ? Zeros(x.shape())
+                                         : Tensor();
     // A gradient is laid out like its primal (JAX's cotangent rule): the
     // partitioner then reduce-scatters a sharded weight's gradient instead
     // of all-reducing it whole, inside scan's backward loop too.

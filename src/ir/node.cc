@@ -197,8 +197,8 @@ NodePtr Node::MakeLoop(std::vector<Value> operands, std::shared_ptr<const LoopBo
 
 NodePtr Node::MakeShardedDeviceData(std::vector<runtime::Buffer> shards, Shape full,
                                     const spmd::Mesh& mesh, spmd::AxisSharding layout,
-                                    std::optional<Sharding> sharding, bool computed,
-                                    int64_t first) {
+                                    std::optional<Sharding> sharding, bool computed, int64_t first,
+                                    Value origin) {
   spmd::CheckSharding(mesh, layout, full.rank());
   Shape shard(full.dtype(), spmd::ShardDims(mesh, layout, full.dims()));
   if (shards.empty() || first < 0 || first + static_cast<int64_t>(shards.size()) > mesh.size()) {
@@ -221,6 +221,7 @@ NodePtr Node::MakeShardedDeviceData(std::vector<runtime::Buffer> shards, Shape f
       ShardedData{std::move(shards), mesh, std::move(layout), first});
   node->sharding_ = std::move(sharding);
   node->computed_ = computed;
+  node->origin_ = std::move(origin);
   node->attributes_ = EmptyAttributes();
   node->ComputeHashes();
   return node;
@@ -238,7 +239,7 @@ runtime::Buffer Node::WholeBuffer() const {
 }
 
 NodePtr Node::MakeDeviceData(runtime::Buffer buffer, std::optional<Sharding> sharding,
-                             bool computed) {
+                             bool computed, Value origin) {
   if (!buffer.defined()) Fail("[device_data] the buffer is empty");
   if (sharding && static_cast<int64_t>(sharding->spec().size()) != buffer.shape().rank()) {
     Fail("[device_data] sharding {} does not fit {}", sharding->ToString(),
@@ -250,6 +251,7 @@ NodePtr Node::MakeDeviceData(runtime::Buffer buffer, std::optional<Sharding> sha
   node->buffer_ = std::move(buffer);
   node->sharding_ = std::move(sharding);
   node->computed_ = computed;
+  node->origin_ = std::move(origin);
   node->attributes_ = EmptyAttributes();
   node->ComputeHashes();
   return node;
@@ -319,12 +321,47 @@ NodePtr Node::CloneWithSharding(std::optional<Sharding> sharding) const {
 NodePtr Node::CloneStoppingGradient() const {
   auto node = std::make_shared<Node>(*this);
   node->stops_gradient_ = true;
+  node->origin_ = {};  // detached data is a constant
   node->ComputeHashes();
   return node;
 }
 
+void Node::MarkOverwritten() const {
+  STRATA_CHECK(kind_ == NodeKind::kDeviceData, "MarkOverwritten of a {} node", OpName());
+  overwritten_ = true;
+  buffer_ = {};
+  sharded_data_.reset();
+}
+
 namespace {
 thread_local int stop_gradient_depth = 0;
+// While a node is being destroyed, the handles its destruction releases
+// are queued here instead of destroyed inside it.
+thread_local std::vector<NodePtr>* pending_destruction = nullptr;
+}  // namespace
+
+Node::~Node() {
+  // Handles others still hold only lose a count: nothing to queue.
+  bool frees = origin_.node && origin_.node.use_count() == 1;
+  for (const Value& v : operands_) frees = frees || v.node.use_count() == 1;
+  if (!frees) return;
+  auto release = [](Node& n, std::vector<NodePtr>& into) {
+    for (Value& v : n.operands_) into.push_back(std::move(v.node));
+    if (n.origin_.node) into.push_back(std::move(n.origin_.node));
+  };
+  if (pending_destruction) {
+    release(*this, *pending_destruction);
+    return;
+  }
+  std::vector<NodePtr> pending;
+  release(*this, pending);
+  pending_destruction = &pending;
+  while (!pending.empty()) {
+    NodePtr last = std::move(pending.back());
+    pending.pop_back();
+    last.reset();  // may queue its own operands
+  }
+  pending_destruction = nullptr;
 }
 
 StopGradientScope::StopGradientScope() { ++stop_gradient_depth; }

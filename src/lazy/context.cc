@@ -25,6 +25,27 @@ int64_t NowNs() {
       .count();
 }
 
+// What a materialized value keeps for autodiff: the graph that computed it,
+// when gradients could flow through it (a floating value built outside a
+// StopGradientScope).
+ir::Value OriginOf(const ir::Value& value) {
+  if (!IsFloating(value.shape().dtype()) || value.node->stops_gradient()) return {};
+  return value;
+}
+
+// A graph built from a materialized tensor's origin (a gradient taken after
+// the sync) may read device data whose buffer a later sync donated.
+void CheckNotOverwritten(const ir::Graph& graph) {
+  for (const ir::Node* p : graph.parameters) {
+    if (p->kind() != ir::NodeKind::kDeviceData || !p->overwritten()) continue;
+    Fail(
+        "[sync] this graph reads a {} whose buffer a sync has since reused for its results "
+        "(the tensor was updated in place). It was reached through a tensor materialized "
+        "before that update; take gradients before the sync that updates what they read",
+        p->shape().ToString());
+  }
+}
+
 // A node as the "explain the miss" diagnostic compares it.
 struct NodeSignature {
   std::string op, shapes, sharding;
@@ -413,7 +434,8 @@ void Context::Sync(const std::vector<TensorImpl*>& only) {
         auto buffer = runtime::Buffer::FromHost(lit.shape(),
                                                 {lit.data(), static_cast<size_t>(lit.size_bytes())},
                                                 runtime::Client::Default().device(0));
-        impl->value = ir::Value{ir::Node::MakeDeviceData(std::move(buffer), impl->sharding)};
+        impl->value = ir::Value{
+            ir::Node::MakeDeviceData(std::move(buffer), impl->sharding, false, OriginOf(v))};
         continue;
       }
       if (v.node->is_leaf()) continue;
@@ -448,6 +470,7 @@ void Context::Sync(const std::vector<TensorImpl*>& only) {
   } in_flight{this};
   int64_t t0 = NowNs();
   ir::Graph graph = ir::BuildGraph(roots, /*with_index_checks=*/true);
+  CheckNotOverwritten(graph);
   ir::Hash128 key = CacheKey(graph);
   metrics_.trace_ns += NowNs() - t0;
   metrics_.graphs_traced++;
@@ -475,7 +498,9 @@ void Context::Sync(const std::vector<TensorImpl*>& only) {
   for (size_t i = 0; i < donated.size(); ++i) {  // count the bytes results actually took
     if (!donated[i]) continue;
     for (const runtime::Buffer& out : outputs) {
-      if (out.data() == arguments[i].data()) metrics_.bytes_donated += out.size_bytes();
+      if (out.data() != arguments[i].data()) continue;
+      metrics_.bytes_donated += out.size_bytes();
+      graph.parameters[i]->MarkOverwritten();  // the results' origins may still name it
     }
   }
   metrics_.execute_ns += NowNs() - t1;
@@ -485,7 +510,8 @@ void Context::Sync(const std::vector<TensorImpl*>& only) {
     TensorImpl* impl = targets[i];
     size_t r = root_of_target[i];
     if (!StillPending(impl, roots[r])) continue;
-    impl->value = ir::Value{ir::Node::MakeDeviceData(outputs[r], impl->sharding, true)};
+    impl->value =
+        ir::Value{ir::Node::MakeDeviceData(outputs[r], impl->sharding, true, OriginOf(roots[r]))};
   }
   ThrowOnIndexErrors(graph, outputs);
 }
@@ -577,7 +603,12 @@ void Context::RunPartitioned(const Entry& entry, const ir::Graph& graph,
   for (size_t i = 0; i < donated.size(); ++i) {
     if (!donated[i]) continue;
     for (const runtime::Buffer& out : outputs[0]) {
-      if (out.data() == arguments[0][i].data()) metrics_.bytes_donated += n * out.size_bytes();
+      if (out.data() != arguments[0][i].data()) continue;
+      metrics_.bytes_donated += n * out.size_bytes();
+      // Data split here for the program was a copy: the node's own bytes stand.
+      const ir::Node* p = graph.parameters[i];
+      if (p->kind() == ir::NodeKind::kDeviceData && p->buffer().data() == out.data())
+        p->MarkOverwritten();
     }
   }
   metrics_.execute_ns += NowNs() - t0;
@@ -594,8 +625,9 @@ void Context::RunPartitioned(const Entry& entry, const ir::Graph& graph,
     // A result with no spec of its own keeps the layout propagation gave it.
     std::optional<ir::Sharding> sharding = impl->sharding;
     if (!sharding) sharding = ir::Sharding(mesh, SpecOf(mesh, layout), layout.rank());
-    impl->value = ir::Value{ir::Node::MakeShardedDeviceData(std::move(shards), roots[r].shape(),
-                                                            mesh, layout, sharding, true, first)};
+    impl->value =
+        ir::Value{ir::Node::MakeShardedDeviceData(std::move(shards), roots[r].shape(), mesh, layout,
+                                                  sharding, true, first, OriginOf(roots[r]))};
   }
   ThrowOnIndexErrors(graph, outputs[0]);  // checks are replicated scalars
 }
@@ -649,6 +681,7 @@ std::optional<spmd::PartitionReport> Context::PartitionReportOf(
   }
   if (roots.empty()) return std::nullopt;
   ir::Graph graph = ir::BuildGraph(roots, /*with_index_checks=*/true);
+  CheckNotOverwritten(graph);
   ir::Hash128 key = CacheKey(graph);
   std::shared_ptr<const Entry> entry = LookupOrCompile(key, graph);
   if (!entry->mesh) return std::nullopt;

@@ -97,10 +97,11 @@ class Node {
                         hlo::Attributes attributes = {}, Shape declared = {});
   static NodePtr MakeConstant(hlo::Literal literal);
   // `computed`: the buffer is the result of running this value's graph
-  // (sync), not data the user supplied.
+  // (sync), not data the user supplied. `origin`: that graph, kept for
+  // autodiff (see origin()).
   static NodePtr MakeDeviceData(runtime::Buffer buffer,
                                 std::optional<Sharding> sharding = std::nullopt,
-                                bool computed = false);
+                                bool computed = false, Value origin = {});
   // Device data held as one shard per device of `mesh`, laid out by
   // `layout` (what a partitioned program returns); `full` is the array's
   // shape. No device holds the whole array; WholeBuffer() assembles it.
@@ -109,7 +110,7 @@ class Node {
   static NodePtr MakeShardedDeviceData(std::vector<runtime::Buffer> shards, Shape full,
                                        const spmd::Mesh& mesh, spmd::AxisSharding layout,
                                        std::optional<Sharding> sharding, bool computed = true,
-                                       int64_t first = 0);
+                                       int64_t first = 0, Value origin = {});
   static NodePtr MakeScalar(hlo::Literal value);
   // A loop-body placeholder; `level` is the loop nesting depth it belongs to
   // (1 for the outermost scan).
@@ -153,7 +154,19 @@ class Node {
   const ShardedData* sharded_data() const { return sharded_data_.get(); }
   // The whole array (assembled from the shards of sharded data).
   runtime::Buffer WholeBuffer() const;
-  bool computed() const { return computed_; }             // kDeviceData
+  bool computed() const { return computed_; }  // kDeviceData
+  // kDeviceData that a sync computed from a differentiable value: that
+  // value, so gradients flow through data that was materialized (PyTorch
+  // keeps the graph after .item() too). Empty for user data, integer
+  // results, values built under a StopGradientScope, and detached data.
+  const Value& origin() const { return origin_; }
+  // kDeviceData whose buffer a later sync gave to its results (donation):
+  // the bytes hold another value now. Only an origin can still refer to
+  // such a node; a program that would read it is an Error.
+  bool overwritten() const { return overwritten_; }
+  // Called by the sync that donated the buffer, before anyone else can
+  // see this node again: drops the buffer (it belongs to the results).
+  void MarkOverwritten() const;
   const hlo::Literal& scalar() const { return scalar_; }  // kScalar
   // Set by MakeWithGradientRule / WithGradientRule (and kept by the clones).
   const GradientRule* gradient_rule() const { return gradient_rule_.get(); }
@@ -186,6 +199,10 @@ class Node {
 
  public:
   explicit Node(Private) {}
+  Node(const Node&) = default;
+  // Iterative: dropping the last handle of a long chain (a loop that
+  // materializes a differentiable value every step) never recurses deeply.
+  ~Node();
 
  private:
   void ComputeHashes();
@@ -196,8 +213,8 @@ class Node {
   std::vector<Shape> shapes_;
   std::shared_ptr<const hlo::Attributes> attributes_;
   std::optional<Sharding> sharding_;
-  runtime::Buffer buffer_;
-  std::shared_ptr<const ShardedData> sharded_data_;
+  mutable runtime::Buffer buffer_;  // mutable: MarkOverwritten drops it
+  mutable std::shared_ptr<const ShardedData> sharded_data_;
   hlo::Literal scalar_;
   bool stops_gradient_ = false;
   std::shared_ptr<const GradientRule> gradient_rule_;
@@ -206,6 +223,8 @@ class Node {
   int64_t placeholder_id_ = -1;
   int32_t placeholder_level_ = 0;
   bool computed_ = false;
+  mutable bool overwritten_ = false;
+  Value origin_;
   Hash128 node_hash_, dag_hash_;
 };
 
