@@ -26,7 +26,10 @@ constexpr int64_t kBatch = 4, kSeq = 256;
 // saving each layer's input; 2: apply_layers also saving its matrix
 // products (no GEMM recomputed); 3: apply_layers saving the products
 // without batch dims (projections).
-void RunTrainSteps(benchmark::State& state, int64_t layers, int64_t mode) {
+// keep_loss_graph = false detaches the loss before the sync, so its computed
+// data keeps no origin (the graph that computed it).
+void RunTrainSteps(benchmark::State& state, int64_t layers, int64_t mode,
+                   bool keep_loss_graph = true) {
   io::LlamaConfig c = BenchConfig(layers);
   nn::LlamaForCausalLM model(c, random_key(2));
   model.layer_mode = mode == 0 ? nn::LayerMode::kUnrolled : nn::LayerMode::kScan;
@@ -49,6 +52,7 @@ void RunTrainSteps(benchmark::State& state, int64_t layers, int64_t mode) {
     std::vector<Tensor> values;
     for (Tensor* p : params) values.push_back(*p);
     adam.step(gradients(loss, values));
+    if (!keep_loss_graph) loss = detach(loss);
     std::vector<Tensor*> roots = live;
     roots.push_back(&loss);
     sync(roots);
@@ -88,6 +92,21 @@ void BM_TrainStepIndexChecks(benchmark::State& state) {
   state.SetLabel(state.range(0) ? "index checks on" : "index checks off");
 }
 BENCHMARK(BM_TrainStepIndexChecks)
+    ->Arg(1)
+    ->Arg(0)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(10);
+
+// The cost of materialized data keeping its origin: the same step of 2
+// layers with the synced loss keeping the forward graph that computed it
+// (1, as every synced differentiable value does) and detached first (0).
+// Run one arg per process for the peak RSS.
+void BM_TrainStepLossOrigin(benchmark::State& state) {
+  RunTrainSteps(state, 2, 1, state.range(0) != 0);
+  state.SetLabel(state.range(0) ? "loss keeps its graph" : "loss detached");
+}
+BENCHMARK(BM_TrainStepLossOrigin)
     ->Arg(1)
     ->Arg(0)
     ->Unit(benchmark::kMillisecond)

@@ -23,4 +23,5 @@
 #include "strata/nn/optim.h"
 #include "strata/nn/sharding_plan.h"
 #include "strata/nn/tensor_files.h"
+#include "strata/runtime/trace.h"
 #include "strata/transforms/scan.h"

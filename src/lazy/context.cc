@@ -7,12 +7,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "strata/core/error.h"
 #include "strata/hlo/text.h"
 #include "strata/runtime/communicator.h"
 #include "strata/runtime/sharded_buffer.h"
 #include "strata/runtime/thread_pool.h"
+#include "strata/runtime/trace.h"
 
 namespace strata::lazy {
 namespace {
@@ -223,7 +225,10 @@ std::shared_ptr<const Context::Entry> Context::CompileAndInsert(const ir::Hash12
   entry->signature = Signature(graph);
   entry->parameter_sequence = graph.parameter_sequence;
   int64_t t0 = NowNs();
+  std::optional<trace::Span> lower_span(std::in_place, "lower", "lower");
   auto module = ir::LowerGraph(graph, fmt::format("graph_{}", key.ToString().substr(0, 12)));
+  lower_span.reset();
+  trace::Span compile_span("compile", "compile");
   int64_t t1 = NowNs();
   entry->mesh = MeshOf(graph);
   if (entry->mesh) {
@@ -468,13 +473,27 @@ void Context::Sync(const std::vector<TensorImpl*>& only) {
       if (--context->syncs_in_flight_ == 0) context->in_flight_dead_.clear();
     }
   } in_flight{this};
+  trace::Span sync_span("sync", "sync");
   int64_t t0 = NowNs();
+  std::optional<trace::Span> trace_span(std::in_place, "trace", "trace");
   ir::Graph graph = ir::BuildGraph(roots, /*with_index_checks=*/true);
   CheckNotOverwritten(graph);
   ir::Hash128 key = CacheKey(graph);
+  if (trace_span->active()) {
+    trace_span->set_args(fmt::format(R"("graph": "{}", "nodes": {}, "parameters": {})",
+                                     key.ToString(), graph.post_order.size(),
+                                     graph.parameters.size()));
+  }
+  trace_span.reset();
   metrics_.trace_ns += NowNs() - t0;
   metrics_.graphs_traced++;
+  const int64_t misses = metrics_.cache_misses.load();
   std::shared_ptr<const Entry> entry = LookupOrCompile(key, graph);
+  if (sync_span.active()) {
+    sync_span.set_args(fmt::format(R"("graph": "{}", "cache": "{}", "outputs": {})", key.ToString(),
+                                   metrics_.cache_misses.load() > misses ? "miss" : "hit",
+                                   roots.size()));
+  }
   if (entry->mesh) {
     RunPartitioned(*entry, graph, roots, targets, root_of_target);
     return;
@@ -494,7 +513,9 @@ void Context::Sync(const std::vector<TensorImpl*>& only) {
   std::vector<bool> donated;
   if (donate_buffers_) donated = DonatableParameters(graph, roots, targets, arguments);
   int64_t t1 = NowNs();
+  std::optional<trace::Span> execute_span(std::in_place, "execute", "execute");
   std::vector<runtime::Buffer> outputs = entry->executable->Run(arguments, device, donated);
+  execute_span.reset();
   for (size_t i = 0; i < donated.size(); ++i) {  // count the bytes results actually took
     if (!donated[i]) continue;
     for (const runtime::Buffer& out : outputs) {
@@ -599,7 +620,9 @@ void Context::RunPartitioned(const Entry& entry, const ir::Graph& graph,
       processes > 1 ? process_group_->MakeCommunicator(n) : runtime::MakeInProcessCommunicator(n);
   std::vector<const runtime::Device*> mine(devices.begin() + first,
                                            devices.begin() + first + local);
+  std::optional<trace::Span> execute_span(std::in_place, "execute", "execute");
   auto outputs = entry.executable->RunPartitions(first, arguments, mine, *communicator, donated);
+  execute_span.reset();
   for (size_t i = 0; i < donated.size(); ++i) {
     if (!donated[i]) continue;
     for (const runtime::Buffer& out : outputs[0]) {

@@ -11,6 +11,7 @@
 #include "strata/hlo/verifier.h"
 #include "strata/runtime/communicator.h"
 #include "strata/runtime/passes.h"
+#include "strata/runtime/trace.h"
 
 namespace strata::runtime {
 
@@ -47,13 +48,22 @@ std::unique_ptr<Executable> Executable::Compile(const hlo::Module& module,
   hlo::Module& m = *exe->module_;
   InlineCalls(m);
   if (options.run_passes) {
-    RunPasses(m);
-    if (options.fuse && !EnvironmentDisablesFusion()) FuseElementwise(m);
+    {
+      trace::Span span("compile", "passes");
+      RunPasses(m);
+    }
+    if (options.fuse && !EnvironmentDisablesFusion()) {
+      trace::Span span("compile", "fusion");
+      FuseElementwise(m);
+    }
   }
   Schedule(m);
   hlo::Verify(m);
-  exe->program_ =
-      Program::Compile(*m.entry(), StorageKind::kParameter, true, exe->client_->thread_pool());
+  {
+    trace::Span span("compile", "kernels and buffers");
+    exe->program_ =
+        Program::Compile(*m.entry(), StorageKind::kParameter, true, exe->client_->thread_pool());
+  }
   for (const hlo::Instruction* p : m.entry()->parameters()) {
     for (const Shape& leaf : p->shape().Leaves()) exe->parameter_shapes_.push_back(leaf);
   }
@@ -116,6 +126,8 @@ std::vector<std::vector<Buffer>> Executable::RunPartitions(
   std::vector<std::vector<Buffer>> results(n);
   std::vector<std::exception_ptr> errors(n);
   auto run = [&](int64_t i) {
+    if (i > 0 && trace::Enabled()) trace::SetThreadName(fmt::format("partition {}", first + i));
+    trace::Span span("execute", n > 1 ? fmt::format("partition {}", first + i) : "partition");
     try {
       results[i] = RunPartition(first + i, arguments[i], devices[i], communicator, donated);
     } catch (const std::exception& e) {

@@ -1,5 +1,7 @@
 #include "program.h"
 
+#include "strata/runtime/trace.h"
+
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -9,6 +11,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 namespace strata::runtime {
@@ -498,10 +501,15 @@ class KernelProfile {
 
 void Program::Execute(Frame& frame, uint8_t* arena) const {
   KernelProfile* profile = KernelProfile::Get();
+  const bool tracing = trace::Enabled();
   for (size_t k = 0; k < steps_.size(); ++k) {
     const Step& step = steps_[k];
     if (!step.kernel) {
       RunWhile(step, frame, arena, k);
+      continue;
+    }
+    if (tracing) {
+      ExecuteTraced(step, frame, arena, k);
       continue;
     }
     auto t0 = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
@@ -516,7 +524,20 @@ void Program::Execute(Frame& frame, uint8_t* arena) const {
   }
 }
 
+// One kernel as a trace event named by its opcode, with the result's shape.
+void Program::ExecuteTraced(const Step& step, Frame& frame, uint8_t* arena, size_t index) const {
+  trace::Span span("kernel", hlo::OpcodeName(step.inst->opcode()));
+  if (span.active()) {
+    span.set_args(fmt::format(R"("instruction": "{}", "shape": "{}")",
+                              trace::Escape(step.inst->name()), step.inst->shape().ToString()));
+  }
+  step.kernel(KernelArgs{frame.operands.data() + frame.operand_begin[index],
+                         frame.outputs.data() + frame.output_begin[index],
+                         arena + step.scratch_offset, frame.context});
+}
+
 void Program::RunWhile(const Step& step, Frame& frame, uint8_t* arena, size_t index) const {
+  trace::Span loop("while", step.inst->name());
   size_t n = step.output_slots.size();
   uint8_t* const* state = frame.outputs.data() + frame.output_begin[index];
   const uint8_t* const* init = frame.operands.data() + frame.operand_begin[index];
@@ -532,9 +553,14 @@ void Program::RunWhile(const Step& step, Frame& frame, uint8_t* arena, size_t in
   step.body->Bind(body_frame, body_arena, state, nullptr);
   const int64_t condition_root = step.condition->root_slots()[0];
   const auto& body_roots = step.body->root_slots();
-  while (true) {
+  for (int64_t iteration = 0;; ++iteration) {
     step.condition->Execute(condition_frame, condition_arena);
     if (!*reinterpret_cast<const bool*>(condition_frame.slot[condition_root])) break;
+    std::optional<trace::Span> span;  // one event per iteration that runs the body
+    if (loop.active()) {
+      span.emplace("while", "iteration");
+      if (span->active()) span->set_args(fmt::format(R"("i": {})", iteration));
+    }
     step.body->Execute(body_frame, body_arena);
     // New state: values computed in another leaf's storage go through the
     // swap area first, so no leaf is overwritten before it is read.

@@ -89,6 +89,7 @@ class Program {
  private:
   friend class Planner;
   void RunWhile(const Step& step, Frame& frame, uint8_t* arena, size_t index) const;
+  void ExecuteTraced(const Step& step, Frame& frame, uint8_t* arena, size_t index) const;
 
   std::vector<Storage> storages_;
   std::vector<int64_t> slot_storage_;

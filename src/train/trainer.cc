@@ -17,6 +17,7 @@
 #include "strata/lazy/context.h"
 #include "strata/lazy/ops.h"
 #include "strata/runtime/process_group.h"
+#include "strata/runtime/trace.h"
 #include "strata/train/checkpoint_shards.h"
 
 namespace strata::train {
@@ -313,6 +314,7 @@ int64_t Trainer::parameter_count() const {
 }
 
 StepStats Trainer::Step() {
+  trace::Span span("train", fmt::format("step {}", step_ + 1));
   const auto start = std::chrono::steady_clock::now();
   const double lr = nn::warmup_cosine_lr(step_, std::min(options_.warmup, options_.steps),
                                          options_.steps, options_.lr, options_.min_lr);

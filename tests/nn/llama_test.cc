@@ -3,10 +3,14 @@
 // directory.
 #include "strata/nn/llama.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
+#include <string>
 
 #include "strata/autograd/grad.h"
 #include "strata/io/safetensors.h"
@@ -178,6 +182,54 @@ TEST(Llama, ScanAndUnrolledGiveTheSameLogitsAndGradients) {
     SCOPED_TRACE(i);
     ExpectClose(results[0][i], results[1][i], 1e-5);
   }
+}
+
+// One naming for users: named_parameters() holds the decoder layers stacked
+// ("model.layers.*.mlp.up_proj.weight" [L, ...]); unstack_entries turns it,
+// or anything named like it (gradients), into state_dict()'s per-layer
+// Hugging Face names. The expected names are written out from Hugging
+// Face's LlamaForCausalLM layout.
+TEST(Llama, NamedParametersUnstackToTheStateDictsHuggingFaceNames) {
+  io::LlamaConfig c = TinyConfig();
+  LlamaForCausalLM model(c, random_key(8));
+  std::vector<std::string> expected = {"model.embed_tokens.weight"};
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    for (const char* part : {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+                             "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj",
+                             "input_layernorm", "post_attention_layernorm"})
+      expected.push_back(fmt::format("model.layers.{}.{}.weight", l, part));
+  }
+  expected.push_back("model.norm.weight");
+  expected.push_back("lm_head.weight");
+  std::vector<std::pair<std::string, Tensor>> by_name;
+  for (auto& [name, p] : model.named_parameters()) by_name.emplace_back(name, *p);
+  std::vector<std::pair<std::string, Tensor>> unstacked = unstack_entries(by_name);
+  std::map<std::string, Tensor> state = model.state_dict();
+  std::vector<std::string> names, state_names;
+  for (const auto& [name, t] : unstacked) names.push_back(name);
+  for (const auto& [name, t] : state) state_names.push_back(name);
+  std::sort(expected.begin(), expected.end());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, expected);
+  EXPECT_EQ(state_names, expected);
+  for (const auto& [name, t] : unstacked) {
+    ASSERT_TRUE(state.count(name)) << name;
+    EXPECT_EQ(t.bytes(), state.at(name).bytes()) << name;
+  }
+  // Gradients come named like named_parameters: the same call names them.
+  std::vector<Tensor> params;
+  for (auto& [name, p] : model.named_parameters()) params.push_back(*p);
+  Tensor ids = Ids(1, 4, c.vocab_size, 9);
+  std::vector<Tensor> grads = gradients(model.loss(model.forward(ids), ids), params);
+  std::vector<std::pair<std::string, Tensor>> named_grads;
+  for (size_t i = 0; i < grads.size(); ++i) named_grads.emplace_back(by_name[i].first, grads[i]);
+  std::vector<std::string> grad_names;
+  for (const auto& [name, g] : unstack_entries(named_grads)) {
+    grad_names.push_back(name);
+    EXPECT_EQ(g.shape().dims(), state.at(name).shape().dims()) << name;
+  }
+  std::sort(grad_names.begin(), grad_names.end());
+  EXPECT_EQ(grad_names, expected);
 }
 
 TEST(Llama, SavedDirectoryLoadsBackBitIdentical) {
