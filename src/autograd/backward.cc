@@ -1,8 +1,8 @@
 // requires_grad / backward / grad / zero_grad / detach over the functional vjp.
 #include "strata/autograd/grad.h"
+#include "strata/autograd/vjp_sweep.h"
 #include "strata/lazy/context.h"
 #include "strata/lazy/ops.h"
-#include "vjp_internal.h"
 
 namespace strata {
 

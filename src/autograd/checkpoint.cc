@@ -5,10 +5,10 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "../lazy/ops_internal.h"
 #include "strata/autograd/grad.h"
+#include "strata/autograd/vjp_sweep.h"
 #include "strata/ir/lowering.h"
-#include "vjp_internal.h"
+#include "strata/lazy/op_builder.h"
 
 namespace strata {
 namespace {

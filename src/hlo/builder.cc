@@ -9,13 +9,21 @@
 namespace strata::hlo {
 namespace {
 
-// Names are unique across every module built in the process: "add.17".
+thread_local NameScope* current_scope = nullptr;
+
+// Unique across every module built in the process ("add.17"), or within the
+// current NameScope.
 std::string FreshName(Opcode op) {
   static std::atomic<int64_t> counter{0};
-  return fmt::format("{}.{}", OpcodeName(op), counter.fetch_add(1));
+  const int64_t n = current_scope ? current_scope->Next() : counter.fetch_add(1);
+  return fmt::format("{}.{}", OpcodeName(op), n);
 }
 
 }  // namespace
+
+NameScope::NameScope() : outer_(current_scope) { current_scope = this; }
+NameScope::~NameScope() { current_scope = outer_; }
+NameScope* NameScope::current() { return current_scope; }
 
 Builder::Builder(std::string name) : computation_(std::make_unique<Computation>(std::move(name))) {}
 

@@ -388,6 +388,7 @@ hlo::Computation* ScalarCombiner(hlo::Opcode op, DType dtype) {
   std::lock_guard<std::mutex> lock(mutex);
   auto& slot = (*cache)[{op, dtype}];
   if (!slot) {
+    hlo::NameScope names;  // shared by every module: named the same whoever asks first
     std::string name = fmt::format("{}_{}", hlo::OpcodeName(op), DTypeName(dtype));
     slot = hlo::MakeScalarBinaryComputation(name, op, dtype);
   }
@@ -401,6 +402,7 @@ hlo::Computation* ArgCombiner(bool is_max, DType value, DType index) {
   std::lock_guard<std::mutex> lock(mutex);
   auto& slot = (*cache)[{is_max, value, index}];
   if (!slot) {
+    hlo::NameScope names;
     hlo::Builder b(
         fmt::format("{}_{}_{}", is_max ? "argmax" : "argmin", DTypeName(value), DTypeName(index)));
     auto* va = b.Parameter(0, Shape::Scalar(value), "value_a");

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "strata/core/error.h"
+#include "strata/hlo/builder.h"
 #include "strata/hlo/text.h"
 #include "strata/runtime/communicator.h"
 #include "strata/runtime/sharded_buffer.h"
@@ -107,8 +108,10 @@ struct Context::Entry {
   spmd::PartitionReport report;
 };
 
-TensorImpl::TensorImpl(ir::Value v) : value(std::move(v)) { Context::Get().Register(this); }
-TensorImpl::~TensorImpl() { Context::Get().Unregister(this); }
+TensorImpl::TensorImpl(ir::Value v) : value(std::move(v)), context(&Context::Get()) {
+  context->Register(this);
+}
+TensorImpl::~TensorImpl() { context->Unregister(this); }
 
 Context::Context() {
   if (const char* dir = std::getenv("STRATA_DUMP_DIR")) dump_dir_ = dir;
@@ -135,10 +138,37 @@ void Context::ThrowOnIndexErrors(const ir::Graph& graph,
   }
 }
 
-Context& Context::Get() {
+namespace {
+thread_local Context* current_context = nullptr;
+}  // namespace
+
+Context& Context::Default() {
   static Context* context = new Context();  // never destroyed: tensors may outlive main's statics
   return *context;
 }
+
+Context& Context::Get() { return current_context ? *current_context : Default(); }
+
+Context::~Context() {
+  Context& fallback = Default();
+  if (&fallback == this) return;
+  std::vector<TensorImpl*> live;
+  {
+    std::lock_guard<std::mutex> lock(tensors_mutex_);
+    for (TensorImpl* t = tensors_; t; t = t->next) live.push_back(t);
+    tensors_ = nullptr;
+  }
+  for (TensorImpl* t : live) {
+    t->context = &fallback;
+    t->prev = t->next = nullptr;
+    fallback.Register(t);
+  }
+}
+
+ContextScope::ContextScope(Context& context) : previous_(current_context) {
+  current_context = &context;
+}
+ContextScope::~ContextScope() { current_context = previous_; }
 
 void Context::Register(TensorImpl* impl) {
   std::lock_guard<std::mutex> lock(tensors_mutex_);
@@ -220,6 +250,9 @@ std::shared_ptr<const Context::Entry> Context::LookupOrCompile(const ir::Hash128
 
 std::shared_ptr<const Context::Entry> Context::CompileAndInsert(const ir::Hash128& key,
                                                                 const ir::Graph& graph) {
+  // Instruction names count from 0 in every compile: dumps do not depend on
+  // what the process compiled before.
+  hlo::NameScope names;
   auto entry = std::make_shared<Entry>();
   entry->key = key;
   entry->signature = Signature(graph);

@@ -3,8 +3,8 @@
 #include <limits>
 #include <numbers>
 
-#include "ops_internal.h"
 #include "strata/hlo/literal.h"
+#include "strata/lazy/op_builder.h"
 
 namespace strata {
 

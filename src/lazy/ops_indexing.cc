@@ -1,7 +1,7 @@
 // pad, dynamic_slice, dynamic_update_slice, index_add: the data-dependent
 // window ops (what scan slices its xs and writes its ys with).
-#include "ops_internal.h"
 #include "strata/ir/node.h"
+#include "strata/lazy/op_builder.h"
 
 namespace strata {
 

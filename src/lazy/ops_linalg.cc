@@ -1,5 +1,5 @@
 // matmul with torch.matmul's rules for 1-D operands and broadcast batch dims.
-#include "ops_internal.h"
+#include "strata/lazy/op_builder.h"
 
 namespace strata {
 

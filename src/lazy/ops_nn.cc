@@ -1,8 +1,8 @@
 // Neural-network functions as compositions of primitives.
 #include <fmt/core.h>
 
-#include "ops_internal.h"
 #include "strata/lazy/index_check.h"
+#include "strata/lazy/op_builder.h"
 
 namespace strata {
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "ops_internal.h"
+#include "strata/lazy/op_builder.h"
 
 namespace strata {
 

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "ops_internal.h"
 #include "strata/lazy/index_check.h"
+#include "strata/lazy/op_builder.h"
 
 namespace strata {
 

@@ -1,5 +1,7 @@
 #include "strata/lazy/tensor.h"
 
+#include <algorithm>
+
 #include "strata/core/error.h"
 #include "strata/lazy/context.h"
 #include "strata/lazy/ops.h"
@@ -35,7 +37,7 @@ Tensor& Tensor::operator=(const Tensor& other) {
   impl_->sharding = other.impl_->sharding;
   impl_->requires_grad = other.impl_->requires_grad;
   impl_->grad.reset();
-  Context::Get().SetValue(impl_.get(), other.value());
+  impl_->context->SetValue(impl_.get(), other.value());
   return *this;
 }
 
@@ -48,7 +50,7 @@ Tensor& Tensor::operator=(Tensor&& other) noexcept {
   impl_->sharding = std::move(other.impl_->sharding);
   impl_->requires_grad = other.impl_->requires_grad;
   impl_->grad.reset();
-  Context::Get().SetValue(impl_.get(), other.impl_->value);
+  impl_->context->SetValue(impl_.get(), other.impl_->value);
   other.impl_.reset();
   return *this;
 }
@@ -80,7 +82,7 @@ const std::optional<ir::Sharding>& Tensor::sharding() const {
 bool Tensor::is_materialized() const { return value().node->kind() == ir::NodeKind::kDeviceData; }
 
 Tensor& Tensor::sync() {
-  if (!is_materialized()) Context::Get().Sync({impl_.get()});
+  if (!is_materialized()) impl_->context->Sync({impl_.get()});
   return *this;
 }
 
@@ -90,8 +92,8 @@ std::vector<uint8_t> Tensor::ToBytes(DType expected) const {
          shape().ToString(), DTypeName(expected));
   }
   const_cast<Tensor*>(this)->sync();
-  runtime::Buffer b = Context::Get().WholeOf(*value().node);
-  Context::Get().metrics().bytes_from_device += b.size_bytes();
+  runtime::Buffer b = impl_->context->WholeOf(*value().node);
+  impl_->context->metrics().bytes_from_device += b.size_bytes();
   return std::vector<uint8_t>(b.data(), b.data() + b.size_bytes());
 }
 
@@ -125,9 +127,20 @@ Tensor& Tensor::operator/=(const Tensor& other) { return copy_(*this / other); }
 void sync() { Context::Get().Sync({}); }
 
 void sync(std::span<Tensor* const> tensors) {
-  std::vector<TensorImpl*> impls;
-  for (Tensor* t : tensors) impls.push_back(t->impl());
-  if (!impls.empty()) Context::Get().Sync(impls);
+  // One graph per context the tensors were made in (one, almost always).
+  std::vector<std::pair<Context*, std::vector<TensorImpl*>>> by_context;
+  for (Tensor* t : tensors) {
+    TensorImpl* impl = t->impl();
+    if (!impl) Fail("[sync] an undefined (default-constructed or moved-from) tensor");
+    auto it = std::find_if(by_context.begin(), by_context.end(),
+                           [&](const auto& group) { return group.first == impl->context; });
+    if (it == by_context.end()) {
+      by_context.push_back({impl->context, {impl}});
+    } else {
+      it->second.push_back(impl);
+    }
+  }
+  for (auto& [context, impls] : by_context) context->Sync(impls);
 }
 
 void mark_sharding(Tensor& tensor, const ir::Mesh& mesh, const ir::PartitionSpec& spec) {

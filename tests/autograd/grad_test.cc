@@ -113,7 +113,7 @@ TEST(Gradients, UnusedInputsGetZerosAndIntegersNone) {
 
 // A dot with two contracting dims and a batch dim that is not leading, built
 // from the primitive directly (matmul never makes one).
-#include "../../src/lazy/ops_internal.h"
+#include "strata/lazy/op_builder.h"
 
 namespace strata {
 namespace {

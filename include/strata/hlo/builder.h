@@ -115,6 +115,25 @@ class Builder {
   std::unique_ptr<Computation> computation_;
 };
 
+// Instructions added without a name get a fresh one ("add.17"): from a
+// process-wide counter, or, while a NameScope is alive on the calling
+// thread, from the innermost scope's own counter, starting at 0. A module
+// built inside one scope therefore names its instructions the same whatever
+// the process built before (lazy's compiles and their dumps do this).
+class NameScope {
+ public:
+  NameScope();
+  ~NameScope();
+  NameScope(const NameScope&) = delete;
+  NameScope& operator=(const NameScope&) = delete;
+  int64_t Next() { return next_++; }
+  static NameScope* current();
+
+ private:
+  int64_t next_ = 0;
+  NameScope* outer_;
+};
+
 // Common scalar computations for reduce / scatter: (a, b) -> a op b.
 std::unique_ptr<Computation> MakeScalarBinaryComputation(std::string name, Opcode op, DType dtype);
 // The inverse: the op when `c` is (a, b) -> a op b of its two parameters and

@@ -1,6 +1,10 @@
-// The lazy-tensor context: live tensors, the compile cache, metrics, dumps.
-// One per process (Context::Get()); everything tests may need to reset lives
-// here rather than in scattered globals.
+// The lazy-tensor context: live tensors, the compile cache, metrics, dumps,
+// the switches that shape programs. The process has a default one;
+// Context::Get() is the calling thread's current context: the default, or
+// the one a ContextScope made current. A test (or a library embedding
+// strata) can create its own, with an empty cache and zero metrics, and
+// destroy it: programs compile and dump the same in any context, whatever
+// the process ran before.
 #pragma once
 
 #include <atomic>
@@ -25,6 +29,8 @@
 
 namespace strata::lazy {
 
+class Context;
+
 struct TensorImpl {
   explicit TensorImpl(ir::Value v);
   ~TensorImpl();
@@ -41,6 +47,9 @@ struct TensorImpl {
   bool alive = true;
   // The thread that made it: a global sync() on that thread materializes it.
   const std::thread::id owner = std::this_thread::get_id();
+  // The context it was made in (its sync runs there); the default one once
+  // that context is destroyed.
+  Context* context;
 };
 
 struct Metrics {
@@ -71,7 +80,16 @@ class LoweringContext {
 
 class Context {
  public:
+  // A context of its own: empty cache, zero metrics, the switches read from
+  // the environment as the default context reads them.
+  Context();
+  // Tensors still alive move to the default context (their values stay).
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+  // The calling thread's current context.
   static Context& Get();
+  static Context& Default();
 
   void Register(TensorImpl* impl);
   void Unregister(TensorImpl* impl);
@@ -147,7 +165,6 @@ class Context {
   runtime::Client& ClientFor(int64_t devices);
 
  private:
-  Context();
   struct Entry;
   std::shared_ptr<const Entry> Lookup(const ir::Hash128& key);
   std::shared_ptr<const Entry> CompileAndInsert(const ir::Hash128& key, const ir::Graph& graph);
@@ -197,6 +214,19 @@ class Context {
   std::shared_ptr<const runtime::ProcessGroup> process_group_;
   // The programs that gather sharded data whole, by (mesh, layout, shape).
   std::map<std::string, std::unique_ptr<runtime::Executable>> gatherers_;
+};
+
+// Makes `context` the calling thread's current context while alive (the
+// previous one again after). Tensors made meanwhile belong to it.
+class ContextScope {
+ public:
+  explicit ContextScope(Context& context);
+  ~ContextScope();
+  ContextScope(const ContextScope&) = delete;
+  ContextScope& operator=(const ContextScope&) = delete;
+
+ private:
+  Context* previous_;
 };
 
 }  // namespace strata::lazy

@@ -1,9 +1,11 @@
-// The reverse sweep shared by vjp(), backward() and the gradient rules of
-// checkpointed regions.
+// The reverse sweep under vjp(), backward(), the gradient rules of
+// checkpointed regions and scan's backward loop (the transforms layer).
+// Users call autograd/grad.h instead.
 #pragma once
 
 #include <vector>
 
+#include "strata/ir/node.h"
 #include "strata/lazy/tensor.h"
 
 namespace strata {

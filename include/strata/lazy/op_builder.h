@@ -1,5 +1,7 @@
-// Helpers shared by the op files: IR construction, dims, broadcasting,
-// type promotion, scalars.
+// Building ops: IR construction, dims, broadcasting, type promotion,
+// scalars. Shared by lazy's op files and by the layers above that write ops
+// of their own (autograd's VJP rules, checkpoint, scan); not needed to use
+// the ops (lazy/ops.h).
 #pragma once
 
 #include <string_view>

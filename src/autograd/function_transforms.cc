@@ -1,7 +1,7 @@
 // grad / value_and_grad / vjp over Trees, on top of the reverse sweep.
-#include "../lazy/ops_internal.h"
 #include "strata/autograd/grad.h"
-#include "vjp_internal.h"
+#include "strata/autograd/vjp_sweep.h"
+#include "strata/lazy/op_builder.h"
 
 namespace strata {
 namespace {
