@@ -42,6 +42,12 @@ Instruction* Builder::Add(std::unique_ptr<Instruction> instruction) {
   return Finish(computation_->AddInstruction(std::move(instruction)));
 }
 
+Instruction* Builder::AddShaped(std::unique_ptr<Instruction> instruction) {
+  Instruction* inst = computation_->AddInstruction(std::move(instruction));
+  if (inst->name().empty()) inst->set_name(FreshName(inst->opcode()));
+  return inst;
+}
+
 Instruction* Builder::Parameter(int64_t number, Shape shape, std::string name) {
   Instruction* p = Make(Opcode::kParameter, std::move(shape), {});
   p->parameter_number = number;

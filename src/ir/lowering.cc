@@ -235,7 +235,7 @@ class Lowerer {
       static_cast<hlo::Attributes&>(*inst) = node->attributes();
       for (hlo::Computation*& c : inst->called) c = Import(module_, c, imported_);
       if (node->sharding()) inst->sharding = node->sharding()->hlo_text();
-      lowered[node] = b.Add(std::move(inst));
+      lowered[node] = b.AddShaped(std::move(inst));  // the node's shape came from the same rules
     }
     std::vector<hlo::Instruction*> result;
     for (const Value& r : roots) result.push_back(value_of(r));

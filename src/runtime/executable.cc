@@ -41,24 +41,30 @@ bool EnvironmentDisablesFusion() { return std::getenv("STRATA_NO_FUSION") != nul
 
 std::unique_ptr<Executable> Executable::Compile(const hlo::Module& module,
                                                 const CompileOptions& options) {
-  hlo::Verify(module);
+  if (options.verify_input) {
+    trace::Span span("compile", "verify");
+    hlo::Verify(module);
+  }
   std::unique_ptr<Executable> exe(new Executable());
   exe->client_ = options.client ? options.client : &Client::Default();
   exe->module_ = module.Clone();
   hlo::Module& m = *exe->module_;
-  InlineCalls(m);
   if (options.run_passes) {
     {
       trace::Span span("compile", "passes");
-      RunPasses(m);
+      RunPasses(m);  // inlines calls first
     }
     if (options.fuse && !EnvironmentDisablesFusion()) {
       trace::Span span("compile", "fusion");
       FuseElementwise(m);
     }
   }
+  if (!options.run_passes) InlineCalls(m);
   Schedule(m);
-  hlo::Verify(m);
+  {
+    trace::Span span("compile", "verify");
+    hlo::Verify(m);
+  }
   {
     trace::Span span("compile", "kernels and buffers");
     exe->program_ =

@@ -104,8 +104,13 @@ class Builder {
                         int64_t channel_id = 0);
   Instruction* CollectivePermute(Instruction* x, SourceTargetPairs pairs, int64_t channel_id = 0);
 
-  // Adds an instruction whose shape is already set, verifying it.
+  // Adds an instruction, its shape inferred from its operands (Error when
+  // they do not fit the opcode).
   Instruction* Add(std::unique_ptr<Instruction> instruction);
+  // Adds an instruction whose shape the caller already computed with the
+  // same shape rules (the lazy IR's nodes carry them): nothing is inferred
+  // again. Executable::Compile's verification checks it.
+  Instruction* AddShaped(std::unique_ptr<Instruction> instruction);
   // Finishes the computation with `root` as its root.
   std::unique_ptr<Computation> Build(Instruction* root);
 

@@ -24,6 +24,11 @@ struct CompileOptions {
   // Loop fusion of elementwise chains (with the passes), unless
   // EnvironmentDisablesFusion().
   bool fuse = true;
+  // Verify the module before compiling it. The module after the passes is
+  // always verified; a caller whose module comes from a verified source
+  // (the lazy lowering: every shape computed by the shape rules when its
+  // node was built) skips the first check.
+  bool verify_input = true;
   const Client* client = nullptr;  // default: Client::Default()
 };
 
