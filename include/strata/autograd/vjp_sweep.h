@@ -16,6 +16,22 @@ std::vector<Tensor> VjpImpl(const std::vector<Tensor>& outputs,
                             const std::vector<Tensor>& cotangents,
                             const std::vector<Tensor>& inputs, bool fill_zeros);
 
+// Where an opcode's reverse-mode rule lives, declared for every opcode (a
+// new opcode without a line here does not compile): a family of rules, an
+// identity (tuple, opt-barrier: output k is operand k), no gradient at all
+// (comparisons, integer and boolean ops, constants, random bits), or none
+// yet (differentiating through it is an Error naming it).
+enum class VjpFamily : uint8_t {
+  kElementwise,
+  kDataMovement,
+  kReduction,
+  kIndexing,
+  kIdentity,
+  kNoGradient,
+  kNone,
+};
+VjpFamily VjpFamilyOf(hlo::Opcode opcode);
+
 // Values that carry gradients: floating-point arrays.
 inline bool Differentiable(const Shape& s) { return s.is_array() && IsFloating(s.dtype()); }
 

@@ -1,0 +1,95 @@
+// Shape rules of leaves, tuples, calls, loops and random bits.
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <set>
+
+#include "shape_rules.h"
+
+namespace strata::hlo::shape_rules {
+
+Shape ControlShape(const View& inst) {
+  [[maybe_unused]] const Shape& declared = inst.declared;
+  switch (inst.op) {
+    case Opcode::kParameter:
+      ExpectOperands(inst, 0);
+      if (inst.attrs.parameter_number < 0) Reject(inst, "parameter number must be >= 0");
+      return declared;
+    case Opcode::kConstant:
+      ExpectOperands(inst, 0);
+      if (inst.attrs.literal.shape() != declared) {
+        Reject(inst, "literal has shape {}, instruction declares {}",
+               inst.attrs.literal.shape().ToString(), declared.ToString());
+      }
+      return declared;
+    case Opcode::kIota:
+      ExpectOperands(inst, 0);
+      if (!declared.is_array() || declared.rank() == 0 || declared.dtype() == DType::kPred) {
+        Reject(inst, "iota needs a numeric array shape of rank >= 1, got {}", declared.ToString());
+      }
+      if (inst.attrs.dimensions.size() != 1 || inst.attrs.dimensions[0] < 0 ||
+          inst.attrs.dimensions[0] >= declared.rank()) {
+        Reject(inst, "iota_dimension must be in [0, {})", declared.rank());
+      }
+      return declared;
+    case Opcode::kTuple: {
+      std::vector<Shape> elements;
+      for (const Shape* s : inst.operands) elements.push_back(*s);
+      return Shape::Tuple(std::move(elements));
+    }
+    case Opcode::kGetTupleElement: {
+      ExpectOperands(inst, 1);
+      const Shape& t = inst.operand_shape(0);
+      if (!t.is_tuple()) Reject(inst, "operand must be a tuple, got {}", t.ToString());
+      if (inst.attrs.tuple_index < 0 || inst.attrs.tuple_index >= t.tuple_size()) {
+        Reject(inst, "index {} out of range for {}", inst.attrs.tuple_index, t.ToString());
+      }
+      return t.tuple_shape(inst.attrs.tuple_index);
+    }
+    case Opcode::kWhile: {
+      ExpectOperands(inst, 1);
+      if (inst.attrs.called.size() != 2) Reject(inst, "expected condition and body computations");
+      const Shape& state = inst.operand_shape(0);
+      Shape cond = CheckCalledSignature(inst, *inst.attrs.called[0], {state}, "condition");
+      if (cond != Shape::Scalar(DType::kPred)) {
+        Reject(inst, "condition {} must return pred[], returns {}", inst.attrs.called[0]->name(),
+               cond.ToString());
+      }
+      Shape body = CheckCalledSignature(inst, *inst.attrs.called[1], {state}, "body");
+      if (body != state) {
+        Reject(inst, "body {} must return the loop state {}, returns {}",
+               inst.attrs.called[1]->name(), state.ToString(), body.ToString());
+      }
+      return state;
+    }
+    case Opcode::kOptimizationBarrier:
+      // The identity, opaque to the passes (recomputation is not CSE'd away).
+      ExpectOperands(inst, 1);
+      return inst.operand_shape(0);
+    case Opcode::kCall:
+    case Opcode::kFusion: {
+      if (inst.attrs.called.size() != 1) Reject(inst, "expected one called computation");
+      std::vector<Shape> args;
+      for (const Shape* s : inst.operands) args.push_back(*s);
+      return CheckCalledSignature(inst, *inst.attrs.called[0], args, "callee");
+    }
+    case Opcode::kRngBitGenerator: {
+      ExpectOperands(inst, 1);
+      const Shape& state = inst.operand_shape(0);
+      if (state != Shape(DType::kU64, {2})) {
+        Reject(inst, "state must be u64[2] (key, counter), got {}", state.ToString());
+      }
+      if (!declared.is_tuple() || declared.tuple_size() != 2 || declared.tuple_shape(0) != state ||
+          !declared.tuple_shape(1).is_array() ||
+          (declared.tuple_shape(1).dtype() != DType::kU32 &&
+           declared.tuple_shape(1).dtype() != DType::kU64)) {
+        Reject(inst, "result must be (u64[2], u32[...] or u64[...]), got {}", declared.ToString());
+      }
+      return declared;
+    }
+    default:
+      Reject(inst, "is not a control op");
+  }
+}
+
+}  // namespace strata::hlo::shape_rules

@@ -1,0 +1,125 @@
+// Shape rules of elementwise ops: arithmetic, comparisons, select, clamp, conversions.
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <set>
+
+#include "shape_rules.h"
+
+namespace strata::hlo::shape_rules {
+namespace {
+
+Shape InferElementwise(const View& inst) {
+  Opcode op = inst.op;
+  if (IsElementwiseUnary(op)) {
+    ExpectOperands(inst, 1);
+    const Shape& x = ArrayOperand(inst, 0);
+    DType t = x.dtype();
+    bool ok;
+    switch (op) {
+      case Opcode::kNegate:
+      case Opcode::kAbs:
+      case Opcode::kSign:
+        ok = IsNumeric(t);
+        break;
+      case Opcode::kNot:
+        ok = t == DType::kPred || IsInteger(t);
+        break;
+      default:
+        ok = IsFloating(t);
+        break;
+    }
+    if (!ok) Reject(inst, "unsupported element type {}", DTypeName(t));
+    return x;
+  }
+  ExpectOperands(inst, 2);
+  const Shape& a = ArrayOperand(inst, 0);
+  const Shape& b = ArrayOperand(inst, 1);
+  if (a != b)
+    Reject(inst, "operands must have equal shapes, got {} and {}", a.ToString(), b.ToString());
+  DType t = a.dtype();
+  bool ok;
+  switch (op) {
+    case Opcode::kAnd:
+    case Opcode::kOr:
+    case Opcode::kXor:
+      ok = t == DType::kPred || IsInteger(t);
+      break;
+    case Opcode::kShiftLeft:
+    case Opcode::kShiftRightLogical:
+    case Opcode::kShiftRightArithmetic:
+      ok = IsInteger(t);
+      break;
+    case Opcode::kAtan2:
+      ok = IsFloating(t);
+      break;
+    default:
+      ok = IsNumeric(t);
+      break;
+  }
+  if (!ok) Reject(inst, "unsupported element type {}", DTypeName(t));
+  return a;
+}
+
+}  // namespace
+
+Shape ElementwiseShape(const View& inst) {
+  [[maybe_unused]] const Shape& declared = inst.declared;
+  switch (inst.op) {
+    case Opcode::kConvert:
+    case Opcode::kBitcastConvert: {
+      ExpectOperands(inst, 1);
+      const Shape& x = ArrayOperand(inst, 0);
+      if (!declared.is_array()) Reject(inst, "result must be an array");
+      if (inst.op == Opcode::kBitcastConvert &&
+          DTypeSize(x.dtype()) != DTypeSize(declared.dtype())) {
+        Reject(inst, "{} and {} differ in size", DTypeName(x.dtype()), DTypeName(declared.dtype()));
+      }
+      return Shape(declared.dtype(), x.dims());
+    }
+    case Opcode::kSelect: {
+      ExpectOperands(inst, 3);
+      const Shape& p = ArrayOperand(inst, 0);
+      const Shape& a = ArrayOperand(inst, 1);
+      const Shape& b = ArrayOperand(inst, 2);
+      if (a != b)
+        Reject(inst, "branches must have equal shapes, got {} and {}", a.ToString(), b.ToString());
+      if (p.dtype() != DType::kPred || (!p.is_scalar() && p.dims() != a.dims())) {
+        Reject(inst, "predicate must be pred{} or a pred scalar, got {}", DimsToString(a.dims()),
+               p.ToString());
+      }
+      return a;
+    }
+    case Opcode::kCompare: {
+      ExpectOperands(inst, 2);
+      const Shape& a = ArrayOperand(inst, 0);
+      const Shape& b = ArrayOperand(inst, 1);
+      if (a != b)
+        Reject(inst, "operands must have equal shapes, got {} and {}", a.ToString(), b.ToString());
+      return Shape(DType::kPred, a.dims());
+    }
+    case Opcode::kClamp: {
+      ExpectOperands(inst, 3);
+      const Shape& lo = ArrayOperand(inst, 0);
+      const Shape& x = ArrayOperand(inst, 1);
+      const Shape& hi = ArrayOperand(inst, 2);
+      for (const Shape* bound : {&lo, &hi}) {
+        if (bound->dtype() != x.dtype() || (!bound->is_scalar() && bound->dims() != x.dims())) {
+          Reject(inst, "bounds must be {} or {} scalars, got {}", x.ToString(),
+                 DTypeName(x.dtype()), bound->ToString());
+        }
+      }
+      return x;
+    }
+    case Opcode::kIsFinite: {
+      ExpectOperands(inst, 1);
+      const Shape& x = ArrayOperand(inst, 0);
+      if (!IsFloating(x.dtype())) Reject(inst, "operand must be floating point");
+      return Shape(DType::kPred, x.dims());
+    }
+    default:
+      return InferElementwise(inst);  // the unary and binary ops
+  }
+}
+
+}  // namespace strata::hlo::shape_rules
