@@ -137,32 +137,21 @@ Tensor SumContributions(std::vector<Tensor> parts) {
 #pragma GCC diagnostic error "-Wswitch"
 VjpFamily VjpFamilyOf(Opcode op) {
   switch (op) {
-    case Opcode::kAdd:
-    case Opcode::kSubtract:
-    case Opcode::kMultiply:
-    case Opcode::kDivide:
-    case Opcode::kNegate:
-    case Opcode::kExp:
-    case Opcode::kExpm1:
-    case Opcode::kLog:
-    case Opcode::kLog1p:
-    case Opcode::kTanh:
-    case Opcode::kLogistic:
-    case Opcode::kSqrt:
-    case Opcode::kRsqrt:
-    case Opcode::kSin:
-    case Opcode::kCos:
-    case Opcode::kErf:
-    case Opcode::kAbs:
-    case Opcode::kSign:
-    case Opcode::kFloor:
-    case Opcode::kCeil:
-    case Opcode::kRoundNearestEven:
-    case Opcode::kMaximum:
-    case Opcode::kMinimum:
-    case Opcode::kPower:
-    case Opcode::kRemainder:
-    case Opcode::kAtan2:
+    // The elementwise rows (hlo/opcode.h): a rule when the op takes floats.
+#define STRATA_VJP_FAMILY(e, name, kind, ...) STRATA_VJP_FAMILY_##kind(e, __VA_ARGS__)
+#define STRATA_VJP_FAMILY_Other(...)
+#define STRATA_VJP_FAMILY_Collective(...)
+#define STRATA_VJP_FAMILY_Unary(e, types, ...)                                     \
+  case Opcode::e:                                                                  \
+    return hlo::TakesFloats(hlo::ElementTypes::k##types) ? VjpFamily::kElementwise \
+                                                         : VjpFamily::kNoGradient;
+#define STRATA_VJP_FAMILY_Binary(e, types, ...) STRATA_VJP_FAMILY_Unary(e, types)
+    STRATA_HLO_OPCODES(STRATA_VJP_FAMILY)
+#undef STRATA_VJP_FAMILY
+#undef STRATA_VJP_FAMILY_Other
+#undef STRATA_VJP_FAMILY_Collective
+#undef STRATA_VJP_FAMILY_Unary
+#undef STRATA_VJP_FAMILY_Binary
     case Opcode::kConvert:
     case Opcode::kSelect:
     case Opcode::kClamp:
@@ -192,13 +181,6 @@ VjpFamily VjpFamilyOf(Opcode op) {
     case Opcode::kIota:
     case Opcode::kCompare:
     case Opcode::kIsFinite:
-    case Opcode::kNot:
-    case Opcode::kAnd:
-    case Opcode::kOr:
-    case Opcode::kXor:
-    case Opcode::kShiftLeft:
-    case Opcode::kShiftRightLogical:
-    case Opcode::kShiftRightArithmetic:
     case Opcode::kRngBitGenerator:
     case Opcode::kPartitionId:
     case Opcode::kReplicaId:

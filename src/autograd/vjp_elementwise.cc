@@ -1,102 +1,109 @@
-// VJP rules of elementwise ops (arithmetic, transcendental, select, clamp, convert): one case per
-// opcode, written with the lazy ops.
+// VJP rules of the elementwise ops. The unary and binary ops' rules are the
+// vjp column of their rows in the opcode list (hlo/opcode.h); the helpers
+// those rows name are here. convert, select and clamp follow.
 #include <cmath>
 
 #include "vjp_rules.h"
 
 namespace strata::vjp_rules {
+namespace {
+
+// ---- what the rows' vjp column uses ------------------------------------------
+
+template <typename... Cotangents>
+std::vector<Tensor> Grads(Cotangents... cotangents) {
+  return {std::move(cotangents)...};
+}
+std::vector<Tensor> NoGradient() { return {}; }
+Tensor ZerosLike(const Tensor& x) { return Zeros(x.shape()); }
+
+std::vector<Tensor> TanhVjp(const Tensor& g, const Tensor& x) {
+  Tensor t = tanh(x);
+  return {g * (1.0 - t * t)};
+}
+std::vector<Tensor> LogisticVjp(const Tensor& g, const Tensor& x) {
+  Tensor s = sigmoid(x);
+  return {g * s * (1.0 - s)};
+}
+std::vector<Tensor> ErfVjp(const Tensor& g, const Tensor& x) {
+  return {g * (2.0 / std::sqrt(M_PI)) * exp(-(x * x))};
+}
+std::vector<Tensor> DivideVjp(const Tensor& g, const Tensor& a, const Tensor& b) {
+  return {g / b, -(g * a) / (b * b)};
+}
+// Ties send the gradient to the first operand (`first`: where it won).
+std::vector<Tensor> MaxMinVjp(const Tensor& g, const Tensor& first) {
+  Tensor zero = Zeros(g.shape());
+  return {where(first, g, zero), where(first, zero, g)};
+}
+// d/db is p * log(a), taken as 0 where a == 0 and b >= 0 (0^b is constant
+// there; torch does the same).
+std::vector<Tensor> PowerVjp(const Tensor& g, const Tensor& a, const Tensor& b) {
+  Tensor p = pow(a, b);
+  Tensor zero = Zeros(g.shape());
+  Tensor flat = logical_and(eq(a, zero), ge(b, zero));
+  return {g * b * pow(a, b - 1.0), where(flat, zero, g * p * log(where(flat, zero + 1.0, a)))};
+}
+// a - b * trunc(a / b), as HLO (C fmod).
+std::vector<Tensor> RemainderVjp(const Tensor& g, const Tensor& a, const Tensor& b) {
+  Tensor q = a / b;
+  Tensor trunc = where(ge(q, Zeros(q.shape())), floor(q), ceil(q));
+  return {g, -(g * trunc)};
+}
+std::vector<Tensor> Atan2Vjp(const Tensor& g, const Tensor& a, const Tensor& b) {
+  Tensor r2 = a * a + b * b;
+  return {g * b / r2, -(g * a) / r2};
+}
+
+// The rows: an op that takes floats has its vjp column, one taking none has
+// no gradient (its values are integers or booleans).
+#define STRATA_VJP_ROW(e, name, kind, ...) STRATA_VJP_ROW_##kind(e, __VA_ARGS__)
+#define STRATA_VJP_ROW_Other(...)
+#define STRATA_VJP_ROW_Collective(...)
+#define STRATA_VJP_ROW_Unary(e, types, float_kernel, integer_kernel, vector, vjp) \
+  case Opcode::e: {                                                               \
+    if (!hlo::TakesFloats(hlo::ElementTypes::k##types)) return NoGradient();      \
+    const Tensor x = T(ops[0]);                                                   \
+    return vjp;                                                                   \
+  }
+#define STRATA_VJP_ROW_Binary(e, types, float_kernel, integer_kernel, vector, vjp) \
+  case Opcode::e: {                                                                \
+    if (!hlo::TakesFloats(hlo::ElementTypes::k##types)) return NoGradient();       \
+    const Tensor a = T(ops[0]), b = T(ops[1]);                                     \
+    return vjp;                                                                    \
+  }
+
+std::vector<Tensor> RowVjp(const ir::Node& node, const Tensor& g) {
+  const auto& ops = node.operands();
+  switch (node.opcode()) {
+    STRATA_HLO_OPCODES(STRATA_VJP_ROW)
+    default:
+      break;
+  }
+  STRATA_CHECK(false, "{} is not an elementwise row", node.OpName());
+  return {};
+}
+
+#undef STRATA_VJP_ROW
+#undef STRATA_VJP_ROW_Other
+#undef STRATA_VJP_ROW_Collective
+#undef STRATA_VJP_ROW_Unary
+#undef STRATA_VJP_ROW_Binary
+
+}  // namespace
 
 std::vector<Tensor> ElementwiseVjp(const RuleArgs& args) {
   const ir::Node& node = *args.owner;
   const auto& ops = node.operands();
   const Tensor& g = args.g;
-  [[maybe_unused]] const Tensor& out = args.out;
-  [[maybe_unused]] auto operand = [&](size_t i) { return T(ops[i]); };
+  if (hlo::IsElementwiseUnary(node.opcode()) || hlo::IsElementwiseBinary(node.opcode())) {
+    std::vector<Tensor> in = RowVjp(node, g);
+    in.resize(ops.size());  // none for an op without gradient
+    return in;
+  }
+  auto operand = [&](size_t i) { return T(ops[i]); };
   std::vector<Tensor> in(ops.size());
   switch (node.opcode()) {
-    case Opcode::kAdd:
-      in = {g, g};
-      break;
-    case Opcode::kSubtract:
-      in = {g, -g};
-      break;
-    case Opcode::kMultiply:
-      in = {g * operand(1), g * operand(0)};
-      break;
-    case Opcode::kDivide: {
-      Tensor b = operand(1);
-      in = {g / b, -(g * operand(0)) / (b * b)};
-      break;
-    }
-    case Opcode::kNegate:
-      in = {-g};
-      break;
-    case Opcode::kExp:
-      in = {g * exp(operand(0))};
-      break;
-    case Opcode::kExpm1:
-      in = {g * exp(operand(0))};
-      break;
-    case Opcode::kLog:
-      in = {g / operand(0)};
-      break;
-    case Opcode::kLog1p:
-      in = {g / (operand(0) + 1.0)};
-      break;
-    case Opcode::kTanh: {
-      Tensor t = tanh(operand(0));
-      in = {g * (1.0 - t * t)};
-      break;
-    }
-    case Opcode::kLogistic: {
-      Tensor s = sigmoid(operand(0));
-      in = {g * s * (1.0 - s)};
-      break;
-    }
-    case Opcode::kSqrt:
-      in = {g * 0.5 / sqrt(operand(0))};
-      break;
-    case Opcode::kRsqrt:
-      in = {g * -0.5 * rsqrt(operand(0)) / operand(0)};
-      break;
-    case Opcode::kSin:
-      in = {g * cos(operand(0))};
-      break;
-    case Opcode::kCos:
-      in = {-(g * sin(operand(0)))};
-      break;
-    case Opcode::kErf: {
-      Tensor x = operand(0);
-      in = {g * (2.0 / std::sqrt(M_PI)) * exp(-(x * x))};
-      break;
-    }
-    case Opcode::kAbs:
-      in = {g * sign(operand(0))};
-      break;
-    case Opcode::kSign:
-    case Opcode::kFloor:
-    case Opcode::kCeil:
-    case Opcode::kRoundNearestEven:
-      in = {Zeros(ops[0].shape())};
-      break;
-    case Opcode::kMaximum:
-    case Opcode::kMinimum: {
-      // Ties send the gradient to the first operand.
-      Tensor a = operand(0), b = operand(1);
-      Tensor first = node.opcode() == Opcode::kMaximum ? ge(a, b) : le(a, b);
-      Tensor zero = Zeros(g.shape());
-      in = {where(first, g, zero), where(first, zero, g)};
-      break;
-    }
-    case Opcode::kPower: {
-      // d/db is p * log(a), taken as 0 where a == 0 and b >= 0 (0^b is
-      // constant there; torch does the same).
-      Tensor a = operand(0), b = operand(1), p = pow(a, b);
-      Tensor zero = Zeros(g.shape());
-      Tensor flat = logical_and(eq(a, zero), ge(b, zero));
-      in = {g * b * pow(a, b - 1.0), where(flat, zero, g * p * log(where(flat, zero + 1.0, a)))};
-      break;
-    }
     case Opcode::kConvert:
       if (Differentiable(ops[0].shape())) in = {astype(g, ops[0].shape().dtype())};
       break;
@@ -113,17 +120,6 @@ std::vector<Tensor> ElementwiseVjp(const RuleArgs& args) {
       in = {ops[0].shape().rank() == 0 ? sum(low_g) : low_g,
             where(logical_or(below, above), zero, g),
             ops[2].shape().rank() == 0 ? sum(high_g) : high_g};
-      break;
-    }
-    case Opcode::kRemainder: {  // a - b * trunc(a / b), as HLO (C fmod)
-      Tensor q = operand(0) / operand(1);
-      Tensor trunc = where(ge(q, Zeros(q.shape())), floor(q), ceil(q));
-      in = {g, -(g * trunc)};
-      break;
-    }
-    case Opcode::kAtan2: {  // atan2(a, b)
-      Tensor a = operand(0), b = operand(1), r2 = a * a + b * b;
-      in = {g * b / r2, -(g * a) / r2};
       break;
     }
     default:

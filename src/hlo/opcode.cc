@@ -13,9 +13,24 @@ struct OpcodeInfo {
 };
 
 constexpr std::array kOpcodeInfo = {
-#define STRATA_HLO_OPCODE_INFO(e, name, kind) OpcodeInfo{name, Kind::kind},
+#define STRATA_HLO_OPCODE_INFO(e, name, kind, ...) OpcodeInfo{name, Kind::kind},
     STRATA_HLO_OPCODES(STRATA_HLO_OPCODE_INFO)
 #undef STRATA_HLO_OPCODE_INFO
+};
+
+// The element-types column of the elementwise rows; kNone for the others.
+constexpr std::array kElementTypes = {
+#define STRATA_HLO_ELEMENT_TYPES(e, name, kind, ...) STRATA_HLO_ELEMENT_TYPES_##kind(__VA_ARGS__),
+#define STRATA_HLO_ELEMENT_TYPES_Unary(types, ...) ElementTypes::k##types
+#define STRATA_HLO_ELEMENT_TYPES_Binary(types, ...) ElementTypes::k##types
+#define STRATA_HLO_ELEMENT_TYPES_Collective(...) ElementTypes::kNone
+#define STRATA_HLO_ELEMENT_TYPES_Other(...) ElementTypes::kNone
+    STRATA_HLO_OPCODES(STRATA_HLO_ELEMENT_TYPES)
+#undef STRATA_HLO_ELEMENT_TYPES
+#undef STRATA_HLO_ELEMENT_TYPES_Unary
+#undef STRATA_HLO_ELEMENT_TYPES_Binary
+#undef STRATA_HLO_ELEMENT_TYPES_Collective
+#undef STRATA_HLO_ELEMENT_TYPES_Other
 };
 
 constexpr std::array<std::string_view, 6> kComparisonNames = {"EQ", "NE", "LT", "LE", "GT", "GE"};
@@ -37,6 +52,8 @@ bool IsElementwiseUnary(Opcode op) {
 bool IsElementwiseBinary(Opcode op) {
   return kOpcodeInfo[static_cast<size_t>(op)].kind == Kind::Binary;
 }
+
+ElementTypes ElementTypesOf(Opcode op) { return kElementTypes[static_cast<size_t>(op)]; }
 
 bool IsCollective(Opcode op) {
   return kOpcodeInfo[static_cast<size_t>(op)].kind == Kind::Collective;

@@ -9,54 +9,22 @@
 namespace strata::hlo::shape_rules {
 namespace {
 
+// The unary and binary ops take the element types of their row in the
+// opcode list (opcode.h).
 Shape InferElementwise(const View& inst) {
-  Opcode op = inst.op;
-  if (IsElementwiseUnary(op)) {
-    ExpectOperands(inst, 1);
-    const Shape& x = ArrayOperand(inst, 0);
-    DType t = x.dtype();
-    bool ok;
-    switch (op) {
-      case Opcode::kNegate:
-      case Opcode::kAbs:
-      case Opcode::kSign:
-        ok = IsNumeric(t);
-        break;
-      case Opcode::kNot:
-        ok = t == DType::kPred || IsInteger(t);
-        break;
-      default:
-        ok = IsFloating(t);
-        break;
-    }
-    if (!ok) Reject(inst, "unsupported element type {}", DTypeName(t));
-    return x;
-  }
-  ExpectOperands(inst, 2);
+  const bool unary = IsElementwiseUnary(inst.op);
+  ExpectOperands(inst, unary ? 1 : 2);
   const Shape& a = ArrayOperand(inst, 0);
-  const Shape& b = ArrayOperand(inst, 1);
-  if (a != b)
-    Reject(inst, "operands must have equal shapes, got {} and {}", a.ToString(), b.ToString());
-  DType t = a.dtype();
-  bool ok;
-  switch (op) {
-    case Opcode::kAnd:
-    case Opcode::kOr:
-    case Opcode::kXor:
-      ok = t == DType::kPred || IsInteger(t);
-      break;
-    case Opcode::kShiftLeft:
-    case Opcode::kShiftRightLogical:
-    case Opcode::kShiftRightArithmetic:
-      ok = IsInteger(t);
-      break;
-    case Opcode::kAtan2:
-      ok = IsFloating(t);
-      break;
-    default:
-      ok = IsNumeric(t);
-      break;
+  if (!unary) {
+    const Shape& b = ArrayOperand(inst, 1);
+    if (a != b)
+      Reject(inst, "operands must have equal shapes, got {} and {}", a.ToString(), b.ToString());
   }
+  const DType t = a.dtype();
+  const ElementTypes types = ElementTypesOf(inst.op);
+  const bool ok = t == DType::kPred ? TakesPred(types)
+                  : IsFloating(t)   ? TakesFloats(types)
+                                    : TakesIntegers(types);
   if (!ok) Reject(inst, "unsupported element type {}", DTypeName(t));
   return a;
 }

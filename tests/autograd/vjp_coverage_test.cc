@@ -25,7 +25,7 @@ using hlo::Opcode;
 
 std::vector<Opcode> AllOpcodes() {
   return {
-#define STRATA_TEST_OPCODE(e, name, kind) Opcode::e,
+#define STRATA_TEST_OPCODE(e, ...) Opcode::e,
       STRATA_HLO_OPCODES(STRATA_TEST_OPCODE)
 #undef STRATA_TEST_OPCODE
   };

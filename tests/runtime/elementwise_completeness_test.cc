@@ -1,8 +1,9 @@
 // Driven by the opcode list: every elementwise opcode, for every dtype its
 // shape rule accepts, compiles and runs, one op alone and (floats) inside a
 // fused loop, and gives what this file's own reference computes from XLA's
-// operation semantics. An opcode added to the list without a kernel case
-// (which would run as the identity) or without a reference here fails.
+// operation semantics. The kernels come from the opcode rows' kernel
+// columns, so this checks each row's expression against an independent
+// one; a row added without a reference here fails.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -23,7 +24,7 @@ using hlo::Opcode;
 
 std::vector<Opcode> ElementwiseOpcodes() {
   std::vector<Opcode> ops;
-#define STRATA_ADD_OPCODE(e, name, kind)                                         \
+#define STRATA_ADD_OPCODE(e, name, kind, ...)                                    \
   if (hlo::IsElementwiseUnary(Opcode::e) || hlo::IsElementwiseBinary(Opcode::e)) \
     ops.push_back(Opcode::e);
   STRATA_HLO_OPCODES(STRATA_ADD_OPCODE)

@@ -97,38 +97,22 @@ void MapBinary(const T* a, const T* b, T* out, int64_t n, F f, ThreadPool& pool,
   }
 }
 
+// Each op in a loop of its own (its row's kernel inlined), which the
+// compiler vectorizes where the kernel allows.
 template <typename T>
 void RunBinary(Opcode op, const T* a, const T* b, T* out, int64_t n, ThreadPool& pool,
                ScalarOperands scalar) {
-  if constexpr (!kIsBool<T>) {
-    switch (op) {
-      case Opcode::kAdd:  // BinaryOp wraps integers (signed overflow is UB in C++)
-        return MapBinary(
-            a, b, out, n, [](T x, T y) { return BinaryOp<T>{Opcode::kAdd}(x, y); }, pool, scalar);
-      case Opcode::kSubtract:
-        if constexpr (kIsFloat<T>)
-          return MapBinary(
-              a, b, out, n, [](T x, T y) { return x - y; }, pool, scalar);
-        break;
-      case Opcode::kMultiply:
-        if constexpr (kIsFloat<T>)
-          return MapBinary(
-              a, b, out, n, [](T x, T y) { return x * y; }, pool, scalar);
-        break;
-      case Opcode::kDivide:
-        if constexpr (kIsFloat<T>)
-          return MapBinary(
-              a, b, out, n, [](T x, T y) { return x / y; }, pool, scalar);
-        break;
-      default:
-        break;
-    }
-  }
-  BinaryOp<T> f{op};
-  MapBinary(a, b, out, n, f, pool, scalar);
+  WithBinaryKernel<T>(op, [&](auto kernel) { MapBinary(a, b, out, n, kernel, pool, scalar); });
 }
 
 }  // namespace
+
+namespace elementwise {
+void NoKernelFor(Opcode op, const char* element) {
+  Fail("[runtime] {} has no kernel for {} (its row in the opcode list does not take them)",
+       hlo::OpcodeName(op), element);
+}
+}  // namespace elementwise
 
 void LogisticFloats(const float* x, float* out, int64_t n) {  // 1 / (1 + e^-x)
   for (int64_t i = 0; i < n; ++i) out[i] = -x[i];
@@ -140,28 +124,17 @@ namespace {
 
 template <typename T>
 void RunUnary(Opcode op, const T* x, T* out, int64_t n, ThreadPool& pool) {
-  pool.ParallelFor(n, kElementwiseGrain / 4, [&](int64_t lo, int64_t hi) {
-    if constexpr (kIsFloat<T>) {
-      if (op == Opcode::kNegate) {
-        for (int64_t i = lo; i < hi; ++i) out[i] = -x[i];
-        return;
-      }
-      if (op == Opcode::kExp) {
-        if constexpr (std::is_same_v<T, float>) {
-          ExpFloats(x + lo, out + lo, hi - lo);
-        } else {
-          for (int64_t i = lo; i < hi; ++i) out[i] = std::exp(x[i]);
-        }
-        return;
-      }
-      if constexpr (std::is_same_v<T, float>) {
-        if (op == Opcode::kLogistic) {
-          LogisticFloats(x + lo, out + lo, hi - lo);
-          return;
-        }
-      }
+  if constexpr (std::is_same_v<T, float>) {
+    if (auto* vector = VectorKernelOf(op)) {  // the row's f32 array routine
+      pool.ParallelFor(n, kElementwiseGrain / 4,
+                       [&](int64_t lo, int64_t hi) { vector(x + lo, out + lo, hi - lo); });
+      return;
     }
-    for (int64_t i = lo; i < hi; ++i) out[i] = Unary<T>(op, x[i]);
+  }
+  WithUnaryKernel<T>(op, [&](auto kernel) {
+    pool.ParallelFor(n, kElementwiseGrain / 4, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) out[i] = kernel(x[i]);
+    });
   });
 }
 

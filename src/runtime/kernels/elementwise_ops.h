@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "kernels/kernels.h"
+#include "strata/hlo/opcode.h"
 
 namespace strata::runtime::elementwise {
 
@@ -18,67 +19,83 @@ constexpr bool kIsFloat = std::is_floating_point_v<T>;
 template <typename T>
 constexpr bool kIsBool = std::is_same_v<T, bool>;
 
+// ---- the helpers the opcode rows' kernels use -------------------------------
+
+// The column of an op whose element types exclude that class (never run:
+// shape inference rejects the type first, and kernels are built only for
+// types the row takes).
+struct NoKernelTag {};
+inline NoKernelTag NoKernel() { return {}; }
+
 template <typename T>
-T Unary(Opcode op, T x) {
+T FloatSign(T x) {
+  return std::isnan(x) ? x : x > 0 ? T(1) : x < 0 ? T(-1) : x;
+}
+// NaN in either operand propagates, as in XLA.
+template <typename T>
+T FloatMax(T a, T b) {
+  return (a > b || std::isnan(a)) ? a : b;
+}
+template <typename T>
+T FloatMin(T a, T b) {
+  return (a < b || std::isnan(a)) ? a : b;
+}
+
+// Integers wrap (signed overflow is undefined in C++): computed unsigned.
+template <typename T>
+using Unsigned = std::make_unsigned_t<std::conditional_t<std::is_same_v<T, bool>, uint8_t, T>>;
+template <typename T>
+T WrapNegate(T x) {
+  return static_cast<T>(Unsigned<T>(0) - static_cast<Unsigned<T>>(x));
+}
+template <typename T>
+T WrapAdd(T a, T b) {
+  return static_cast<T>(static_cast<Unsigned<T>>(a) + static_cast<Unsigned<T>>(b));
+}
+template <typename T>
+T WrapSubtract(T a, T b) {
+  return static_cast<T>(static_cast<Unsigned<T>>(a) - static_cast<Unsigned<T>>(b));
+}
+template <typename T>
+T WrapMultiply(T a, T b) {
+  return static_cast<T>(static_cast<Unsigned<T>>(a) * static_cast<Unsigned<T>>(b));
+}
+template <typename T>
+T IntegerAbs(T x) {
+  if constexpr (std::is_signed_v<T>) return x < 0 ? WrapNegate(x) : x;
+  return x;
+}
+template <typename T>
+T IntegerSign(T x) {
+  if constexpr (std::is_signed_v<T>) return static_cast<T>((x > 0) - (x < 0));
+  return static_cast<T>(x != 0);
+}
+// Booleans negate; integers flip every bit.
+template <typename T>
+T BitNot(T x) {
   if constexpr (kIsBool<T>) {
-    return op == Opcode::kNot ? !x : x;
-  } else if constexpr (kIsFloat<T>) {
-    switch (op) {
-      case Opcode::kNegate:
-        return -x;
-      case Opcode::kAbs:
-        return std::abs(x);
-      case Opcode::kSign:
-        return std::isnan(x) ? x : x > 0 ? T(1) : x < 0 ? T(-1) : x;
-      case Opcode::kExp:
-        return std::exp(x);
-      case Opcode::kExpm1:
-        return std::expm1(x);
-      case Opcode::kLog:
-        return std::log(x);
-      case Opcode::kLog1p:
-        return std::log1p(x);
-      case Opcode::kTanh:
-        return std::tanh(x);
-      case Opcode::kLogistic:
-        return T(1) / (T(1) + std::exp(-x));
-      case Opcode::kSqrt:
-        return std::sqrt(x);
-      case Opcode::kRsqrt:
-        return T(1) / std::sqrt(x);
-      case Opcode::kSin:
-        return std::sin(x);
-      case Opcode::kCos:
-        return std::cos(x);
-      case Opcode::kErf:
-        return std::erf(x);
-      case Opcode::kFloor:
-        return std::floor(x);
-      case Opcode::kCeil:
-        return std::ceil(x);
-      case Opcode::kRoundNearestEven:
-        return std::nearbyint(x);
-      default:
-        return x;
-    }
+    return !x;
   } else {
-    using U = std::make_unsigned_t<T>;
-    switch (op) {
-      case Opcode::kNegate:
-        return static_cast<T>(U(0) - static_cast<U>(x));  // wraps
-      case Opcode::kAbs:
-        if constexpr (std::is_signed_v<T>)
-          return x < 0 ? static_cast<T>(U(0) - static_cast<U>(x)) : x;
-        return x;
-      case Opcode::kSign:
-        if constexpr (std::is_signed_v<T>) return static_cast<T>((x > 0) - (x < 0));
-        return static_cast<T>(x != 0);
-      case Opcode::kNot:
-        return static_cast<T>(~x);
-      default:
-        return x;
-    }
+    return static_cast<T>(~x);
   }
+}
+// XLA: x / 0 is all bits set; INT_MIN / -1 is INT_MIN.
+template <typename T>
+T IntegerDivide(T a, T b) {
+  if (b == 0) return static_cast<T>(-1);
+  if constexpr (std::is_signed_v<T>) {
+    if (a == std::numeric_limits<T>::min() && b == -1) return a;
+  }
+  return a / b;
+}
+// XLA: x % 0 is x; x % -1 is 0.
+template <typename T>
+T IntegerRemainder(T a, T b) {
+  if (b == 0) return a;
+  if constexpr (std::is_signed_v<T>) {
+    if (b == -1) return 0;
+  }
+  return a % b;
 }
 
 // XLA (elemental IR emitter and evaluator alike): a negative exponent gives
@@ -88,7 +105,7 @@ T IntegerPower(T base, T exponent) {
   if constexpr (std::is_signed_v<T>) {
     if (exponent < 0) return base == 1 ? 1 : 0;
   }
-  using U = std::make_unsigned_t<T>;
+  using U = Unsigned<T>;
   U result = 1, b = static_cast<U>(base);
   auto e = static_cast<U>(exponent);
   while (e) {
@@ -99,103 +116,146 @@ T IntegerPower(T base, T exponent) {
   return static_cast<T>(result);
 }
 
+// Shifts by the bit width or more give 0 (or the sign, arithmetic).
+template <typename T>
+T ShiftLeft(T a, T b) {
+  using U = Unsigned<T>;
+  return static_cast<U>(b) >= static_cast<U>(sizeof(T) * 8)
+             ? T(0)
+             : static_cast<T>(static_cast<U>(a) << b);
+}
+template <typename T>
+T ShiftRightLogical(T a, T b) {
+  using U = Unsigned<T>;
+  return static_cast<U>(b) >= static_cast<U>(sizeof(T) * 8)
+             ? T(0)
+             : static_cast<T>(static_cast<U>(a) >> b);
+}
+// The top bit is the sign for unsigned types too, as in XLA.
+template <typename T>
+T ShiftRightArithmetic(T a, T b) {
+  using S = std::make_signed_t<T>;
+  const auto sa = static_cast<S>(a);
+  if (static_cast<Unsigned<T>>(b) >= static_cast<Unsigned<T>>(sizeof(T) * 8))
+    return static_cast<T>(sa < 0 ? S(-1) : S(0));
+  return static_cast<T>(sa >> b);
+}
+
+// Whether the row of `op` takes element type T.
+template <typename T>
+constexpr bool Takes(hlo::ElementTypes types) {
+  if constexpr (kIsBool<T>) return hlo::TakesPred(types);
+  if constexpr (kIsFloat<T>) return hlo::TakesFloats(types);
+  return hlo::TakesIntegers(types);
+}
+
+// Throws naming the op and the kind of element (elementwise.cc).
+[[noreturn]] void NoKernelFor(Opcode op, const char* element);
+template <typename T>
+constexpr const char* ElementKind() {
+  return kIsBool<T> ? "pred" : kIsFloat<T> ? "floats" : "integers";
+}
+
+// ---- the kernels, generated from the rows -----------------------------------
+
+// The rows the kernels are generated from: the opcode list (a test compiles
+// this header over a row of its own, to see a row claiming an element type
+// without its kernel fail to build).
+#ifndef STRATA_ELEMENTWISE_ROWS
+#define STRATA_ELEMENTWISE_ROWS STRATA_HLO_OPCODES
+#endif
+
+// Calls f with op's scalar kernel for T as a callable (T(T) for a unary op,
+// T(T, T) for a binary one), so each op runs in a loop of its own; an op
+// whose row does not take T is an Error.
+#define STRATA_KERNEL_ROW(e, name, kind, ...) STRATA_KERNEL_ROW_##kind(e, __VA_ARGS__)
+#define STRATA_KERNEL_ROW_Other(...)
+#define STRATA_KERNEL_ROW_Collective(...)
+#define STRATA_KERNEL_ROW_Unary(e, types, float_kernel, integer_kernel, vector, vjp) \
+  case Opcode::e:                                                                    \
+    if constexpr (Takes<T>(hlo::ElementTypes::k##types)) {                           \
+      if constexpr (kIsFloat<T>) {                                                   \
+        return f([](T x) -> T { return float_kernel; });                             \
+      } else {                                                                       \
+        return f([](T x) -> T { return integer_kernel; });                           \
+      }                                                                              \
+    }                                                                                \
+    break;
+#define STRATA_KERNEL_ROW_Binary(...)
+
+template <typename T, typename F>
+[[gnu::always_inline]] inline std::invoke_result_t<F&, T (*)(T)> WithUnaryKernel(Opcode op, F&& f) {
+  switch (op) {
+    STRATA_ELEMENTWISE_ROWS(STRATA_KERNEL_ROW)
+    default:
+      break;
+  }
+  NoKernelFor(op, ElementKind<T>());
+}
+
+#undef STRATA_KERNEL_ROW_Unary
+#undef STRATA_KERNEL_ROW_Binary
+#define STRATA_KERNEL_ROW_Unary(...)
+#define STRATA_KERNEL_ROW_Binary(e, types, float_kernel, integer_kernel, vector, vjp) \
+  case Opcode::e:                                                                     \
+    if constexpr (Takes<T>(hlo::ElementTypes::k##types)) {                            \
+      if constexpr (kIsFloat<T>) {                                                    \
+        return f([](T a, T b) -> T { return float_kernel; });                         \
+      } else {                                                                        \
+        return f([](T a, T b) -> T { return integer_kernel; });                       \
+      }                                                                               \
+    }                                                                                 \
+    break;
+
+template <typename T, typename F>
+[[gnu::always_inline]] inline std::invoke_result_t<F&, T (*)(T, T)> WithBinaryKernel(Opcode op,
+                                                                                     F&& f) {
+  switch (op) {
+    STRATA_ELEMENTWISE_ROWS(STRATA_KERNEL_ROW)
+    default:
+      break;
+  }
+  NoKernelFor(op, ElementKind<T>());
+}
+
+#undef STRATA_KERNEL_ROW
+#undef STRATA_KERNEL_ROW_Other
+#undef STRATA_KERNEL_ROW_Collective
+#undef STRATA_KERNEL_ROW_Unary
+#undef STRATA_KERNEL_ROW_Binary
+
+// The f32 array routine of op's row, or nullptr.
+#define STRATA_VECTOR_ROW(e, name, kind, ...) STRATA_VECTOR_ROW_##kind(e, __VA_ARGS__)
+#define STRATA_VECTOR_ROW_Other(...)
+#define STRATA_VECTOR_ROW_Collective(...)
+#define STRATA_VECTOR_ROW_Binary(...)
+#define STRATA_VECTOR_ROW_Unary(e, types, float_kernel, integer_kernel, vector, vjp) \
+  case Opcode::e:                                                                    \
+    return vector;
+inline void (*VectorKernelOf(Opcode op))(const float*, float*, int64_t) {
+  switch (op) {
+    STRATA_ELEMENTWISE_ROWS(STRATA_VECTOR_ROW)
+    default:
+      return nullptr;
+  }
+}
+#undef STRATA_VECTOR_ROW
+#undef STRATA_VECTOR_ROW_Other
+#undef STRATA_VECTOR_ROW_Collective
+#undef STRATA_VECTOR_ROW_Binary
+#undef STRATA_VECTOR_ROW_Unary
+
+// One element (the fused loops' interpreter reads ops at run time).
+template <typename T>
+T Unary(Opcode op, T x) {
+  return WithUnaryKernel<T>(op, [x](auto kernel) { return kernel(x); });
+}
+
 template <typename T>
 struct BinaryOp {
   Opcode op;
   T operator()(T a, T b) const {
-    if constexpr (kIsBool<T>) {
-      switch (op) {
-        case Opcode::kAnd:
-          return a && b;
-        case Opcode::kOr:
-          return a || b;
-        case Opcode::kXor:
-          return a != b;
-        case Opcode::kMaximum:
-          return a || b;
-        case Opcode::kMinimum:
-          return a && b;
-        default:
-          return a;
-      }
-    } else if constexpr (kIsFloat<T>) {
-      switch (op) {
-        case Opcode::kAdd:
-          return a + b;
-        case Opcode::kSubtract:
-          return a - b;
-        case Opcode::kMultiply:
-          return a * b;
-        case Opcode::kDivide:
-          return a / b;
-        // NaN in either operand propagates, as in XLA.
-        case Opcode::kMaximum:
-          return (a > b || std::isnan(a)) ? a : b;
-        case Opcode::kMinimum:
-          return (a < b || std::isnan(a)) ? a : b;
-        case Opcode::kPower:
-          return std::pow(a, b);
-        case Opcode::kRemainder:
-          return std::fmod(a, b);
-        case Opcode::kAtan2:
-          return std::atan2(a, b);
-        default:
-          return a;
-      }
-    } else {
-      using U = std::make_unsigned_t<T>;
-      constexpr int kBits = sizeof(T) * 8;
-      switch (op) {
-        case Opcode::kAdd:
-          return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-        case Opcode::kSubtract:
-          return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
-        case Opcode::kMultiply:
-          return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
-        case Opcode::kDivide:
-          if (b == 0) return static_cast<T>(-1);  // XLA: all bits set
-          if constexpr (std::is_signed_v<T>) {
-            if (a == std::numeric_limits<T>::min() && b == -1) return a;
-          }
-          return a / b;
-        case Opcode::kRemainder:
-          if (b == 0) return a;
-          if constexpr (std::is_signed_v<T>) {
-            if (b == -1) return 0;
-          }
-          return a % b;
-        case Opcode::kMaximum:
-          return a > b ? a : b;
-        case Opcode::kMinimum:
-          return a < b ? a : b;
-        case Opcode::kPower:
-          return IntegerPower(a, b);
-        case Opcode::kAnd:
-          return a & b;
-        case Opcode::kOr:
-          return a | b;
-        case Opcode::kXor:
-          return a ^ b;
-        case Opcode::kShiftLeft:
-          return static_cast<U>(b) >= static_cast<U>(kBits)
-                     ? T(0)
-                     : static_cast<T>(static_cast<U>(a) << b);
-        case Opcode::kShiftRightLogical:
-          return static_cast<U>(b) >= static_cast<U>(kBits)
-                     ? T(0)
-                     : static_cast<T>(static_cast<U>(a) >> b);
-        case Opcode::kShiftRightArithmetic: {
-          // The top bit is the sign for unsigned types too, as in XLA.
-          using S = std::make_signed_t<T>;
-          auto sa = static_cast<S>(a);
-          if (static_cast<U>(b) >= static_cast<U>(kBits))
-            return static_cast<T>(sa < 0 ? S(-1) : S(0));
-          return static_cast<T>(sa >> b);
-        }
-        default:
-          return a;
-      }
-    }
+    return WithBinaryKernel<T>(op, [a, b](auto kernel) { return kernel(a, b); });
   }
 };
 

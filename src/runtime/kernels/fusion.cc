@@ -82,47 +82,21 @@ void Map2(Value<T> a, Value<T> b, T* out, int64_t m, F f) {
   }
 }
 
+// Each op in a loop of its own, from its row in the opcode list (the f32
+// array routine where the row has one).
 template <typename T>
 void RunUnaryBlock(Opcode op, const T* x, T* out, int64_t m) {
-  switch (op) {
-    case Opcode::kNegate:
-      for (int64_t i = 0; i < m; ++i) out[i] = -x[i];
-      return;
-    case Opcode::kAbs:
-      for (int64_t i = 0; i < m; ++i) out[i] = std::abs(x[i]);
-      return;
-    case Opcode::kSqrt:
-      for (int64_t i = 0; i < m; ++i) out[i] = std::sqrt(x[i]);
-      return;
-    case Opcode::kRsqrt:
-      for (int64_t i = 0; i < m; ++i) out[i] = T(1) / std::sqrt(x[i]);
-      return;
-    case Opcode::kExp:
-      if constexpr (std::is_same_v<T, float>) return ExpFloats(x, out, m);
-      break;
-    case Opcode::kLogistic:
-      if constexpr (std::is_same_v<T, float>) return LogisticFloats(x, out, m);
-      break;
-    default:
-      break;
+  if constexpr (std::is_same_v<T, float>) {
+    if (auto* vector = VectorKernelOf(op)) return vector(x, out, m);
   }
-  for (int64_t i = 0; i < m; ++i) out[i] = Unary<T>(op, x[i]);
+  WithUnaryKernel<T>(op, [&](auto kernel) {
+    for (int64_t i = 0; i < m; ++i) out[i] = kernel(x[i]);
+  });
 }
 
 template <typename T>
 void RunBinaryBlock(Opcode op, Value<T> a, Value<T> b, T* out, int64_t m) {
-  switch (op) {
-    case Opcode::kAdd:
-      return Map2(a, b, out, m, [](T x, T y) { return x + y; });
-    case Opcode::kSubtract:
-      return Map2(a, b, out, m, [](T x, T y) { return x - y; });
-    case Opcode::kMultiply:
-      return Map2(a, b, out, m, [](T x, T y) { return x * y; });
-    case Opcode::kDivide:
-      return Map2(a, b, out, m, [](T x, T y) { return x / y; });
-    default:
-      return Map2(a, b, out, m, BinaryOp<T>{op});
-  }
+  WithBinaryKernel<T>(op, [&](auto kernel) { Map2(a, b, out, m, kernel); });
 }
 
 // Where each element of [lo, lo + m) of the result reads a broadcast
