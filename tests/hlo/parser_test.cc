@@ -363,7 +363,7 @@ TEST(ParserRoundTrip, EveryOpcodeIsCovered) {
       for (const auto& inst : c->instructions()) seen.insert(inst->opcode());
     }
   }
-#define STRATA_EXPECT_SEEN(e, name, kind, ...)\
+#define STRATA_EXPECT_SEEN(e, name, kind, ...) \
   EXPECT_TRUE(seen.count(Opcode::e)) << "no round-trip program uses " << name;
   STRATA_HLO_OPCODES(STRATA_EXPECT_SEEN)
 #undef STRATA_EXPECT_SEEN

@@ -80,7 +80,9 @@ void CheckWellFormed(const json& trace) {
     EXPECT_TRUE(e["args"].is_object()) << e.dump();
   }
   for (const json& e : trace["traceEvents"]) {
-    if (e["ph"] == "X") EXPECT_TRUE(named[e["tid"].get<int64_t>()]) << "no track name for " << e;
+    if (e["ph"] == "X") {
+      EXPECT_TRUE(named[e["tid"].get<int64_t>()]) << "no track name for " << e;
+    }
   }
 }
 

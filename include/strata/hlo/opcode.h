@@ -32,7 +32,8 @@
 
 namespace strata::hlo {
 
-// clang-format off: one row per op, its columns on the lines below it
+// One row per op, its columns on the lines below it.
+// clang-format off
 #define STRATA_HLO_OPCODES(V) \
   V(kParameter, "parameter", Other) \
   V(kConstant, "constant", Other) \
