@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "opcode_list.h"
 #include "strata/hlo/module.h"
 #include "strata/hlo/opcode.h"
 #include "strata/hlo/text.h"
@@ -26,13 +27,7 @@ namespace {
 
 using hlo::Opcode;
 
-std::vector<Opcode> AllOpcodes() {
-  return {
-#define STRATA_TEST_OPCODE(e, ...) Opcode::e,
-      STRATA_HLO_OPCODES(STRATA_TEST_OPCODE)
-#undef STRATA_TEST_OPCODE
-  };
-}
+using strata::test_support::AllOpcodes;
 
 std::string Fixture() {
   std::ifstream file(std::string(STRATA_SOURCE_DIR) + "/tests/hlo/testdata/every_opcode.hlo");
