@@ -574,7 +574,8 @@ void Context::Sync(const std::vector<TensorImpl*>& only) {
 
 // The devices a mesh of `devices` runs on: virtual CPU devices of a client
 // of their own, each running its program on its share of the cores (the
-// machine's threads divided among them; STRATA_DEVICE_THREADS overrides).
+// machine's threads divided among them; STRATA_DEVICE_THREADS overrides),
+// profiled into the default client's profile.
 runtime::Client& Context::ClientFor(int64_t devices) {
   std::lock_guard<std::mutex> lock(cache_mutex_);
   auto& client = mesh_clients_[devices];
@@ -590,6 +591,7 @@ runtime::Client& Context::ClientFor(int64_t devices) {
       threads = static_cast<int>(n);
     }
     client = std::make_unique<runtime::Client>(static_cast<int>(devices), threads);
+    client->set_profile(runtime::Client::Default().profile());  // STRATA_PROFILE counts meshes too
   }
   return *client;
 }

@@ -1,5 +1,6 @@
 #include "strata/runtime/device.h"
 
+#include <fmt/core.h>
 #include <sys/mman.h>
 
 #include <cstdlib>
@@ -9,6 +10,7 @@
 #include <thread>
 
 #include "strata/core/error.h"
+#include "strata/runtime/profile.h"
 #include "strata/runtime/thread_pool.h"
 
 namespace strata::runtime {
@@ -146,7 +148,13 @@ Client& Client::Default() {
       }
       devices = static_cast<int>(n);
     }
-    return new Client(devices);
+    auto* client = new Client(devices);
+    if (std::getenv("STRATA_PROFILE")) {
+      static KernelProfile profile;
+      client->set_profile(&profile);
+      std::atexit([] { fmt::print(stderr, "{}", profile.Report()); });
+    }
+    return client;
   }();
   return *client;
 }

@@ -203,9 +203,11 @@ std::vector<Buffer> Executable::RunWith(const std::vector<Buffer>& arguments, co
     results.push_back(out.defined() ? out : Buffer::Allocate(s, device));
     outputs.push_back(results.back().data());
   }
+  RunContext run = context;
+  run.profile = client_->profile();
   std::shared_ptr<uint8_t> arena = arenas_->Acquire();
   Frame frame;
-  frame.context = &context;
+  frame.context = &run;
   program_->Bind(frame, arena.get(), params.data(), outputs.data());
   program_->Execute(frame, arena.get());
   program_->CopyOutputs(frame, outputs.data());

@@ -1,5 +1,6 @@
 #include "program.h"
 
+#include "strata/runtime/profile.h"
 #include "strata/runtime/trace.h"
 
 #include <fmt/core.h>
@@ -9,8 +10,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <map>
-#include <mutex>
 #include <optional>
 #include <unordered_map>
 
@@ -452,55 +451,8 @@ void Program::Bind(Frame& frame, uint8_t* arena, const uint8_t* const* parameter
   }
 }
 
-namespace {
-
-// STRATA_PROFILE=1: time every kernel and print, at exit, the total per
-// opcode and result shape, largest first (a developer's tool: it
-// serializes nothing, but adds a clock read per kernel).
-class KernelProfile {
- public:
-  static KernelProfile* Get() {
-    static KernelProfile* profile = std::getenv("STRATA_PROFILE") ? new KernelProfile : nullptr;
-    return profile;
-  }
-  void Add(const Instruction& inst, int64_t ns) {
-    std::string key =
-        fmt::format("{:<22} {}", hlo::OpcodeName(inst.opcode()), inst.shape().ToString());
-    std::lock_guard<std::mutex> lock(mutex_);
-    Entry& e = entries_[key];
-    e.ns += ns;
-    ++e.count;
-  }
-
- private:
-  struct Entry {
-    int64_t ns = 0, count = 0;
-  };
-  KernelProfile() {
-    std::atexit([] { Get()->Print(); });
-  }
-  void Print() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    std::vector<std::pair<std::string, Entry>> rows(entries_.begin(), entries_.end());
-    std::sort(rows.begin(), rows.end(),
-              [](const auto& a, const auto& b) { return a.second.ns > b.second.ns; });
-    int64_t total = 0;
-    for (const auto& [key, e] : rows) total += e.ns;
-    fmt::print(stderr, "strata kernel profile: {:.1f} ms in kernels\n", total / 1e6);
-    for (size_t i = 0; i < rows.size() && i < 60; ++i) {
-      const auto& [key, e] = rows[i];
-      fmt::print(stderr, "{:>6.1f}% {:>10.1f} ms {:>8} x  {}\n", 100.0 * e.ns / total, e.ns / 1e6,
-                 e.count, key);
-    }
-  }
-  std::mutex mutex_;
-  std::map<std::string, Entry> entries_;
-};
-
-}  // namespace
-
 void Program::Execute(Frame& frame, uint8_t* arena) const {
-  KernelProfile* profile = KernelProfile::Get();
+  KernelProfile* profile = frame.context ? frame.context->profile : nullptr;
   const bool tracing = trace::Enabled();
   for (size_t k = 0; k < steps_.size(); ++k) {
     const Step& step = steps_[k];
@@ -517,9 +469,10 @@ void Program::Execute(Frame& frame, uint8_t* arena) const {
                            frame.outputs.data() + frame.output_begin[k],
                            arena + step.scratch_offset, frame.context});
     if (profile) {
-      profile->Add(*step.inst, std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now() - t0)
-                                   .count());
+      profile->Add(hlo::OpcodeName(step.inst->opcode()), step.inst->shape(),
+                   std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::steady_clock::now() - t0)
+                       .count());
     }
   }
 }

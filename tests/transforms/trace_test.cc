@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -231,6 +232,42 @@ TEST(Trace, TheEnvironmentVariableWritesTheFileAtExit) {
     for (const json& k : EventsNamed(trace, "kernel")) kernels += Inside(k, it) ? 1 : 0;
     EXPECT_GE(kernels, 1) << it.dump();
   }
+}
+
+// STRATA_PROFILE=1: the default client profiles every kernel and the
+// process prints the table at exit; the loop above runs its body's doubling
+// five times, so some kernel ran at least five times.
+TEST(Profile, TheEnvironmentVariablePrintsTheProfileAtExit) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / fmt::format("strata-profile-{}", ::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "loop.hlo") << kLoopProgram;
+  save_safetensors((dir / "in.safetensors").string(),
+                   {{"x", Tensor::FromVector<float>({1, 2, 3, 4}, {4})}});
+  const std::string command = fmt::format(
+      "STRATA_PROFILE=1 '{1}' run '{0}/loop.hlo' --inputs '{0}/in.safetensors' "
+      "--output '{0}/out.safetensors' > /dev/null 2> '{0}/stderr.txt'",
+      dir.string(), STRATA_BINARY);
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  std::ifstream in(dir / "stderr.txt");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::filesystem::remove_all(dir);
+  const std::string report = text.str();
+  ASSERT_NE(report.find("strata kernel profile:"), std::string::npos) << report;
+  // Each row: percent, milliseconds, count "x", opcode, shape.
+  int64_t most = 0;
+  std::istringstream lines(report);
+  std::string line;
+  std::getline(lines, line);
+  while (std::getline(lines, line)) {
+    std::istringstream row(line);
+    std::string percent, ms, unit, x;
+    int64_t count = 0;
+    if (row >> percent >> ms >> unit >> count >> x) most = std::max(most, count);
+  }
+  EXPECT_GE(most, 5) << report;
 }
 
 }  // namespace

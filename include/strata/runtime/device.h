@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -17,6 +18,7 @@
 namespace strata::runtime {
 
 class ThreadPool;
+class KernelProfile;
 
 class Device {
  public:
@@ -72,8 +74,9 @@ class Buffer {
   std::shared_ptr<uint8_t> data_;
 };
 
-// The runtime context: devices and the compute thread pool. One per process
-// (Client::Default()); tests may construct their own.
+// The runtime context: devices, the compute thread pool and the profile its
+// runs add to. Client::Default() serves the process; tests and meshes
+// construct their own.
 class Client {
  public:
   explicit Client(int num_devices, int num_threads = 0);
@@ -84,9 +87,16 @@ class Client {
   const Device* device(int i) const;
   ThreadPool& thread_pool() const { return *pool_; }
 
+  // The profile every program compiled for this client adds its kernel
+  // times to while it runs (not owned; null, the default, profiles nothing).
+  // The default client's is the one STRATA_PROFILE=1 makes, printed at exit.
+  KernelProfile* profile() const { return profile_.load(std::memory_order_acquire); }
+  void set_profile(KernelProfile* profile) { profile_.store(profile, std::memory_order_release); }
+
  private:
   std::vector<std::unique_ptr<Device>> devices_;
   std::unique_ptr<ThreadPool> pool_;
+  std::atomic<KernelProfile*> profile_{nullptr};
 };
 
 // 64-byte aligned allocation owned by a shared_ptr.

@@ -14,6 +14,7 @@
 namespace strata::runtime {
 
 class Communicator;
+class KernelProfile;
 
 // What one run of a program knows about where it runs: its partition of an
 // SPMD program and the communicator its collectives go through (none for a
@@ -22,6 +23,7 @@ struct RunContext {
   int64_t partition = 0;
   int64_t num_partitions = 1;
   Communicator* communicator = nullptr;
+  KernelProfile* profile = nullptr;  // the client's, when it profiles
 };
 
 struct KernelArgs {
