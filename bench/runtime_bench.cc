@@ -13,10 +13,12 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "strata/hlo/builder.h"
+#include "strata/runtime/cpu.h"
 #include "strata/runtime/executable.h"
 
 namespace strata::runtime {
@@ -129,6 +131,51 @@ void BM_GemmPaired(benchmark::State& state) {
   state.counters["ratio"] = dnnl_seconds / strata_seconds;
 }
 
+// Every micro-kernel this CPU runs (AVX2, AVX-512; kernels/cpu.h) and
+// dnnl_sgemm, call by call in a rotating order, so a neighbour's load falls
+// on all alike. `<isa>_ratio` is that variant's GFLOP/s over dnnl_sgemm's.
+void BM_GemmIsas(benchmark::State& state) {
+  int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  auto exe = CompileDot(m, k, n);
+  std::vector<Buffer> args = {FilledF32({m, k}, 0.5f), FilledF32({k, n}, 0.25f)};
+  std::shared_ptr<uint8_t> c_owner;
+  float* c = AlignedF32(c_owner, m * n, 0.0f);
+  const float* a = args[0].data_as<const float>();
+  const float* b = args[1].data_as<const float>();
+  std::vector<Isa> isas;
+  for (Isa isa : SupportedIsas()) {
+    if (isa != Isa::kPortable) isas.push_back(isa);
+  }
+  const size_t contenders = isas.size() + 1;  // the last is dnnl
+  std::vector<double> seconds(contenders, 0.0);
+  size_t first = 0;
+  for (auto _ : state) {
+    for (size_t call = 0; call < contenders; ++call) {
+      size_t who = (first + call) % contenders;
+      auto start = Clock::now();
+      if (who < isas.size()) {
+        CapIsa(isas[who]);
+        auto out = exe->Run(args);
+        benchmark::DoNotOptimize(out[0].data());
+      } else {
+        RunSgemm(m, k, n, a, b, c);
+        benchmark::ClobberMemory();
+      }
+      seconds[who] += SecondsSince(start);
+    }
+    first = (first + 1) % contenders;
+  }
+  CapIsa(std::nullopt);
+  double gflop = 2e-9 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) *
+                 static_cast<double>(state.iterations());
+  state.counters["dnnl_GFLOPS"] = gflop / seconds.back();
+  for (size_t i = 0; i < isas.size(); ++i) {
+    std::string name(IsaName(isas[i]));
+    state.counters[name + "_GFLOPS"] = gflop / seconds[i];
+    state.counters[name + "_ratio"] = seconds.back() / seconds[i];
+  }
+}
+
 void GemmShapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"M", "K", "N"});
   b->Args({1024, 1024, 1024});
@@ -141,6 +188,7 @@ void GemmShapes(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_GemmStrata)->Apply(GemmShapes);
 BENCHMARK(BM_GemmDnnl)->Apply(GemmShapes);
 BENCHMARK(BM_GemmPaired)->Apply(GemmShapes);
+BENCHMARK(BM_GemmIsas)->Apply(GemmShapes);
 
 // ---------------------------------------------------------------------------
 // 2. Elementwise over f32[16M]. Bandwidth counts 12 bytes per element (two

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "strata/core/error.h"
+#include "strata/runtime/cpu.h"
 #include "strata/runtime/profile.h"
 #include "strata/runtime/thread_pool.h"
 
@@ -139,6 +140,7 @@ Client::~Client() = default;
 
 Client& Client::Default() {
   static Client* client = [] {
+    KernelIsa();  // a bad STRATA_ISA fails here, before any kernel runs
     int devices = 1;
     if (const char* env = std::getenv("STRATA_CPU_DEVICES")) {
       char* end = nullptr;

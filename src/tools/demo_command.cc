@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "strata/hlo/builder.h"
 #include "strata/hlo/text.h"
+#include "strata/runtime/cpu.h"
 #include "strata/runtime/executable.h"
 
 namespace strata::tools {
@@ -15,6 +16,8 @@ namespace strata::tools {
 int ListDevices() {
   const runtime::Client& client = runtime::Client::Default();
   for (int i = 0; i < client.device_count(); ++i) fmt::print("{}\n", client.device(i)->ToString());
+  fmt::print("kernels: {} (this CPU runs up to {}; STRATA_ISA caps it)\n",
+             runtime::IsaName(runtime::KernelIsa()), runtime::IsaName(runtime::CpuIsa()));
   return 0;
 }
 

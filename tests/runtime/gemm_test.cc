@@ -1,14 +1,23 @@
 // strata's GEMM (kernels/gemm.h) against a plain triple loop in long double:
 // every layout of A and B, sizes that cut micro-tiles, cache blocks of k and
-// of columns at odd places, f32 and f64, both micro-kernels; and C computed
-// in pieces equals C computed whole, bit for bit.
+// of columns at odd places, f32 and f64, every micro-kernel this CPU runs
+// (AVX-512, AVX2, portable: each forced in turn); and C computed in pieces
+// equals C computed whole, bit for bit.
 #include "kernels/gemm.h"
 
 #include <gtest/gtest.h>
 
+#include "strata/core/error.h"
+#include "strata/runtime/cpu.h"
+
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <random>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -79,11 +88,12 @@ void ExpectMatchesLoop(const Operands<T>& ops, const std::vector<T>& c, int64_t 
 
 const std::vector<Case>& Cases() {
   static const std::vector<Case> cases = [] {
-    // Micro-tiles are 6 x 16 (f32) and 6 x 8 (f64); k blocks are 512 (f32)
-    // and 256 (f64); column blocks 3072 (f32) and 2048 (f64); row blocks 72.
-    std::vector<std::vector<int64_t>> sizes = {{1, 1, 1},    {5, 17, 3},     {6, 16, 512},
-                                               {7, 33, 513}, {12, 8, 257},   {150, 40, 1100},
-                                               {73, 31, 64}, {13, 3100, 20}, {2, 2050, 9}};
+    // Micro-tiles are 6 x 16 (f32) and 6 x 8 (f64) for AVX2 and portable,
+    // 6 x 64 and 6 x 32 for AVX-512; k blocks are 512 (f32) and 256 (f64);
+    // column blocks 3072 (f32) and 2048 (f64); row blocks 72.
+    std::vector<std::vector<int64_t>> sizes = {
+        {1, 1, 1},     {5, 17, 3},    {6, 16, 512},    {7, 33, 513}, {12, 8, 257},   {12, 32, 256},
+        {13, 47, 255}, {24, 64, 700}, {150, 40, 1100}, {73, 31, 64}, {13, 3100, 20}, {2, 2050, 9}};
     std::vector<Case> out;
     for (const auto& s : sizes) {
       for (int layout = 0; layout < 4; ++layout) {
@@ -107,15 +117,82 @@ void CheckEveryCase() {
   }
 }
 
-TEST(Gemm, F32MatchesATripleLoopInEveryLayout) { CheckEveryCase<float>(); }
-TEST(Gemm, F64MatchesATripleLoopInEveryLayout) { CheckEveryCase<double>(); }
+// Runs `check` once under each micro-kernel this CPU runs.
+template <typename F>
+void UnderEveryIsa(F check) {
+  for (Isa isa : SupportedIsas()) {
+    SCOPED_TRACE(std::string(IsaName(isa)) + " micro-kernel");
+    CapIsa(isa);
+    EXPECT_EQ(KernelIsa(), isa);
+    check(isa);
+  }
+  CapIsa(std::nullopt);
+}
 
-TEST(Gemm, PortableKernelMatchesATripleLoop) {
-  UsePortableGemmKernelForTesting(true);
-  EXPECT_FALSE(GemmUsesAvx2());
-  CheckEveryCase<float>();
-  CheckEveryCase<double>();
-  UsePortableGemmKernelForTesting(false);
+TEST(Gemm, F32MatchesATripleLoopInEveryLayoutUnderEveryIsa) {
+  UnderEveryIsa([](Isa) { CheckEveryCase<float>(); });
+}
+TEST(Gemm, F64MatchesATripleLoopInEveryLayoutUnderEveryIsa) {
+  UnderEveryIsa([](Isa) { CheckEveryCase<double>(); });
+}
+
+// The tile each variant uses (the dot kernel cuts C on its edges).
+TEST(Gemm, EachIsaHasItsTile) {
+  UnderEveryIsa([](Isa isa) {
+    const GemmTile f32 = GemmTileFor<float>(), f64 = GemmTileFor<double>();
+    if (isa == Isa::kAvx512) {
+      EXPECT_EQ(f32.rows, 6);
+      EXPECT_EQ(f32.columns, 64);
+      EXPECT_EQ(f64.columns, 32);
+    } else {
+      EXPECT_EQ(f32.rows, 6);
+      EXPECT_EQ(f32.columns, 16);
+      EXPECT_EQ(f64.columns, 8);
+    }
+  });
+}
+
+// The flags the kernel reports for this CPU in /proc/cpuinfo.
+std::set<std::string> CpuinfoFlags() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    std::istringstream words(line.substr(line.find(':') + 1));
+    return {std::istream_iterator<std::string>(words), std::istream_iterator<std::string>()};
+  }
+  return {};
+}
+
+// What cpuid says agrees with the kernel's /proc/cpuinfo; the portable
+// variant is the floor, and the widest is the default.
+TEST(Gemm, TheDefaultIsTheWidestTheCpuRunsAndWiderIsAnError) {
+  const std::set<std::string> flags = CpuinfoFlags();
+  ASSERT_FALSE(flags.empty()) << "no flags line in /proc/cpuinfo";
+  auto has = [&](std::initializer_list<const char*> names) {
+    for (const char* n : names) {
+      if (!flags.count(n)) return false;
+    }
+    return true;
+  };
+  const Isa expected = has({"avx512f", "avx512bw", "avx512dq", "avx512vl", "fma"}) ? Isa::kAvx512
+                       : has({"avx2", "fma"})                                      ? Isa::kAvx2
+                                                                                   : Isa::kPortable;
+  EXPECT_EQ(CpuIsa(), expected);
+  CapIsa(std::nullopt);
+  if (std::getenv("STRATA_ISA") == nullptr) {
+    EXPECT_EQ(KernelIsa(), CpuIsa());
+  }
+  EXPECT_EQ(SupportedIsas().front(), Isa::kPortable);
+  EXPECT_EQ(SupportedIsas().back(), CpuIsa());
+  if (CpuIsa() != Isa::kAvx512) {  // a CPU without AVX-512 cannot be made to run it
+    try {
+      CapIsa(Isa::kAvx512);
+      ADD_FAILURE() << "capping above the CPU's ISA must be an Error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("this CPU runs at most"), std::string::npos) << e.what();
+    }
+  }
 }
 
 // The dot kernel splits C into row or column pieces, one per thread; each
@@ -149,9 +226,11 @@ void CheckPiecesEqualWhole() {
   }
 }
 
-TEST(Gemm, PiecesEqualTheWholeBitForBit) {
-  CheckPiecesEqualWhole<float>();
-  CheckPiecesEqualWhole<double>();
+TEST(Gemm, PiecesEqualTheWholeBitForBitUnderEveryIsa) {
+  UnderEveryIsa([](Isa) {
+    CheckPiecesEqualWhole<float>();
+    CheckPiecesEqualWhole<double>();
+  });
 }
 
 }  // namespace

@@ -185,14 +185,37 @@ std::pair<std::string, int> Devices(const std::string& env) {
   return {ss.str(), WEXITSTATUS(status)};
 }
 
+// The device lines, without the kernels line that follows them.
+std::pair<std::string, int> DeviceLines(const std::string& env) {
+  auto [out, code] = Devices(env);
+  size_t kernels = out.find("kernels: ");
+  return {kernels == std::string::npos ? out : out.substr(0, kernels), code};
+}
+
 TEST(Devices, VirtualCpuDevicesFromTheEnvironment) {
-  EXPECT_EQ(Devices("env -u STRATA_CPU_DEVICES"), std::make_pair(std::string("cpu:0\n"), 0));
-  EXPECT_EQ(Devices("STRATA_CPU_DEVICES=3"),
+  EXPECT_EQ(DeviceLines("env -u STRATA_CPU_DEVICES"), std::make_pair(std::string("cpu:0\n"), 0));
+  EXPECT_EQ(DeviceLines("STRATA_CPU_DEVICES=3"),
             std::make_pair(std::string("cpu:0\ncpu:1\ncpu:2\n"), 0));
   auto [bad, code] = Devices("STRATA_CPU_DEVICES=two");
   EXPECT_EQ(code, 1);
   EXPECT_NE(bad.find("STRATA_CPU_DEVICES must be an integer in [1, 1024], got 'two'"),
             std::string::npos)
+      << bad;
+}
+
+// STRATA_ISA caps the kernels' instruction set; `strata devices` says which
+// one runs. Every x86-64 CPU runs the portable kernels.
+TEST(Devices, TheKernelsInstructionSetFromTheEnvironment) {
+  auto [native, code] = Devices("env -u STRATA_ISA");
+  EXPECT_EQ(code, 0) << native;
+  EXPECT_NE(native.find("kernels: "), std::string::npos) << native;
+  auto [portable, portable_code] = Devices("STRATA_ISA=portable");
+  EXPECT_EQ(portable_code, 0) << portable;
+  EXPECT_NE(portable.find("kernels: portable (this CPU runs up to "), std::string::npos)
+      << portable;
+  auto [bad, bad_code] = Devices("STRATA_ISA=avx3");
+  EXPECT_EQ(bad_code, 1);
+  EXPECT_NE(bad.find("STRATA_ISA must be portable, avx2 or avx512, got 'avx3'"), std::string::npos)
       << bad;
 }
 

@@ -133,8 +133,9 @@ KernelInfo MakeDotKernel(const hlo::Instruction& inst, ThreadPool& pool_ref) {
         bool worth_splitting = 2.0 * m * n * k * batch >= 1 << 17;
         int64_t parts = batch >= threads || !worth_splitting ? 1 : threads;
         bool split_rows = n <= m;  // re-pack the smaller operand
-        // Piece boundaries fall on micro-tile edges (6 rows, 16 columns).
-        int64_t extent = split_rows ? m : n, align = split_rows ? 6 : 16;
+        // Piece boundaries fall on micro-tile edges.
+        const GemmTile tile = GemmTileFor<T>();
+        int64_t extent = split_rows ? m : n, align = split_rows ? tile.rows : tile.columns;
         int64_t step = ((extent + parts - 1) / parts + align - 1) / align * align;
         auto piece = [&](int64_t lo, int64_t hi) {
           for (int64_t p = lo; p < hi; ++p) {

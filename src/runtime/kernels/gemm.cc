@@ -1,11 +1,13 @@
 // The GEMM of gemm.h. Loops, outermost first (BLIS's order):
-//   columns of C in blocks of kNc: pack B's [kKc, kNc] block into kNr-wide
+//   columns of C in blocks of nc: pack B's [kc, nc] block into nr-wide
 //     panels (lives in L3, each panel in L1 while it is used);
-//   k in blocks of kKc;
-//     rows of C in blocks of kMc: an A stored transposed is packed into
-//       kMr-tall panels (lives in L2); a row-major A is read in place;
-//       the micro-kernel: a kMr × kNr tile of C held in registers, summed
-//       over the kKc block from one A panel and one B panel.
+//   k in blocks of kc;
+//     rows of C in blocks of mc: an A stored transposed is packed into
+//       mr-tall panels (lives in L2); a row-major A is read in place;
+//       the micro-kernel: an mr × nr tile of C held in registers, summed
+//       over the kc block from one A panel and one B panel.
+// The micro-kernel and its blocking (Config) are chosen per call by
+// KernelIsa(): AVX-512, AVX2/FMA or portable.
 // Packing pads partial panels with zeros, so the micro-kernel always runs a
 // full tile; an edge tile goes through a local buffer.
 #include "kernels/gemm.h"
@@ -13,34 +15,33 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <type_traits>
 
+#include "strata/runtime/cpu.h"
+
 namespace strata::runtime {
 namespace {
 
-template <typename T>
-struct Blocking;
-template <>
-struct Blocking<float> {
-  static constexpr int64_t kMr = 6, kNr = 16, kKc = 512, kMc = 72, kNc = 3072;
-};
-template <>
-struct Blocking<double> {
-  static constexpr int64_t kMr = 6, kNr = 8, kKc = 256, kMc = 72, kNc = 2048;
-};
-
-// C tile (row stride ldc) = or += A · B panel over kc, where A's element
-// (i, p) is a[i * a_rs + p * a_cs]: a packed panel ({1, kMr}) or A's own
-// rows read in place ({row stride, 1}).
+// A micro-kernel and the blocking it is run with: the tile is mr x nr, k
+// is cut in blocks of kc, rows of C in blocks of mc, columns in blocks of
+// nc (mc a multiple of mr, nc of nr).
 template <typename T>
 using MicroKernel = void (*)(int64_t kc, const T* a, int64_t a_rs, int64_t a_cs, const T* b, T* c,
                              int64_t ldc, bool accumulate);
+// C tile (row stride ldc) = or += A · B panel over kc, where A's element
+// (i, p) is a[i * a_rs + p * a_cs]: a packed panel ({1, mr}) or A's own
+// rows read in place ({row stride, 1}).
+template <typename T>
+struct Config {
+  MicroKernel<T> kernel;
+  int64_t mr, nr, kc, mc, nc;
+};
+constexpr int64_t kMaxTile = 6 * 64;  // elements of the largest tile (edge buffers)
 
-// 256-bit vector ops on T, so one micro-kernel serves f32 (8 lanes) and f64 (4).
+// 256- and 512-bit vector ops on T, so one micro-kernel serves f32 and f64.
 #define STRATA_AVX2 __attribute__((target("avx2,fma"), always_inline)) static inline
 template <typename T>
 struct Avx2;
@@ -69,51 +70,103 @@ struct Avx2<double> {
   STRATA_AVX2 void StoreU(double* p, V x) { _mm256_storeu_pd(p, x); }
 };
 #undef STRATA_AVX2
+#define STRATA_AVX512 \
+  __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma"), always_inline)) static inline
+template <typename T>
+struct Avx512;
+template <>
+struct Avx512<float> {
+  using V = __m512;
+  static constexpr int kLanes = 16;
+  STRATA_AVX512 V Zero() { return _mm512_setzero_ps(); }
+  STRATA_AVX512 V Load(const float* p) { return _mm512_load_ps(p); }
+  STRATA_AVX512 V LoadU(const float* p) { return _mm512_loadu_ps(p); }
+  STRATA_AVX512 V Broadcast(const float* p) { return _mm512_set1_ps(*p); }
+  STRATA_AVX512 V Fma(V x, V y, V z) { return _mm512_fmadd_ps(x, y, z); }
+  STRATA_AVX512 V Add(V x, V y) { return _mm512_add_ps(x, y); }
+  STRATA_AVX512 void StoreU(float* p, V x) { _mm512_storeu_ps(p, x); }
+};
+template <>
+struct Avx512<double> {
+  using V = __m512d;
+  static constexpr int kLanes = 8;
+  STRATA_AVX512 V Zero() { return _mm512_setzero_pd(); }
+  STRATA_AVX512 V Load(const double* p) { return _mm512_load_pd(p); }
+  STRATA_AVX512 V LoadU(const double* p) { return _mm512_loadu_pd(p); }
+  STRATA_AVX512 V Broadcast(const double* p) { return _mm512_set1_pd(*p); }
+  STRATA_AVX512 V Fma(V x, V y, V z) { return _mm512_fmadd_pd(x, y, z); }
+  STRATA_AVX512 V Add(V x, V y) { return _mm512_add_pd(x, y); }
+  STRATA_AVX512 void StoreU(double* p, V x) { _mm512_storeu_pd(p, x); }
+};
+#undef STRATA_AVX512
 
-// The 6-row tile in 12 accumulators (two vectors per row, kNr = 2 lanes).
+// The tile in kMr x kVectors accumulators: per k, kVectors loads of the B
+// panel, kMr broadcasts of A, kMr * kVectors FMAs. S is Avx2<T> or
+// Avx512<T>; the caller compiles this with S's target.
+template <typename S, typename T, int kMr, int kVectors>
+__attribute__((always_inline)) inline void TileKernel(int64_t kc, const T* a, int64_t a_rs,
+                                                      int64_t a_cs, const T* b, T* c, int64_t ldc,
+                                                      bool accumulate) {
+  constexpr int kL = S::kLanes, kNr = kVectors * kL;
+  for (int i = 0; i < kMr; ++i) {
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + kNr - 1), _MM_HINT_T0);
+  }
+  typename S::V acc[kMr][kVectors];
+#pragma GCC unroll 16
+  for (int i = 0; i < kMr; ++i) {
+#pragma GCC unroll 4
+    for (int v = 0; v < kVectors; ++v) acc[i][v] = S::Zero();
+  }
+#pragma GCC unroll 4
+  for (int64_t p = 0; p < kc; ++p) {
+    typename S::V bv[kVectors];
+#pragma GCC unroll 4
+    for (int v = 0; v < kVectors; ++v) bv[v] = S::Load(b + v * kL);
+#pragma GCC unroll 16
+    for (int i = 0; i < kMr; ++i) {
+      const typename S::V x = S::Broadcast(a + i * a_rs);
+#pragma GCC unroll 4
+      for (int v = 0; v < kVectors; ++v) acc[i][v] = S::Fma(x, bv[v], acc[i][v]);
+    }
+    a += a_cs;
+    b += kNr;
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < kMr; ++i) {
+    T* out = c + i * ldc;
+#pragma GCC unroll 4
+    for (int v = 0; v < kVectors; ++v) {
+      if (accumulate) acc[i][v] = S::Add(S::LoadU(out + v * kL), acc[i][v]);
+      S::StoreU(out + v * kL, acc[i][v]);
+    }
+  }
+}
+
+// AVX2: 6 rows x 2 vectors (12 of the 16 registers hold the tile).
 template <typename T>
 __attribute__((target("avx2,fma"))) void KernelAvx2(int64_t kc, const T* a, int64_t a_rs,
                                                     int64_t a_cs, const T* b, T* c, int64_t ldc,
                                                     bool accumulate) {
-  using S = Avx2<T>;
-  constexpr int kL = S::kLanes;
-  static_assert(Blocking<T>::kMr == 6 && Blocking<T>::kNr == 2 * kL);
-  for (int i = 0; i < 6; ++i) {
-    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 2 * kL - 1), _MM_HINT_T0);
-  }
-  typename S::V acc[6][2];
-#pragma GCC unroll 6
-  for (int i = 0; i < 6; ++i) acc[i][0] = acc[i][1] = S::Zero();
-#pragma GCC unroll 4
-  for (int64_t p = 0; p < kc; ++p) {
-    const typename S::V b0 = S::Load(b), b1 = S::Load(b + kL);
-#pragma GCC unroll 6
-    for (int i = 0; i < 6; ++i) {
-      const typename S::V x = S::Broadcast(a + i * a_rs);
-      acc[i][0] = S::Fma(x, b0, acc[i][0]);
-      acc[i][1] = S::Fma(x, b1, acc[i][1]);
-    }
-    a += a_cs;
-    b += 2 * kL;
-  }
-#pragma GCC unroll 6
-  for (int i = 0; i < 6; ++i) {
-    T* out = c + i * ldc;
-    if (accumulate) {
-      acc[i][0] = S::Add(S::LoadU(out), acc[i][0]);
-      acc[i][1] = S::Add(S::LoadU(out + kL), acc[i][1]);
-    }
-    S::StoreU(out, acc[i][0]);
-    S::StoreU(out + kL, acc[i][1]);
-  }
+  TileKernel<Avx2<T>, T, 6, 2>(kc, a, a_rs, a_cs, b, c, ldc, accumulate);
 }
 
-// For CPUs without AVX2/FMA: the same tile in plain loops.
+// AVX-512: 6 rows x 4 vectors (24 of the 32 registers). Of 6 x 4, 7 x 3,
+// 8 x 3, 12 x 2, 14 x 2 and 16 x 1, 6 x 4 ran fastest on a Zen 4
+// (bench/RESULTS.md): the fewest loads per FMA but one, and A's rows read
+// in place are 6 streams, as with AVX2.
 template <typename T>
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma"))) void KernelAvx512(
+    int64_t kc, const T* a, int64_t a_rs, int64_t a_cs, const T* b, T* c, int64_t ldc,
+    bool accumulate) {
+  TileKernel<Avx512<T>, T, 6, 4>(kc, a, a_rs, a_cs, b, c, ldc, accumulate);
+}
+
+// For CPUs without AVX2/FMA: a 6 x kNr tile in plain loops.
+template <typename T, int64_t kNr>
 void KernelPortable(int64_t kc, const T* a, int64_t a_rs, int64_t a_cs, const T* b, T* c,
                     int64_t ldc, bool accumulate) {
-  constexpr int64_t kMr = Blocking<T>::kMr, kNr = Blocking<T>::kNr;
+  constexpr int64_t kMr = 6;
   T acc[kMr][kNr] = {};
   for (int64_t p = 0; p < kc; ++p, a += a_cs, b += kNr) {
     for (int64_t i = 0; i < kMr; ++i) {
@@ -126,19 +179,23 @@ void KernelPortable(int64_t kc, const T* a, int64_t a_rs, int64_t a_cs, const T*
   }
 }
 
-bool CpuHasAvx2Fma() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return has;
-}
-
-std::atomic<bool> portable_for_testing{false};
-
+// The blocking per variant. kc x nr of B (the panel every row tile of a
+// row block reuses) stays near L1's size; mc x kc of a packed A in L2.
 template <typename T>
-MicroKernel<T> SelectKernel() {
-  if (CpuHasAvx2Fma() && !portable_for_testing.load(std::memory_order_relaxed)) {
-    return KernelAvx2<T>;
+Config<T> ConfigFor(Isa isa) {
+  constexpr bool f32 = std::is_same_v<T, float>;
+  switch (isa) {
+    case Isa::kAvx512:
+      return f32 ? Config<T>{KernelAvx512<T>, 6, 64, 512, 72, 3072}
+                 : Config<T>{KernelAvx512<T>, 6, 32, 256, 72, 2048};
+    case Isa::kAvx2:
+      return f32 ? Config<T>{KernelAvx2<T>, 6, 16, 512, 72, 3072}
+                 : Config<T>{KernelAvx2<T>, 6, 8, 256, 72, 2048};
+    case Isa::kPortable:
+      break;
   }
-  return KernelPortable<T>;
+  return f32 ? Config<T>{KernelPortable<T, 16>, 6, 16, 512, 72, 3072}
+             : Config<T>{KernelPortable<T, 8>, 6, 8, 256, 72, 2048};
 }
 
 // 8 rows of 8 floats → 8 columns (AVX2 in-register transpose).
@@ -161,16 +218,17 @@ __attribute__((target("avx2"))) inline void Transpose8x8(__m256 r[8]) {
   }
 }
 
-// A full 16-column panel of a B stored transposed (columns contiguous in k).
-__attribute__((target("avx2"))) int64_t PackColumnsF32Avx2(int64_t kc, const float* src,
+// A full nr-column panel (nr a multiple of 8) of a B stored transposed
+// (columns contiguous in k), 8 x 8 blocks at a time.
+__attribute__((target("avx2"))) int64_t PackColumnsF32Avx2(int64_t kc, int64_t nr, const float* src,
                                                            int64_t col_stride, float* out) {
   int64_t p = 0;
   for (; p + 8 <= kc; p += 8) {
-    for (int half = 0; half < 2; ++half) {
+    for (int64_t j0 = 0; j0 < nr; j0 += 8) {
       __m256 r[8];
-      for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(src + (half * 8 + j) * col_stride + p);
+      for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(src + (j0 + j) * col_stride + p);
       Transpose8x8(r);
-      for (int q = 0; q < 8; ++q) _mm256_storeu_ps(out + (p + q) * 16 + half * 8, r[q]);
+      for (int q = 0; q < 8; ++q) _mm256_storeu_ps(out + (p + q) * nr + j0, r[q]);
     }
   }
   return p;
@@ -178,8 +236,7 @@ __attribute__((target("avx2"))) int64_t PackColumnsF32Avx2(int64_t kc, const flo
 
 // A[rows, kc] into kMr-tall panels, each stored k-major (panel[p * kMr + i]).
 template <typename T>
-void PackA(int64_t rows, int64_t kc, MatrixView<const T> a, T* out) {
-  constexpr int64_t kMr = Blocking<T>::kMr;
+void PackA(int64_t rows, int64_t kc, MatrixView<const T> a, T* out, int64_t kMr) {
   for (int64_t i0 = 0; i0 < rows; i0 += kMr, out += kMr * kc) {
     int64_t height = std::min(kMr, rows - i0);
     const T* src = a.data + i0 * a.row_stride;
@@ -200,8 +257,7 @@ void PackA(int64_t rows, int64_t kc, MatrixView<const T> a, T* out) {
 
 // B[kc, cols] into kNr-wide panels, each stored k-major (panel[p * kNr + j]).
 template <typename T>
-void PackB(int64_t kc, int64_t cols, MatrixView<const T> b, T* out) {
-  constexpr int64_t kNr = Blocking<T>::kNr;
+void PackB(int64_t kc, int64_t cols, MatrixView<const T> b, T* out, int64_t kNr) {
   for (int64_t j0 = 0; j0 < cols; j0 += kNr, out += kNr * kc) {
     int64_t width = std::min(kNr, cols - j0);
     const T* src = b.data + j0 * b.col_stride;
@@ -212,8 +268,8 @@ void PackB(int64_t kc, int64_t cols, MatrixView<const T> b, T* out) {
     }
     int64_t done = 0;
     if constexpr (std::is_same_v<T, float>) {
-      if (b.row_stride == 1 && width == kNr && CpuHasAvx2Fma())
-        done = PackColumnsF32Avx2(kc, src, b.col_stride, out);
+      if (b.row_stride == 1 && width == kNr && kNr % 8 == 0 && KernelIsa() >= Isa::kAvx2)
+        done = PackColumnsF32Avx2(kc, kNr, src, b.col_stride, out);
     }
     for (int64_t j = 0; j < width; ++j) {
       const T* column = src + j * b.col_stride;
@@ -245,61 +301,63 @@ T* PackingSpace(int slot, int64_t elements) {
 
 }  // namespace
 
-bool GemmUsesAvx2() { return CpuHasAvx2Fma() && !portable_for_testing.load(); }
-
-void UsePortableGemmKernelForTesting(bool portable) { portable_for_testing.store(portable); }
+template <typename T>
+GemmTile GemmTileFor() {
+  Config<T> config = ConfigFor<T>(KernelIsa());
+  return {config.mr, config.nr};
+}
 
 template <typename T>
 void Gemm(int64_t m, int64_t n, int64_t k, MatrixView<const T> a, MatrixView<const T> b, T* c,
           int64_t ldc) {
-  using B = Blocking<T>;
-  const MicroKernel<T> kernel = SelectKernel<T>();
-  int64_t nc_max = std::min(B::kNc, (n + B::kNr - 1) / B::kNr * B::kNr);
-  int64_t kc_max = std::min(B::kKc, k);
-  int64_t mc_max = std::min(B::kMc, (m + B::kMr - 1) / B::kMr * B::kMr);
+  const Config<T> B = ConfigFor<T>(KernelIsa());
+  const MicroKernel<T> kernel = B.kernel;
+  int64_t nc_max = std::min(B.nc, (n + B.nr - 1) / B.nr * B.nr);
+  int64_t kc_max = std::min(B.kc, k);
+  int64_t mc_max = std::min(B.mc, (m + B.mr - 1) / B.mr * B.mr);
   T* packed_a = PackingSpace<T>(0, mc_max * kc_max);
   T* packed_b = PackingSpace<T>(1, nc_max * kc_max);
-  alignas(64) T edge[B::kMr * B::kNr];
+  alignas(64) T edge[kMaxTile];
   // A row-major A is read in place: its rows are sequential streams, and
   // packing them cost more than it saved (most of all for narrow B). A
   // stored transposed is packed: in place, each k would touch a new line.
   bool pack_a = a.col_stride != 1;
-  for (int64_t j0 = 0; j0 < n; j0 += B::kNc) {
-    int64_t nc = std::min(B::kNc, n - j0);
-    for (int64_t p0 = 0; p0 < k; p0 += B::kKc) {
-      int64_t kc = std::min(B::kKc, k - p0);
+  for (int64_t j0 = 0; j0 < n; j0 += B.nc) {
+    int64_t nc = std::min(B.nc, n - j0);
+    for (int64_t p0 = 0; p0 < k; p0 += B.kc) {
+      int64_t kc = std::min(B.kc, k - p0);
       bool accumulate = p0 > 0;
       PackB<T>(kc, nc, {b.data + p0 * b.row_stride + j0 * b.col_stride, b.row_stride, b.col_stride},
-               packed_b);
-      for (int64_t i0 = 0; i0 < m; i0 += B::kMc) {
-        int64_t mc = std::min(B::kMc, m - i0);
+               packed_b, B.nr);
+      for (int64_t i0 = 0; i0 < m; i0 += B.mc) {
+        int64_t mc = std::min(B.mc, m - i0);
         MatrixView<const T> a_block{a.data + i0 * a.row_stride + p0 * a.col_stride, a.row_stride,
                                     a.col_stride};
-        if (pack_a) PackA<T>(mc, kc, a_block, packed_a);
-        for (int64_t jr = 0; jr < nc; jr += B::kNr) {
-          int64_t width = std::min(B::kNr, nc - jr);
+        if (pack_a) PackA<T>(mc, kc, a_block, packed_a, B.mr);
+        for (int64_t jr = 0; jr < nc; jr += B.nr) {
+          int64_t width = std::min(B.nr, nc - jr);
           const T* b_panel = packed_b + jr * kc;
-          for (int64_t ir = 0; ir < mc; ir += B::kMr) {
-            int64_t height = std::min(B::kMr, mc - ir);
+          for (int64_t ir = 0; ir < mc; ir += B.mr) {
+            int64_t height = std::min(B.mr, mc - ir);
             const T* a_panel = packed_a + ir * kc;
-            int64_t a_rs = 1, a_cs = B::kMr;
-            if (!pack_a && height == B::kMr) {
+            int64_t a_rs = 1, a_cs = B.mr;
+            if (!pack_a && height == B.mr) {
               a_panel = a_block.data + ir * a.row_stride;
               a_rs = a.row_stride;
               a_cs = 1;
             } else if (!pack_a && jr == 0) {  // the last, partial rows: packed, zero-padded
               PackA<T>(height, kc, {a_block.data + ir * a.row_stride, a.row_stride, 1},
-                       packed_a + ir * kc);
+                       packed_a + ir * kc, B.mr);
             }
             T* tile = c + (i0 + ir) * ldc + j0 + jr;
-            if (height == B::kMr && width == B::kNr) {
+            if (height == B.mr && width == B.nr) {
               kernel(kc, a_panel, a_rs, a_cs, b_panel, tile, ldc, accumulate);
               continue;
             }
-            kernel(kc, a_panel, a_rs, a_cs, b_panel, edge, B::kNr, false);
+            kernel(kc, a_panel, a_rs, a_cs, b_panel, edge, B.nr, false);
             for (int64_t i = 0; i < height; ++i) {
               for (int64_t j = 0; j < width; ++j) {
-                T v = edge[i * B::kNr + j];
+                T v = edge[i * B.nr + j];
                 tile[i * ldc + j] = accumulate ? tile[i * ldc + j] + v : v;
               }
             }
@@ -314,5 +372,7 @@ template void Gemm<float>(int64_t, int64_t, int64_t, MatrixView<const float>,
                           MatrixView<const float>, float*, int64_t);
 template void Gemm<double>(int64_t, int64_t, int64_t, MatrixView<const double>,
                            MatrixView<const double>, double*, int64_t);
+template GemmTile GemmTileFor<float>();
+template GemmTile GemmTileFor<double>();
 
 }  // namespace strata::runtime

@@ -1,6 +1,6 @@
 // strata's own GEMM for f32 and f64 dots: C = A · B on one thread, in the
 // BLIS layout (operands packed into panels that stay in L2 and L1, a
-// register-tiled micro-kernel over them). The dot kernel splits the work
+// register-tiled micro-kernel over them, the widest the CPU runs). The dot kernel splits the work
 // across the pool; each piece calls this.
 //
 // Why not a library: oneDNN's dnnl_sgemm, called from two pool threads at
@@ -31,9 +31,14 @@ template <typename T>
 void Gemm(int64_t m, int64_t n, int64_t k, MatrixView<const T> a, MatrixView<const T> b, T* c,
           int64_t ldc);
 
-// Whether the AVX2/FMA micro-kernels run (else the portable one): on CPUs
-// with AVX2 and FMA, unless a test asked for the portable one.
-bool GemmUsesAvx2();
-void UsePortableGemmKernelForTesting(bool portable);
+// The micro-tile (rows x columns of C) Gemm<T> uses under KernelIsa():
+// the micro-kernel is chosen at run time, AVX-512 (6 x 64 f32, 6 x 32
+// f64), AVX2/FMA (6 x 16, 6 x 8) or portable (as AVX2's), by kernels/cpu.h.
+// Callers that split C cut it on tile edges.
+struct GemmTile {
+  int64_t rows, columns;
+};
+template <typename T>
+GemmTile GemmTileFor();
 
 }  // namespace strata::runtime

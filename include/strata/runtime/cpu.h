@@ -1,0 +1,31 @@
+// The vector instruction sets the runtime's hand-written kernels choose
+// from at run time, by what the CPU reports (cpuid), so one binary runs at
+// full width on any x86-64 machine. STRATA_ISA=portable|avx2|avx512 caps
+// the choice (a cap above what the CPU has is an Error), and tests and
+// benchmarks cap it from code to cover the narrower variants.
+#pragma once
+
+#include <optional>
+#include <string_view>
+#include <vector>
+
+namespace strata::runtime {
+
+enum class Isa : int {
+  kPortable = 0,  // plain C++
+  kAvx2 = 1,      // AVX2 + FMA (256-bit)
+  kAvx512 = 2,    // AVX-512 F, BW, DQ, VL (512-bit)
+};
+
+std::string_view IsaName(Isa isa);
+// The widest this CPU runs.
+Isa CpuIsa();
+// What the kernels use: CpuIsa(), capped by CapIsa or else STRATA_ISA.
+Isa KernelIsa();
+// Every variant this CPU runs, narrowest first.
+std::vector<Isa> SupportedIsas();
+// Caps KernelIsa() at `isa` (nullopt: back to STRATA_ISA or the CPU's);
+// an ISA the CPU lacks is an Error. For tests and benchmarks.
+void CapIsa(std::optional<Isa> isa);
+
+}  // namespace strata::runtime

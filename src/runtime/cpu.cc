@@ -1,0 +1,87 @@
+#include "strata/runtime/cpu.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
+#include "strata/core/error.h"
+
+namespace strata::runtime {
+namespace {
+
+Isa Detect() {
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("fma")) {
+    return Isa::kAvx512;
+  }
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::kAvx2;
+  return Isa::kPortable;
+}
+
+std::optional<Isa> IsaFromName(std::string_view name) {
+  for (Isa isa : {Isa::kPortable, Isa::kAvx2, Isa::kAvx512}) {
+    if (IsaName(isa) == name) return isa;
+  }
+  return std::nullopt;
+}
+
+void CheckSupported(Isa isa, std::string_view by) {
+  if (static_cast<int>(isa) > static_cast<int>(CpuIsa())) {
+    Fail("[runtime] {} asks for {} kernels, but this CPU runs at most {}", by, IsaName(isa),
+         IsaName(CpuIsa()));
+  }
+}
+
+// STRATA_ISA, read once; the CPU's own when unset.
+Isa EnvironmentIsa() {
+  static const Isa isa = [] {
+    const char* env = std::getenv("STRATA_ISA");
+    if (!env || !*env) return CpuIsa();
+    std::optional<Isa> named = IsaFromName(env);
+    if (!named) Fail("[runtime] STRATA_ISA must be portable, avx2 or avx512, got '{}'", env);
+    CheckSupported(*named, "STRATA_ISA");
+    return *named;
+  }();
+  return isa;
+}
+
+constexpr int kNoCap = -1;
+std::atomic<int> cap{kNoCap};
+
+}  // namespace
+
+std::string_view IsaName(Isa isa) {
+  switch (isa) {
+    case Isa::kPortable:
+      return "portable";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kAvx512:
+      return "avx512";
+  }
+  return "portable";
+}
+
+Isa CpuIsa() {
+  static const Isa isa = Detect();
+  return isa;
+}
+
+Isa KernelIsa() {
+  int capped = cap.load(std::memory_order_relaxed);
+  return capped == kNoCap ? EnvironmentIsa() : static_cast<Isa>(capped);
+}
+
+std::vector<Isa> SupportedIsas() {
+  std::vector<Isa> isas;
+  for (int i = 0; i <= static_cast<int>(CpuIsa()); ++i) isas.push_back(static_cast<Isa>(i));
+  return isas;
+}
+
+void CapIsa(std::optional<Isa> isa) {
+  if (isa) CheckSupported(*isa, "CapIsa");
+  cap.store(isa ? static_cast<int>(*isa) : kNoCap, std::memory_order_relaxed);
+}
+
+}  // namespace strata::runtime
