@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "strata/hlo/builder.h"
@@ -48,14 +49,20 @@ float* AlignedF32(std::shared_ptr<uint8_t>& owner, int64_t n, float value) {
 // ---------------------------------------------------------------------------
 // 1. f32 GEMM: C[M,N] = A[M,K] B[K,N]. Arguments are {M, K, N}.
 
-std::unique_ptr<Executable> CompileDot(int64_t m, int64_t k, int64_t n) {
+// `layout`: 0 A[M,K] B[K,N]; 1 A stored [K,M] (a weight gradient, Xᵀ·dY);
+// 2 B stored [N,K] (an input gradient, dY·Wᵀ).
+std::unique_ptr<Executable> CompileDot(int64_t m, int64_t k, int64_t n, int layout = 0) {
   hlo::Module module("gemm");
   hlo::Builder b("main");
-  auto* lhs = b.Parameter(0, Shape(DType::kF32, {m, k}), "lhs");
-  auto* rhs = b.Parameter(1, Shape(DType::kF32, {k, n}), "rhs");
+  auto* lhs = b.Parameter(
+      0, Shape(DType::kF32, layout == 1 ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k}),
+      "lhs");
+  auto* rhs = b.Parameter(
+      1, Shape(DType::kF32, layout == 2 ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}),
+      "rhs");
   hlo::DotDims dims;
-  dims.lhs_contracting = {1};
-  dims.rhs_contracting = {0};
+  dims.lhs_contracting = {layout == 1 ? 0 : 1};
+  dims.rhs_contracting = {layout == 2 ? 1 : 0};
   module.AddEntryComputation(b.Build(b.Dot(lhs, rhs, dims)));
   return Executable::Compile(module);
 }
@@ -77,8 +84,11 @@ void BM_GemmStrata(benchmark::State& state) {
   SetGemmCounters(state, m, k, n);
 }
 
-void RunSgemm(int64_t m, int64_t k, int64_t n, const float* a, const float* b, float* c) {
-  if (dnnl_sgemm('N', 'N', m, n, k, 1.0f, a, k, b, n, 0.0f, c, n) != dnnl_success) {
+void RunSgemm(int64_t m, int64_t k, int64_t n, const float* a, const float* b, float* c,
+              int layout = 0) {
+  const char ta = layout == 1 ? 'T' : 'N', tb = layout == 2 ? 'T' : 'N';
+  if (dnnl_sgemm(ta, tb, m, n, k, 1.0f, a, ta == 'T' ? m : k, b, tb == 'T' ? k : n, 0.0f, c, n) !=
+      dnnl_success) {
     throw Error("[bench] dnnl_sgemm failed");
   }
 }
@@ -131,13 +141,17 @@ void BM_GemmPaired(benchmark::State& state) {
   state.counters["ratio"] = dnnl_seconds / strata_seconds;
 }
 
-// Every micro-kernel this CPU runs (AVX2, AVX-512; kernels/cpu.h) and
+// Every micro-kernel this CPU runs (AVX2, AVX-512; runtime/cpu.h) and
 // dnnl_sgemm, call by call in a rotating order, so a neighbour's load falls
 // on all alike. `<isa>_ratio` is that variant's GFLOP/s over dnnl_sgemm's.
+// Arguments {M, K, N, layout} (CompileDot's layouts).
 void BM_GemmIsas(benchmark::State& state) {
   int64_t m = state.range(0), k = state.range(1), n = state.range(2);
-  auto exe = CompileDot(m, k, n);
-  std::vector<Buffer> args = {FilledF32({m, k}, 0.5f), FilledF32({k, n}, 0.25f)};
+  const int layout = static_cast<int>(state.range(3));
+  auto exe = CompileDot(m, k, n, layout);
+  std::vector<Buffer> args = {
+      FilledF32(layout == 1 ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k}, 0.5f),
+      FilledF32(layout == 2 ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}, 0.25f)};
   std::shared_ptr<uint8_t> c_owner;
   float* c = AlignedF32(c_owner, m * n, 0.0f);
   const float* a = args[0].data_as<const float>();
@@ -158,7 +172,7 @@ void BM_GemmIsas(benchmark::State& state) {
         auto out = exe->Run(args);
         benchmark::DoNotOptimize(out[0].data());
       } else {
-        RunSgemm(m, k, n, a, b, c);
+        RunSgemm(m, k, n, a, b, c, layout);
         benchmark::ClobberMemory();
       }
       seconds[who] += SecondsSince(start);
@@ -169,6 +183,7 @@ void BM_GemmIsas(benchmark::State& state) {
   double gflop = 2e-9 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) *
                  static_cast<double>(state.iterations());
   state.counters["dnnl_GFLOPS"] = gflop / seconds.back();
+  state.counters["layout"] = layout;
   for (size_t i = 0; i < isas.size(); ++i) {
     std::string name(IsaName(isas[i]));
     state.counters[name + "_GFLOPS"] = gflop / seconds[i];
@@ -188,7 +203,20 @@ void GemmShapes(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_GemmStrata)->Apply(GemmShapes);
 BENCHMARK(BM_GemmDnnl)->Apply(GemmShapes);
 BENCHMARK(BM_GemmPaired)->Apply(GemmShapes);
-BENCHMARK(BM_GemmIsas)->Apply(GemmShapes);
+// The bench model's products (hidden 512, MLP 1536, vocab 4096,
+// 1024 tokens) as the training step runs them: forward (layout 0), input
+// gradients dX = dY·Wᵀ (2), weight gradients dW = Xᵀ·dY (1).
+void GemmLayouts(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"M", "K", "N", "layout"});
+  for (auto [k, n] :
+       {std::pair<int64_t, int64_t>{512, 512}, {512, 1536}, {1536, 512}, {512, 4096}}) {
+    b->Args({1024, k, n, 0});
+    b->Args({1024, n, k, 2});
+    b->Args({k, 1024, n, 1});
+  }
+  b->UseRealTime()->Unit(benchmark::kMillisecond);
+}
+BENCHMARK(BM_GemmIsas)->Apply(GemmLayouts);
 
 // ---------------------------------------------------------------------------
 // 2. Elementwise over f32[16M]. Bandwidth counts 12 bytes per element (two
