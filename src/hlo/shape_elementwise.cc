@@ -39,9 +39,13 @@ Shape ElementwiseShape(const View& inst) {
       ExpectOperands(inst, 1);
       const Shape& x = ArrayOperand(inst, 0);
       if (!declared.is_array()) Reject(inst, "result must be an array");
+      // pred is one bit wide in XLA (a byte here): bitcasting a byte to it
+      // would make pred bytes other than 0 and 1.
       if (inst.op == Opcode::kBitcastConvert &&
-          DTypeSize(x.dtype()) != DTypeSize(declared.dtype())) {
-        Reject(inst, "{} and {} differ in size", DTypeName(x.dtype()), DTypeName(declared.dtype()));
+          (DTypeSize(x.dtype()) != DTypeSize(declared.dtype()) ||
+           (x.dtype() == DType::kPred) != (declared.dtype() == DType::kPred))) {
+        Reject(inst, "{} and {} differ in bit width", DTypeName(x.dtype()),
+               DTypeName(declared.dtype()));
       }
       return Shape(declared.dtype(), x.dims());
     }

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/kernels.h"
+#include "strata/hlo/literal.h"
 
 namespace strata::runtime {
 namespace {
@@ -200,8 +201,17 @@ KernelInfo MakeDataMovementKernel(const hlo::Instruction& inst, ThreadPool& pool
       int64_t stride = out_strides[dim], size = out_dims[dim], n = out.num_elements();
       return {DispatchAnyType(out.dtype(), [&](auto tag) -> Kernel {
         using T = typename decltype(tag)::type;
-        if constexpr (std::is_same_v<T, uint16_t> || std::is_same_v<T, bool>) {
+        if constexpr (std::is_same_v<T, bool>) {
           UnsupportedType(inst, out.dtype());
+        } else if constexpr (std::is_same_v<T, uint16_t>) {  // f16 / bf16, exact below 2^24
+          const bool half = out.dtype() == DType::kF16;
+          return [=](const KernelArgs& a) {
+            T* o = reinterpret_cast<T*>(a.outputs[0]);
+            for (int64_t i = 0; i < n; ++i) {
+              const auto v = static_cast<float>((i / stride) % size);
+              o[i] = half ? hlo::FloatToHalf(v) : hlo::FloatToBFloat16(v);
+            }
+          };
         } else {
           return [=](const KernelArgs& a) {
             T* o = reinterpret_cast<T*>(a.outputs[0]);

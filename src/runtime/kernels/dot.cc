@@ -61,7 +61,8 @@ const uint8_t* Prepare(const OperandView& v, const uint8_t* src, uint8_t* scratc
   return scratch;
 }
 
-// C[m,n] = sum_k A[m,k] B[k,n] for integer types; A and B are plain row-major.
+// C[m,n] = sum_k A[m,k] B[k,n] for integer types, wrapping on overflow as
+// XLA does (through the unsigned type: no signed overflow in C++).
 template <typename T>
 void LoopGemm(int64_t m, int64_t n, int64_t k, const T* a, bool ta, const T* b, bool tb, T* c,
               ThreadPool& pool) {
@@ -73,10 +74,12 @@ void LoopGemm(int64_t m, int64_t n, int64_t k, const T* a, bool ta, const T* b, 
                        for (int64_t p = 0; p < k; ++p) {
                          T av = ta ? a[p * m + i] : a[i * k + p];
                          if (tb) {
-                           for (int64_t j = 0; j < n; ++j) row[j] += av * b[j * k + p];
+                           for (int64_t j = 0; j < n; ++j)
+                             row[j] = WrappingAdd(row[j], WrappingMultiply(av, b[j * k + p]));
                          } else {
                            const T* brow = b + p * n;
-                           for (int64_t j = 0; j < n; ++j) row[j] += av * brow[j];
+                           for (int64_t j = 0; j < n; ++j)
+                             row[j] = WrappingAdd(row[j], WrappingMultiply(av, brow[j]));
                          }
                        }
                      }

@@ -264,7 +264,11 @@ KernelInfo MakeElementwiseKernel(const hlo::Instruction& inst, ThreadPool& pool_
           pool->ParallelFor(n, kElementwiseGrain, [&](int64_t b, int64_t e) {
             for (int64_t i = b; i < e; ++i) {
               T lo = lo_p[scalar_lo ? 0 : i], hi = hi_p[scalar_hi ? 0 : i];
-              out[i] = min_op(max_op(x[i], lo), hi);
+              if constexpr (std::is_same_v<T, bool>) {  // false < true; max / min have no pred row
+                out[i] = (x[i] || lo) && hi;
+              } else {
+                out[i] = min_op(max_op(x[i], lo), hi);
+              }
             }
           });
         };

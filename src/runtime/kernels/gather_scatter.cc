@@ -191,7 +191,9 @@ KernelInfo MakeScatterKernel(const hlo::Instruction& inst, ThreadPool& pool,
   const int64_t window_n = Product(window_dims);
   const int64_t bytes = operand.byte_size();
   std::optional<Opcode> simple = SimpleCombiner(*inst.called[0]);
-  if (simple && (dtype == DType::kF16 || dtype == DType::kBF16)) UnsupportedType(inst, dtype);
+  // Overwriting moves bits, which f16 / bf16 have; combining them is arithmetic.
+  if (simple && *simple != Opcode::kParameter && (dtype == DType::kF16 || dtype == DType::kBF16))
+    UnsupportedType(inst, dtype);
   // Visits every (operand offset, update offset) pair of in-bounds windows.
   auto for_each = [=](const KernelArgs& a, auto&& visit) {
     if (a.outputs[0] != a.operands[0]) std::memcpy(a.outputs[0], a.operands[0], bytes);
