@@ -150,6 +150,34 @@ TEST(ElementwiseUnary, ExpAtTheEdgesOfFloat) {
   }
 }
 
+// The vectorized tanh: a polynomial below |x| = 0.625, e^{2|x|} above, 1
+// beyond 9. Checked in ulps of the double-precision tanh rounded to float,
+// on a dense sweep and on each branch's edges, in one long call so every
+// chunk boundary is crossed.
+TEST(ElementwiseUnary, TanhWithinTwoUlpsOnEveryBranch) {
+  std::vector<float> x = Random<float>(4000, 13, -12, 12);
+  const std::vector<float> edges = {
+      0.f, -0.f,  1e-30f, -1e-30f, 1e-8f, 0.1f, 0.6249f, 0.625f,  -0.625f,  0.6251f,  1.f,
+      4.f, 8.99f, 9.f,    9.01f,   -9.5f, 20.f, 100.f,   -1000.f, INFINITY, -INFINITY};
+  for (size_t i = 0; i < edges.size(); ++i) x[i * 131 + 7] = edges[i];
+  for (int i = 0; i < 200; ++i)
+    x[3000 + i] = -0.7f + 0.007f * static_cast<float>(i);  // around 0.625
+  x[3999] = NAN;
+  const std::vector<float> got = RunUnary(Opcode::kTanh, x);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float want = static_cast<float>(std::tanh(static_cast<double>(x[i])));
+    if (std::isnan(x[i])) {
+      EXPECT_TRUE(std::isnan(got[i]));
+      continue;
+    }
+    EXPECT_EQ(std::signbit(got[i]), std::signbit(want)) << "tanh(" << x[i] << ")";
+    const double ulp = std::max(static_cast<double>(std::fabs(std::nextafter(want, 2.0f) - want)),
+                                static_cast<double>(std::numeric_limits<float>::denorm_min()));
+    const double error = std::fabs(static_cast<double>(got[i]) - want) / ulp;
+    EXPECT_LE(error, 2.0) << "tanh(" << x[i] << "): got " << got[i] << ", want " << want;
+  }
+}
+
 TEST(ElementwiseUnary, SignedZeroAndNaN) {
   auto sign_bits = [](const std::vector<float>& v) {
     std::vector<bool> bits;

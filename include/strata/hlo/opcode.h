@@ -76,7 +76,7 @@ namespace strata::hlo {
     std::log1p(x), NoKernel(), nullptr, \
     Grads(g / (x + 1.0))) \
   V(kTanh, "tanh", Unary, Float, \
-    std::tanh(x), NoKernel(), nullptr, \
+    std::tanh(x), NoKernel(), TanhFloats, \
     TanhVjp(g, x)) \
   V(kLogistic, "logistic", Unary, Float, \
     T(1) / (T(1) + std::exp(-x)), NoKernel(), LogisticFloats, \

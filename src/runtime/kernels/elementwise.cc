@@ -120,6 +120,37 @@ void LogisticFloats(const float* x, float* out, int64_t n) {  // 1 / (1 + e^-x)
   for (int64_t i = 0; i < n; ++i) out[i] = 1.0f / (1.0f + out[i]);
 }
 
+// tanh over floats, vectorized. |x| < 0.625: x + x^3 P(x^2) (Cephes'
+// tanhf coefficients), no cancellation; otherwise 1 - 2 / (e^{2|x|} + 1)
+// through ExpFloats, with |x| capped at 9 (tanh rounds to 1 beyond); both
+// on |x|, and the sign put back. NaN stays NaN (it takes the second branch, and
+// ExpFloats passes it to std::exp); -0 stays -0.
+void TanhFloats(const float* x, float* out, int64_t n) {
+  constexpr int64_t kChunk = 512;
+  float in[kChunk], e[kChunk];  // the inputs (out may alias x), e^{2|x|}
+  for (int64_t base = 0; base < n; base += kChunk) {
+    const int64_t m = std::min(kChunk, n - base);
+    std::memcpy(in, x + base, m * sizeof(float));
+    for (int64_t i = 0; i < m; ++i) {
+      float a = std::fabs(in[i]);
+      a = a > 9.0f ? 9.0f : a;
+      e[i] = 2.0f * a;
+    }
+    ExpFloats(e, e, m);
+    float* o = out + base;
+    for (int64_t i = 0; i < m; ++i) {
+      const float xi = in[i], a = std::fabs(xi), z = xi * xi;
+      float p = -5.70498872745e-3f;
+      p = p * z + 2.06390887954e-2f;
+      p = p * z - 5.37397155531e-2f;
+      p = p * z + 1.33314422036e-1f;
+      p = p * z - 3.33332819422e-1f;
+      const float small = p * z * a + a, large = 1.0f - 2.0f / (e[i] + 1.0f);
+      o[i] = std::copysign(a < 0.625f ? small : large, xi);
+    }
+  }
+}
+
 namespace {
 
 template <typename T>

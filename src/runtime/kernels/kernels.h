@@ -81,6 +81,8 @@ bool AcceptsScalarBroadcast(const hlo::Instruction& user, int64_t operand);
 void ExpFloats(const float* x, float* out, int64_t n);
 // 1 / (1 + e^-x) over floats, through ExpFloats; `out` may be `x`.
 void LogisticFloats(const float* x, float* out, int64_t n);
+// tanh over floats, a polynomial near 0 and ExpFloats beyond; `out` may be `x`.
+void TanhFloats(const float* x, float* out, int64_t n);
 
 // Runs a loop fusion (fusion.cc): the fused computation's elementwise ops in
 // blocks that stay in cache, so its intermediates never reach memory.
