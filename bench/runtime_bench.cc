@@ -8,9 +8,15 @@
 // Every benchmark uses wall-clock time: the work runs on several threads.
 #include <benchmark/benchmark.h>
 #include <dnnl.h>
+#include <immintrin.h>
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -218,6 +224,80 @@ void GemmLayouts(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_GemmIsas)->Apply(GemmLayouts);
 
+// The machine's FMA peak: every hardware thread running independent chains
+// of register-only FMAs (12 chains, more than latency x pipes), 256-bit
+// (AVX2) and 512-bit (AVX-512) where the CPU has it. `GFLOPS` counts 2
+// flops per lane per FMA; the figure every GEMM and training-step number
+// is a fraction of.
+struct Lanes256 {
+  using V = __m256;
+  __attribute__((target("avx2,fma"), always_inline)) static inline V Set(float v) {
+    return _mm256_set1_ps(v);
+  }
+  __attribute__((target("avx2,fma"), always_inline)) static inline V Fma(V x, V y, V z) {
+    return _mm256_fmadd_ps(x, y, z);
+  }
+};
+struct Lanes512 {
+  using V = __m512;
+  __attribute__((target("avx512f,fma"), always_inline)) static inline V Set(float v) {
+    return _mm512_set1_ps(v);
+  }
+  __attribute__((target("avx512f,fma"), always_inline)) static inline V Fma(V x, V y, V z) {
+    return _mm512_fmadd_ps(x, y, z);
+  }
+};
+template <typename L>
+__attribute__((always_inline)) inline float FmaChains(int64_t rounds) {
+  typename L::V acc[12];
+  for (int j = 0; j < 12; ++j) acc[j] = L::Set(1.0f + 0.001f * static_cast<float>(j));
+  const typename L::V m = L::Set(0.9999999f), a = L::Set(1e-7f);
+  for (int64_t i = 0; i < rounds; ++i) {
+#pragma GCC unroll 12
+    for (int j = 0; j < 12; ++j) acc[j] = L::Fma(acc[j], m, a);
+  }
+  typename L::V sum = acc[0];
+  for (int j = 1; j < 12; ++j) sum = L::Fma(sum, m, acc[j]);
+  float out[sizeof(sum) / sizeof(float)];
+  std::memcpy(out, &sum, sizeof out);
+  return out[0];
+}
+__attribute__((target("avx2,fma"))) float Chains256(int64_t rounds) {
+  return FmaChains<Lanes256>(rounds);
+}
+__attribute__((target("avx512f,fma"))) float Chains512(int64_t rounds) {
+  return FmaChains<Lanes512>(rounds);
+}
+
+void BM_FmaPeak(benchmark::State& state) {
+  const bool wide = state.range(0) == 512;
+  if (CpuIsa() < (wide ? Isa::kAvx512 : Isa::kAvx2)) {
+    state.SkipWithError("this CPU lacks the instruction set");
+    return;
+  }
+  const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  constexpr int64_t kRounds = 1 << 22;
+  std::vector<float> sink(threads);
+  for (auto _ : state) {
+    std::vector<std::thread> workers;
+    for (int t = 0; t < threads; ++t) {
+      workers.emplace_back([&, t] { sink[t] = wide ? Chains512(kRounds) : Chains256(kRounds); });
+    }
+    for (auto& w : workers) w.join();
+    benchmark::DoNotOptimize(sink.data());
+  }
+  const double flops = 2.0 * 12 * (wide ? 16 : 8) * static_cast<double>(kRounds) * threads;
+  state.counters["GFLOPS"] = benchmark::Counter(
+      flops * static_cast<double>(state.iterations()) * 1e-9, benchmark::Counter::kIsRate);
+  state.counters["threads"] = threads;
+}
+BENCHMARK(BM_FmaPeak)
+    ->ArgName("bits")
+    ->Arg(256)
+    ->Arg(512)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
 // ---------------------------------------------------------------------------
 // 2. Elementwise over f32[16M]. Bandwidth counts 12 bytes per element (two
 // reads and one write) for the strata ops and for the triad alike.
@@ -281,6 +361,23 @@ BENCHMARK_CAPTURE(BM_ElementwiseOp, maximum, hlo::Opcode::kMaximum)->UseRealTime
 BENCHMARK_CAPTURE(BM_ElementwiseOp, divide, hlo::Opcode::kDivide)->UseRealTime();
 BENCHMARK_CAPTURE(BM_ElementwiseOp, power, hlo::Opcode::kPower)->UseRealTime();
 BENCHMARK_CAPTURE(BM_ElementwiseOp, fused_chain, hlo::Opcode::kFusion)->UseRealTime();
+
+// The peer of BM_ElementwiseOp/tanh: std::tanh per element over the same
+// f32[1M], split across the machine's threads as the pool splits the op.
+template <typename Body>
+void SplitAcrossThreads(int threads, int64_t n, Body body);
+void BM_StdTanhLoop(benchmark::State& state) {
+  std::vector<float> x(kOpElements, 0.75f), out(kOpElements);
+  const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  for (auto _ : state) {
+    SplitAcrossThreads(threads, kOpElements, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) out[i] = std::tanh(x[i]);
+    });
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations() * kOpElements);
+}
+BENCHMARK(BM_StdTanhLoop)->UseRealTime();
 
 // Runs body(begin, end) over [0, n) split evenly across `threads` threads,
 // the calling thread taking the first part.
@@ -483,4 +580,21 @@ BENCHMARK(BM_WhileRowUpdateLoop)->Apply(RowLoopEveryRow)->Iterations(10);
 }  // namespace
 }  // namespace strata::runtime
 
-BENCHMARK_MAIN();
+// oneDNN (the GEMM peer) threads through libgomp, whose idle team spins
+// after each of its GEMMs unless OMP_WAIT_POLICY=passive: in a paired
+// benchmark the spinning threads take the cores from strata's next GEMM
+// (0.51x against 0.99x at 1024^3 on a Zen 4, bench/RESULTS.md), and
+// passive costs oneDNN nothing measurable. libgomp reads the variable when
+// it loads, before main, so the binary sets it and runs itself again.
+int main(int argc, char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr) {
+    setenv("OMP_WAIT_POLICY", "passive", 1);
+    execv("/proc/self/exe", argv);
+    std::perror("runtime_bench: re-exec with OMP_WAIT_POLICY=passive");  // runs on as it is
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
