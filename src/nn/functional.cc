@@ -82,8 +82,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
   Tensor log_probs = log_softmax(lg, -1);
   Tensor picked = squeeze(take_along_dim(log_probs, unsqueeze(safe, 1), 1), 1);
   Tensor weight = astype(keep, log_probs.dtype());
+  // An ignored row contributes 0 whatever its logits hold (-picked * 0
+  // would be NaN for an infinite or NaN logit there).
   Tensor losses = lazy::WithIndexCheck(
-      -picked * weight, target, classes, "cross_entropy",
+      where(keep, -picked, zeros({}, log_probs.dtype())), target, classes, "cross_entropy",
       fmt::format("the {} classes of logits {}", classes, logits.shape().ToString()), ignore_index);
   switch (reduction) {
     case Reduction::kMean:

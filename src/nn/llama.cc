@@ -173,8 +173,13 @@ Tensor LlamaForCausalLM::loss(const Tensor& logits, const Tensor& labels) const 
   }
   const int64_t b = logits.dim(0), s = logits.dim(1), v = logits.dim(2);
   if (s < 2) Fail("[llama] the loss needs at least 2 positions, got {}", s);
-  Tensor predicted = reshape(slice(logits, 1, 0, s - 1), {b * (s - 1), v});
-  Tensor target = reshape(slice(labels, 1, 1, s), {b * (s - 1)});
+  // Position t predicts label t + 1. Rather than slice off the logits'
+  // last position (a copy of [b, s - 1, v], and a pad of its gradient back
+  // to [b, s, v]), every position keeps its logits and the last one gets
+  // the ignored label: the same mean, with no copy either way.
+  Tensor predicted = reshape(logits, {b * s, v});
+  Tensor target =
+      reshape(concat({slice(labels, 1, 1, s), full({b, 1}, -100.0, labels.dtype())}, 1), {b * s});
   return cross_entropy(astype(predicted, DType::kF32), target, -100);
 }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "gradient_check.h"
 #include "strata/nn/functional.h"
@@ -46,6 +47,28 @@ TEST(Functional, LossValues) {
   EXPECT_NEAR(nn::mse_loss(D({1, 2}, {2}), D({0, 4}, {2})).item<double>(), (1 + 4) / 2.0, 1e-12);
   EXPECT_THROW(nn::cross_entropy(logits, D({1, 2, 3}, {3})), Error);
   EXPECT_THROW(nn::mse_loss(D({1}, {1}), D({1, 2}, {2})), Error);
+}
+
+// An ignored row counts for nothing, a masked (-inf) logit in it included:
+// the loss and the other rows' gradients are as without that row, and its
+// own gradient is 0, as with torch's ignore_index. (-log_softmax there is
+// +inf at the masked class, and +inf * 0 would make the loss NaN.)
+TEST(Functional, IgnoredRowsWithMaskedLogitsCountForNothing) {
+  const double inf = std::numeric_limits<double>::infinity();
+  Tensor logits = D({1, 2, 3, -inf, 0, 0, 5, 1, 1}, {3, 3});
+  Tensor target = Tensor::FromVector<int64_t>({2, -100, 0}, {3});
+  double r0 = -(3 - std::log(std::exp(1) + std::exp(2) + std::exp(3)));
+  double r2 = -(5 - std::log(std::exp(5) + 2 * std::exp(1)));
+  Tensor loss = nn::cross_entropy(logits, target);
+  EXPECT_NEAR(loss.item<double>(), (r0 + r2) / 2, 1e-12);
+  std::vector<double> g = gradients(loss, {logits})[0].to_vector<double>();
+  // d/dz of the mean of -log softmax(z)[label]: (softmax(z) - onehot) / 2.
+  const double z0 = std::exp(1) + std::exp(2) + std::exp(3);
+  EXPECT_NEAR(g[0], std::exp(1) / z0 / 2, 1e-12);
+  EXPECT_NEAR(g[2], (std::exp(3) / z0 - 1) / 2, 1e-12);
+  for (int j = 3; j < 6; ++j) EXPECT_EQ(g[j], 0.0) << "ignored row, column " << j - 3;
+  const double z2 = std::exp(5) + 2 * std::exp(1);
+  EXPECT_NEAR(g[6], (std::exp(5) / z2 - 1) / 2, 1e-12);
 }
 
 TEST(Functional, NormValues) {
