@@ -248,7 +248,7 @@ struct Parser {
   std::vector<PadRange> ParsePadding();
   Comparison ParseDirection();
   std::string ParseRngAlgorithm();
-  void ParseFusionKind();
+  std::string ParseFusionKind();
   std::string ParseSharding();
   ReplicaGroups ParseReplicaGroups();
   SourceTargetPairs ParseSourceTargetPairs();
@@ -323,7 +323,8 @@ const AttributeRule kAttributeRules[] = {
     {Opcode::kWhile, "body", true, CALLED_INTO(1)},
     {Opcode::kCall, "to_apply", true, CALLED_INTO(0)},
     {Opcode::kFusion, "calls", true, CALLED_INTO(0)},
-    {Opcode::kFusion, "kind", false, [](Parser& p, Instruction&) { p.ParseFusionKind(); }},
+    {Opcode::kFusion, "kind", false,
+     [](Parser& p, Instruction& i) { i.fusion_kind = p.ParseFusionKind(); }},
     {Opcode::kRngBitGenerator, "algorithm", false,
      [](Parser& p, Instruction& i) { i.rng_algorithm = p.ParseRngAlgorithm(); }},
     COLLECTIVE_RULES(kAllReduce),
@@ -789,10 +790,17 @@ std::string Parser::ParseRngAlgorithm() {
   return std::string(t.text);
 }
 
-// strata makes loop fusions only (elementwise, one output).
-void Parser::ParseFusionKind() {
+// XLA's fusion kinds. strata makes kLoop fusions (kept as ""); the runtime
+// runs a fusion its loop cannot, any kind, as a call of the computation.
+std::string Parser::ParseFusionKind() {
   Token t = Take();
-  if (!t.IsName("kLoop")) FailAt(t, "expected fusion kind kLoop, found {}", Describe(t));
+  for (const char* kind : {"kInput", "kOutput", "kCustom"}) {
+    if (t.IsName(kind)) return kind;
+  }
+  if (!t.IsName("kLoop")) {
+    FailAt(t, "expected fusion kind kLoop, kInput, kOutput or kCustom, found {}", Describe(t));
+  }
+  return "";
 }
 
 // Checked by hlo::Sharding and kept in its canonical text, braces

@@ -86,7 +86,7 @@ std::string AttributesText(const Instruction& inst) {
       add("to_apply", inst.called.at(0)->name());
       break;
     case Opcode::kFusion:
-      add("kind", "kLoop");
+      add("kind", inst.fusion_kind.empty() ? "kLoop" : inst.fusion_kind);
       add("calls", inst.called.at(0)->name());
       break;
     case Opcode::kRngBitGenerator:

@@ -45,6 +45,7 @@ void AddAttributes(HashBuilder& h, const hlo::Attributes& a) {
     h.AddSpan(std::span<const uint8_t>(a.literal.data(), a.literal.size_bytes()));
   }
   h.AddString(a.rng_algorithm);
+  h.AddString(a.fusion_kind);
   // Called computations are shared combiners: their (unique) names identify them.
   for (const hlo::Computation* c : a.called) h.AddString(c->name());
 }
@@ -61,8 +62,8 @@ static bool IsDefault(const hlo::Attributes& a) {
   return a.dimensions.empty() && a.slice.empty() && a.dynamic_slice_sizes.empty() &&
          a.padding.empty() && a.direction == hlo::Comparison::kEq && a.dot == hlo::DotDims{} &&
          a.gather == hlo::GatherDims{} && a.scatter == hlo::ScatterDims{} &&
-         a.literal.size_bytes() == 0 && a.rng_algorithm.empty() && a.sharding.empty() &&
-         a.called.empty() && a.parameter_number == -1 && a.tuple_index == -1;
+         a.literal.size_bytes() == 0 && a.rng_algorithm.empty() && a.fusion_kind.empty() &&
+         a.sharding.empty() && a.called.empty() && a.parameter_number == -1 && a.tuple_index == -1;
 }
 
 NodePtr Node::MakeOp(hlo::Opcode opcode, std::vector<Value> operands, hlo::Attributes attributes,

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 
+#include "kernels/kernels.h"
 #include "program.h"
 #include "strata/hlo/verifier.h"
 #include "strata/runtime/communicator.h"
@@ -37,6 +38,37 @@ struct Executable::ArenaPool {
 
 Executable::~Executable() = default;
 
+namespace {
+
+// A fusion the fused loop cannot run (FusedKernelRuns) becomes a call of
+// its computation, so it runs op by op, or is fused again by the passes,
+// after InlineCalls flattens it: the same values as XLA's fusion of any kind.
+void CallUnrunnableFusions(hlo::Module& module, ThreadPool& pool) {
+  for (const auto& computation : module.computations()) {
+    std::vector<hlo::Instruction*> unrunnable;
+    for (const auto& inst : computation->instructions()) {
+      if (inst->opcode() == hlo::Opcode::kFusion && !FusedKernelRuns(*inst, pool)) {
+        unrunnable.push_back(inst.get());
+      }
+    }
+    for (hlo::Instruction* fusion : unrunnable) {
+      auto call = std::make_unique<hlo::Instruction>(hlo::Opcode::kCall, fusion->shape(),
+                                                     fusion->operands());
+      call->called = fusion->called;
+      call->sharding = fusion->sharding;
+      call->set_name(fusion->name());
+      hlo::Instruction* added = computation->AddInstruction(std::move(call));
+      computation->ReplaceAllUsesWith(fusion, added);
+    }
+    if (!unrunnable.empty()) {
+      computation->RemoveDeadInstructions();
+      computation->SortTopologically();
+    }
+  }
+}
+
+}  // namespace
+
 bool EnvironmentDisablesFusion() { return std::getenv("STRATA_NO_FUSION") != nullptr; }
 
 std::unique_ptr<Executable> Executable::Compile(const hlo::Module& module,
@@ -49,6 +81,7 @@ std::unique_ptr<Executable> Executable::Compile(const hlo::Module& module,
   exe->client_ = options.client ? options.client : &Client::Default();
   exe->module_ = module.Clone();
   hlo::Module& m = *exe->module_;
+  CallUnrunnableFusions(m, exe->client_->thread_pool());
   if (options.run_passes) {
     {
       trace::Span span("compile", "passes");

@@ -157,8 +157,9 @@ std::vector<Row> Table() {
       {"dot", kNumeric, kHalves},
       {"scatter add", kNumeric, kHalves},
       {"scatter or", kIntegers | kPredOnly},
-      // A loop fusion runs f32 or f64 (the only ones the fusion pass makes).
-      {"fusion add", kNumeric, kNumeric & ~Of({DType::kF32, DType::kF64})},
+      // The fused loop runs f32 and f64; any other fusion runs as a call of
+      // its computation, so only the half types' add is refused.
+      {"fusion add", kNumeric, kHalves},
       // Narrower than XLA, whose builder makes any unsigned type (u8 too):
       // strata draws 32-bit words.
       {"rng-bit-generator", Of({DType::kU32, DType::kU64})},

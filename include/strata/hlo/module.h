@@ -65,14 +65,16 @@ struct Attributes {
   ScatterDims scatter;                       // scatter
   Literal literal;                           // constant
   std::string rng_algorithm;                 // rng-bit-generator ("rng_philox")
+  std::string fusion_kind;                   // fusion: XLA's kind; empty is kLoop
   std::string sharding;                      // XLA sharding text, e.g. "{devices=[2,1]0,1}"
   ReplicaGroups replica_groups;              // all-reduce, all-gather, reduce-scatter, all-to-all
   SourceTargetPairs source_target_pairs;     // collective-permute
   int64_t channel_id = 0;                    // collectives; 0: none written
   bool use_global_device_ids = false;        // all-reduce, all-gather, reduce-scatter
   // Called computations: reduce / scatter / all-reduce / reduce-scatter to_apply = [0]; while
-  // condition = [0], body = [1]; call = [0]; fusion = [0] (the fused elementwise computation the
-  // CPU runtime's FuseElementwise pass makes; run as one loop).
+  // condition = [0], body = [1]; call = [0]; fusion = [0] (the fused computation: the CPU
+  // runtime's FuseElementwise pass makes kLoop ones and runs them as one loop; any other
+  // fusion runs as a call of it).
   std::vector<Computation*> called;
 };
 

@@ -452,6 +452,44 @@ int64_t FusedRowLength(const Instruction& fusion) {
 
 }  // namespace
 
+bool FusedKernelRuns(const Instruction& fusion, ThreadPool& pool) {
+  const Shape& shape = fusion.shape();
+  if (!fusion.fusion_kind.empty() || !shape.is_array() || shape.rank() > 8) return false;
+  const DType type = shape.dtype();
+  if (type != DType::kF32 && type != DType::kF64) return false;
+  for (const auto& inst : fusion.called.at(0)->instructions()) {
+    const Shape& s = inst->shape();
+    if (!s.is_array()) return false;
+    const bool typed = s.dtype() == type, pred = s.dtype() == DType::kPred;
+    switch (inst->opcode()) {
+      case Opcode::kParameter:
+      case Opcode::kConstant:
+      case Opcode::kBroadcast:
+      case Opcode::kReshape:
+        if (!typed && !pred) return false;
+        break;
+      case Opcode::kCompare:
+        if (inst->operand(0)->shape().dtype() != type) return false;
+        break;
+      case Opcode::kReduce:
+      case Opcode::kSelect:
+        if (!typed) return false;
+        break;
+      default:
+        if (!typed || !(hlo::IsElementwiseUnary(inst->opcode()) ||
+                        hlo::IsElementwiseBinary(inst->opcode()))) {
+          return false;
+        }
+    }
+  }
+  try {  // the forms Translate and the row length accept
+    MakeFusionKernel(fusion, pool);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 bool FusionReadsElementwise(const Instruction& fusion, int64_t index) {
   const hlo::Computation& fused = *fusion.called.at(0);
   const Instruction* parameter = fused.parameter(index);

@@ -87,6 +87,13 @@ void TanhFloats(const float* x, float* out, int64_t n);
 // Runs a loop fusion (fusion.cc): the fused computation's elementwise ops in
 // blocks that stay in cache, so its intermediates never reach memory.
 KernelInfo MakeFusionKernel(const hlo::Instruction& inst, ThreadPool& pool);
+// Whether the fused loop runs `fusion`: a kLoop fusion with an f32 / f64
+// array result of rank <= 8 whose computation holds parameters, constants,
+// broadcasts, row reductions, compares, selects and elementwise ops of that
+// type, in the forms MakeFusionKernel accepts. Any other fusion (XLA's other
+// kinds, several results, slices, integer or half-precision ops) the
+// compiler runs as a call of its computation.
+bool FusedKernelRuns(const hlo::Instruction& fusion, ThreadPool& pool);
 // Whether a fusion reads operand `index` element by element (not through a
 // broadcast), so its result may overwrite that operand.
 bool FusionReadsElementwise(const hlo::Instruction& fusion, int64_t index);
