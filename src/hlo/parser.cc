@@ -181,6 +181,7 @@ struct OperandRef {
   std::string_view name;
   Token at;
   std::optional<Shape> declared;
+  bool default_layout = true;  // of the declared shape
 };
 
 // An instruction whose operands are resolved once its computation is read.
@@ -196,6 +197,7 @@ struct PendingComputation {
   std::vector<PendingInstruction> instructions;
   std::unordered_map<std::string_view, size_t> index_of;  // instruction name -> index
   std::unordered_map<int64_t, std::string_view> parameter_names;
+  std::unordered_set<std::string_view> non_default_layout;  // instructions declared so
   Instruction* root = nullptr;
 };
 
@@ -203,6 +205,9 @@ struct Parser {
   Lexer lexer;
   std::deque<Token> lookahead;
   Module* module = nullptr;
+  // Whether every layout of the shapes ParseShape read since this was last
+  // set held the default (row-major, {rank-1, ..., 0}) order.
+  bool default_layouts = true;
 
   explicit Parser(std::string_view text) : lexer{text} {}
 
@@ -242,6 +247,7 @@ struct Parser {
   OperandRef ParseOperand();
   void ParseAttributes(Instruction& inst, const Token& opcode_token);
   Shape ParseShape(int64_t depth, bool body_may_follow);
+  bool IsDefaultLayout(int64_t rank);
   int64_t ParseInteger(std::string_view what);
   std::vector<int64_t> ParseIntegerList();
   std::vector<SliceRange> ParseSlice();
@@ -249,6 +255,8 @@ struct Parser {
   Comparison ParseDirection();
   std::string ParseRngAlgorithm();
   std::string ParseFusionKind();
+  void CheckBitcast(const PendingComputation& pc, const Shape& shape, bool default_layout,
+                    const std::vector<OperandRef>& operands, const Token& at);
   std::string ParseSharding();
   ReplicaGroups ParseReplicaGroups();
   SourceTargetPairs ParseSourceTargetPairs();
@@ -560,12 +568,18 @@ void Parser::ParseInstruction(PendingComputation& pc) {
   }
   Expect('=', fmt::format("after instruction name '{}'", name));
   Token shape_token = Peek();
+  default_layouts = true;
   Shape shape = ParseShape(0, false);
+  if (!default_layouts) pc.non_default_layout.insert(name);
+  const bool shape_default_layout = default_layouts;
   Token opcode_token = Take();
   if (opcode_token.kind != TokenKind::kName) {
     FailAt(opcode_token, "expected an opcode after the shape, found {}", Describe(opcode_token));
   }
-  std::optional<Opcode> opcode = OpcodeFromName(opcode_token.text);
+  // XLA's bitcast reinterprets the bytes under the layouts: with the
+  // default (row-major) ones it is a reshape, and strata reads it as one.
+  const bool bitcast = opcode_token.text == "bitcast";
+  std::optional<Opcode> opcode = bitcast ? Opcode::kReshape : OpcodeFromName(opcode_token.text);
   if (!opcode) FailAt(opcode_token, "unknown opcode '{}'", opcode_token.text);
   auto inst = std::make_unique<Instruction>(*opcode, shape, std::vector<Instruction*>{});
   inst->set_name(std::string(name));
@@ -590,6 +604,7 @@ void Parser::ParseInstruction(PendingComputation& pc) {
     } while (TakeIf(','));
   }
   Expect(')', "after operands");
+  if (bitcast) CheckBitcast(pc, shape, shape_default_layout, pending.operands, opcode_token);
   ParseAttributes(*inst, opcode_token);
 
   pending.instruction = pc.computation->AddInstruction(std::move(inst));
@@ -598,12 +613,33 @@ void Parser::ParseInstruction(PendingComputation& pc) {
   pc.instructions.push_back(std::move(pending));
 }
 
+// A bitcast strata reads as a reshape: one array operand of the same
+// element type, every layout involved the default one.
+void Parser::CheckBitcast(const PendingComputation& pc, const Shape& shape, bool default_layout,
+                          const std::vector<OperandRef>& operands, const Token& at) {
+  if (operands.size() != 1) FailAt(at, "bitcast takes one operand, found {}", operands.size());
+  const OperandRef& operand = operands[0];
+  const bool operand_default = operand.default_layout && !pc.non_default_layout.count(operand.name);
+  if (!default_layout || !operand_default) {
+    FailAt(at,
+           "bitcast with a layout other than the default (row-major) one: strata stores arrays "
+           "row-major and reads a bitcast as a reshape");
+  }
+  if (operand.declared && operand.declared->is_array() && shape.is_array() &&
+      operand.declared->dtype() != shape.dtype()) {
+    FailAt(at, "bitcast from {} to {} changes the element type: that is bitcast-convert",
+           operand.declared->ToString(), shape.ToString());
+  }
+}
+
 // "x", "%x", or XLA's "f32[2,3]{1,0} %x".
 OperandRef Parser::ParseOperand() {
   OperandRef ref;
   Token t = Peek();
   if (t.Is('(') || (t.kind == TokenKind::kName && Peek(1).Is('['))) {
+    default_layouts = true;
     ref.declared = ParseShape(0, false);
+    ref.default_layout = default_layouts;
   }
   ref.at = ExpectName("an operand name");
   ref.name = StripPercent(ref.at.text);
@@ -686,9 +722,24 @@ Shape Parser::ParseShape(int64_t depth, bool body_may_follow) {
     // body starts with an instruction name or is empty and then nothing follows.
     bool is_layout = !body_may_follow || Peek(1).kind == TokenKind::kNumber ||
                      (Peek(1).Is('}') && Peek(2).Is('{'));
-    if (is_layout) SkipBalanced();
+    if (is_layout) {
+      default_layouts = default_layouts && IsDefaultLayout(static_cast<int64_t>(dims.size()));
+      SkipBalanced();
+    }
   }
   return Shape(*dtype, std::move(dims));
+}
+
+// Whether the layout at Peek() ('{' ...) is {rank-1, ..., 1, 0} with no
+// tiling or memory space: the row-major order strata stores every array in.
+bool Parser::IsDefaultLayout(int64_t rank) {
+  size_t k = 1;
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    Token n = Peek(k++);
+    if (n.kind != TokenKind::kNumber || n.text != std::to_string(d)) return false;
+    if (d > 0 && !Peek(k++).Is(',')) return false;
+  }
+  return Peek(k).Is('}');
 }
 
 int64_t Parser::ParseInteger(std::string_view what) {

@@ -640,6 +640,14 @@ std::vector<BadInput> BadInputs() {
        "call is missing attribute 'to_apply'"},
       {"bad_fusion_kind", kHead + "  ROOT y = f32[2] fusion(x), kind=kWide, calls=f\n}\n", 4, 35,
        "expected fusion kind kLoop, kInput, kOutput or kCustom, found 'kWide'"},
+      {"bitcast_transposed_layout",
+       "HloModule m\nENTRY main {\n  x = f32[2,3]{0,1} parameter(0)\n"
+       "  ROOT y = f32[6]{0} bitcast(x)\n}\n",
+       4, 22, "bitcast with a layout other than the default (row-major) one"},
+      {"bitcast_tiled_result", kHead + "  ROOT y = f32[2]{0:T(128)} bitcast(x)\n}\n", 4, 29,
+       "bitcast with a layout other than the default"},
+      {"bitcast_changes_type", kHead + "  ROOT y = s32[2]{0} bitcast(f32[2]{0} x)\n}\n", 4, 22,
+       "bitcast from f32[2] to s32[2] changes the element type: that is bitcast-convert"},
       {"bad_direction", kHead + "  ROOT y = pred[2] compare(x, x), direction=XX\n}\n", 4, 45,
        "expected a comparison direction (EQ, NE, LT, LE, GT or GE), found 'XX'"},
       {"too_few_values", kHead + "  ROOT c = f32[4] constant({1, 2, 3})\n}\n", 4, 36,
@@ -698,6 +706,19 @@ std::vector<BadInput> BadInputs() {
       {"deep_tuple_shape", "HloModule m\nENTRY main {\n  x = " + std::string(300, '(') + "\n", 3,
        264, "nested deeper than 256"},
   };
+}
+
+// XLA's bitcast under default layouts is a reshape: the same row-major
+// bytes read in the new shape, as written by XLA's dumps (layouts and
+// operand shapes inline).
+TEST(Parser, BitcastWithDefaultLayoutsIsAReshape) {
+  auto m = ParseModule(
+      "HloModule m\nENTRY main {\n  %x = f32[2,3]{1,0} parameter(0)\n"
+      "  ROOT %y = f32[3,2]{1,0} bitcast(f32[2,3]{1,0} %x)\n}\n");
+  const Instruction* root = m->entry()->root();
+  EXPECT_EQ(root->opcode(), Opcode::kReshape);
+  EXPECT_EQ(root->shape().ToString(), "f32[3,2]");
+  EXPECT_EQ(root->operand(0)->name(), "x");
 }
 
 TEST(ParserErrors, ReportLineColumnAndWhatWasExpected) {
