@@ -200,27 +200,36 @@ ENTRY main {
 }
 )";
 
-TEST(Trace, TheEnvironmentVariableWritesTheFileAtExit) {
+// Runs the loop above through the strata tool with `env` set, in a
+// directory of its own; returns the contents of `file` there afterwards
+// (the tool's stderr is stderr.txt) and checks the loop's result.
+std::string RunLoopWith(const std::string& env, const std::string& file) {
   const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / fmt::format("strata-trace-{}", ::getpid());
+      std::filesystem::temp_directory_path() /
+      fmt::format("strata-{}-{}", ::testing::UnitTest::GetInstance()->current_test_info()->name(),
+                  ::getpid());
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "loop.hlo") << kLoopProgram;
   save_safetensors((dir / "in.safetensors").string(),
                    {{"x", Tensor::FromVector<float>({1, 2, 3, 4}, {4})}});
   const std::string command = fmt::format(
-      "STRATA_TRACE='{0}/trace.json' '{1}' run '{0}/loop.hlo' --inputs '{0}/in.safetensors' "
-      "--output '{0}/out.safetensors' > /dev/null",
-      dir.string(), STRATA_BINARY);
-  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+      "{2} '{1}' run '{0}/loop.hlo' --inputs '{0}/in.safetensors' "
+      "--output '{0}/out.safetensors' > /dev/null 2> '{0}/stderr.txt'",
+      dir.string(), STRATA_BINARY, fmt::format(fmt::runtime(env), dir.string()));
+  EXPECT_EQ(std::system(command.c_str()), 0) << command;
   EXPECT_EQ(load_safetensors((dir / "out.safetensors").string()).at("output").to_vector<float>(),
             (std::vector<float>{32, 64, 96, 128}));
-  std::ifstream in(dir / "trace.json");
-  ASSERT_TRUE(in);
+  std::ifstream in(dir / file);
+  EXPECT_TRUE(in) << file;
   std::stringstream text;
   text << in.rdbuf();
   std::filesystem::remove_all(dir);
-  const json trace = json::parse(text.str());
+  return text.str();
+}
+
+TEST(Trace, TheEnvironmentVariableWritesTheFileAtExit) {
+  const json trace = json::parse(RunLoopWith("STRATA_TRACE='{}/trace.json'", "trace.json"));
   CheckWellFormed(trace);
   std::vector<json> iterations = EventsNamed(trace, "while", "iteration");
   ASSERT_EQ(iterations.size(), 5u);
@@ -238,23 +247,7 @@ TEST(Trace, TheEnvironmentVariableWritesTheFileAtExit) {
 // process prints the table at exit; the loop above runs its body's doubling
 // five times, so some kernel ran at least five times.
 TEST(Profile, TheEnvironmentVariablePrintsTheProfileAtExit) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / fmt::format("strata-profile-{}", ::getpid());
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  std::ofstream(dir / "loop.hlo") << kLoopProgram;
-  save_safetensors((dir / "in.safetensors").string(),
-                   {{"x", Tensor::FromVector<float>({1, 2, 3, 4}, {4})}});
-  const std::string command = fmt::format(
-      "STRATA_PROFILE=1 '{1}' run '{0}/loop.hlo' --inputs '{0}/in.safetensors' "
-      "--output '{0}/out.safetensors' > /dev/null 2> '{0}/stderr.txt'",
-      dir.string(), STRATA_BINARY);
-  ASSERT_EQ(std::system(command.c_str()), 0) << command;
-  std::ifstream in(dir / "stderr.txt");
-  std::stringstream text;
-  text << in.rdbuf();
-  std::filesystem::remove_all(dir);
-  const std::string report = text.str();
+  const std::string report = RunLoopWith("STRATA_PROFILE=1", "stderr.txt");
   ASSERT_NE(report.find("strata kernel profile:"), std::string::npos) << report;
   // Each row: percent, milliseconds, count "x", opcode, shape.
   int64_t most = 0;
