@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,12 +45,13 @@ std::vector<Buffer> Arguments(const Client& client) {
           Buffer::FromVector(std::vector<float>(16 * 4, 0.25f), {16, 4}, client.device(0))};
 }
 
-const KernelProfile::Row* Find(const std::vector<KernelProfile::Row>& rows,
-                               const std::string& opcode) {
+// The row of `opcode`, by value (Rows() returns a fresh vector).
+std::optional<KernelProfile::Row> Find(const std::vector<KernelProfile::Row>& rows,
+                                       const std::string& opcode) {
   for (const KernelProfile::Row& r : rows) {
-    if (r.opcode == opcode) return &r;
+    if (r.opcode == opcode) return r;
   }
-  return nullptr;
+  return std::nullopt;
 }
 
 TEST(KernelProfile, CountsEveryKernelOfEveryRunPerOpcodeAndShape) {
@@ -64,8 +66,8 @@ TEST(KernelProfile, CountsEveryKernelOfEveryRunPerOpcodeAndShape) {
   }
   const std::vector<KernelProfile::Row> rows = profile.Rows();
   ASSERT_EQ(rows.size(), 2u) << profile.Report();
-  const KernelProfile::Row* dot = Find(rows, "dot");
-  const KernelProfile::Row* tanh = Find(rows, "tanh");
+  const std::optional<KernelProfile::Row> dot = Find(rows, "dot");
+  const std::optional<KernelProfile::Row> tanh = Find(rows, "tanh");
   ASSERT_TRUE(dot && tanh) << profile.Report();
   EXPECT_EQ(dot->count, 3);
   EXPECT_EQ(tanh->count, 3);
@@ -91,7 +93,7 @@ TEST(KernelProfile, ResetEmptiesItAndLaterRunsCountAfresh) {
   EXPECT_EQ(profile.total_ns(), 0);
   exe->Run(Arguments(client));
   exe->Run(Arguments(client));
-  const KernelProfile::Row* dot = Find(profile.Rows(), "dot");
+  const std::optional<KernelProfile::Row> dot = Find(profile.Rows(), "dot");
   ASSERT_TRUE(dot);
   EXPECT_EQ(dot->count, 2);
 }
@@ -162,7 +164,7 @@ TEST(KernelProfile, CountsLoopBodiesOnEveryPartition) {
   }
   auto out = exe->RunPartitioned(args, {client.device(0), client.device(1)}, *communicator);
   EXPECT_EQ(out[1][0].ToVector<float>(), (std::vector<float>{1, 65536, 1, 1}));  // 2^(2^4)
-  const KernelProfile::Row* multiply = Find(profile.Rows(), "multiply");
+  const std::optional<KernelProfile::Row> multiply = Find(profile.Rows(), "multiply");
   ASSERT_TRUE(multiply) << profile.Report();
   EXPECT_EQ(multiply->count, 8) << profile.Report();
 }
