@@ -29,10 +29,12 @@ constexpr int64_t kMaxNesting = 256;
 // Attributes XLA prints that carry nothing this IR models; their values are
 // skipped (balanced over (), {}, [] and strings).
 constexpr std::string_view kSkippedAttributes[] = {
-    "metadata",          "frontend_attributes",  "backend_config",     "origin",
-    "statistics",        "control-predecessors", "comparison_type",    "type",
-    "operand_precision", "precision_config",     "indices_are_sorted", "unique_indices",
-    "largest",           "parameter_replication"};
+    "metadata", "frontend_attributes", "backend_config", "origin", "statistics",
+    "control-predecessors", "comparison_type", "type", "operand_precision", "precision_config",
+    "indices_are_sorted", "unique_indices", "largest", "parameter_replication",
+    // A composite call is a call of its decomposition; its name, version and
+    // attributes are in frontend_attributes.
+    "is_composite"};
 
 enum class TokenKind { kName, kNumber, kString, kArrow, kPunct, kEnd };
 

@@ -568,6 +568,7 @@ TEST(ParserXlaForms, SkipsEveryHarmlessAttribute) {
       {"unique_indices", "true"},
       {"largest", "false"},
       {"parameter_replication", "{false}"},
+      {"is_composite", "true"},
   };
   for (const auto& [key, value] : kAttributes) {
     SCOPED_TRACE(key + "=" + value);
@@ -580,6 +581,28 @@ TEST(ParserXlaForms, SkipsEveryHarmlessAttribute) {
     EXPECT_EQ(m->entry()->root()->name(), "y");
     EXPECT_EQ(m->entry()->root()->sharding, "{replicated}");
   }
+}
+
+// A composite call as JAX emits it (is_composite, and the composite's name,
+// version and attributes in frontend_attributes) is the call of its
+// decomposition.
+TEST(ParserXlaForms, CompositeCallIsACallOfItsDecomposition) {
+  auto m = ParseModule(R"(HloModule composite
+
+%my.double.impl {
+  %x.1 = f32[2]{0} parameter(0)
+  ROOT %add.1 = f32[2]{0} add(f32[2]{0} %x.1, f32[2]{0} %x.1)
+}
+
+ENTRY %main {
+  %p = f32[2]{0} parameter(0)
+  ROOT %call.1 = f32[2]{0} call(f32[2]{0} %p), to_apply=%my.double.impl, is_composite=true, frontend_attributes={composite.attributes={n = 1 : i32},composite.name="my.double",composite.version="1"}
+}
+)");
+  const Instruction* call = m->entry()->root();
+  EXPECT_EQ(call->opcode(), Opcode::kCall);
+  ASSERT_EQ(call->called.size(), 1u);
+  EXPECT_EQ(call->called[0]->root()->opcode(), Opcode::kAdd);
 }
 
 // ---------------------------------------------------------------------------
