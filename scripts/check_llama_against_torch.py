@@ -55,6 +55,12 @@ def reference_logits(model_dir, ids):
     """transformers' LlamaForCausalLM.forward (no cache, default rope), in float64."""
     c = json.load(open(os.path.join(model_dir, "config.json")))
     w = {k: v.double() for k, v in read_safetensors(os.path.join(model_dir, "model.safetensors")).items()}
+    return llama_logits(c, w, ids)
+
+
+def llama_logits(c, w, ids):
+    """The same forward from a config dict and Hugging Face-named weights (any
+    dtype; they may require grad: the python tests differentiate it)."""
     h, heads = c["hidden_size"], c["num_attention_heads"]
     kv = c.get("num_key_value_heads") or heads
     d = c.get("head_dim") or h // heads
@@ -71,11 +77,12 @@ def reference_logits(model_dir, ids):
     def rotate_half(x):
         return torch.cat((-x[..., d // 2:], x[..., : d // 2]), dim=-1)
 
+    dtype = w["model.embed_tokens.weight"].dtype
     inv_freq = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
     freqs = torch.outer(torch.arange(s, dtype=torch.float64), inv_freq)
     emb = torch.cat((freqs, freqs), dim=-1)
-    cos, sin = emb.cos(), emb.sin()
-    mask = torch.full((s, s), float("-inf"), dtype=torch.float64).triu(1)
+    cos, sin = emb.cos().to(dtype), emb.sin().to(dtype)
+    mask = torch.full((s, s), float("-inf"), dtype=dtype).triu(1)
     x = w["model.embed_tokens.weight"][ids]
     for layer in range(c["num_hidden_layers"]):
         p = f"model.layers.{layer}."

@@ -39,7 +39,7 @@ done
 
 scripts/install-deps.sh
 CC=clang-16 CXX=clang++-16 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -gline-tables-only" -DSTRATA_BENCH=OFF -DBUILD_TESTING=OFF \
+  "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -gline-tables-only" -DSTRATA_BENCH=OFF -DBUILD_TESTING=OFF -DSTRATA_PYTHON=OFF \
   -DSTRATA_FUZZ=ON -DSTRATA_SANITIZE=address,undefined > /dev/null
 cmake --build build-fuzz --target strata_fuzz_seeds "${harnesses[@]/#/fuzz_}"
 

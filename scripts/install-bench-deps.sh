@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The peers the benchmarks compare against (not needed to build or test):
-# Debian's PyTorch for bench/run_llama_bench.sh and bench/run_train_bench.sh,
-# with an optimized BLAS beside it. Idempotent.
+# The peers the benchmarks compare against: Debian's PyTorch for
+# bench/run_llama_bench.sh, bench/run_train_bench.sh and the Python
+# benchmarks, with an optimized BLAS beside it. install-deps.sh installs them
+# too (the Python tests use PyTorch as their reference); this script checks
+# that torch will load OpenBLAS. Idempotent.
 set -euo pipefail
 bash "$(dirname "$0")/install-deps.sh"
 SUDO=""

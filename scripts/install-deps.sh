@@ -15,6 +15,11 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format
   clang-16 libclang-rt-16-dev  # libFuzzer and the sanitizers' runtimes for scripts/fuzz.sh
+  # The Python module (import strata) and its tests: pybind11, DLPack's header,
+  # NumPy, pytest, and PyTorch as the tests' reference, with OpenBLAS beside it
+  # (python3-torch is satisfied by the 30x slower reference BLAS otherwise).
+  python3-dev pybind11-dev libdlpack-dev python3-numpy python3-pytest
+  python3-torch libopenblas0-pthread
 )
 missing=()
 for p in "${packages[@]}"; do

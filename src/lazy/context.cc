@@ -433,7 +433,7 @@ std::vector<bool> Context::DonatableParameters(const ir::Graph& graph,
     auto count = use_count.find(p);
     donated[i] = p->kind() == ir::NodeKind::kDeviceData && !tainted.count(p) &&
                  count != use_count.end() && count->second <= internal[p] &&
-                 arguments[i].use_count() == 2;
+                 arguments[i].use_count() == 2 && !arguments[i].borrowed();
   }
   return donated;
 }

@@ -110,6 +110,18 @@ Buffer Buffer::Alias(const Shape& shape, const Buffer& storage) {
   return b;
 }
 
+Buffer Buffer::Borrow(const Shape& shape, std::shared_ptr<uint8_t> data, const Device* device) {
+  if (!shape.is_array()) Fail("[buffer] cannot borrow memory as tuple shape {}", shape.ToString());
+  if (reinterpret_cast<uintptr_t>(data.get()) % 64 != 0)
+    Fail("[buffer] borrowed memory for {} is not 64-byte aligned", shape.ToString());
+  Buffer b;
+  b.shape_ = shape;
+  b.device_ = device;
+  b.data_ = std::move(data);
+  b.borrowed_ = true;
+  return b;
+}
+
 Buffer Buffer::Allocate(const Shape& shape, const Device* device) {
   if (!shape.is_array()) Fail("[buffer] cannot allocate tuple shape {}", shape.ToString());
   Buffer b;

@@ -53,6 +53,11 @@ class Buffer {
   template <typename T>
   static Buffer FromVector(const std::vector<T>& values, std::vector<int64_t> dims,
                            const Device* device);
+  // Memory another owner lends (a NumPy or PyTorch array through DLPack),
+  // seen as `shape` without a copy; `data`'s deleter hands it back. It must
+  // be 64-byte aligned, as the kernels expect. Borrowed bytes are never
+  // donated to a run's results: their owner may still read them.
+  static Buffer Borrow(const Shape& shape, std::shared_ptr<uint8_t> data, const Device* device);
 
   bool defined() const { return data_ != nullptr; }
   const Shape& shape() const { return shape_; }
@@ -61,6 +66,7 @@ class Buffer {
   int64_t size_bytes() const { return shape_.byte_size(); }
   // Handles sharing these bytes (this one included).
   int64_t use_count() const { return data_.use_count(); }
+  bool borrowed() const { return borrowed_; }
   template <typename T>
   T* data_as() const {
     return reinterpret_cast<T*>(data_.get());
@@ -72,6 +78,7 @@ class Buffer {
   Shape shape_;
   const Device* device_ = nullptr;
   std::shared_ptr<uint8_t> data_;
+  bool borrowed_ = false;
 };
 
 // The runtime context: devices, the compute thread pool and the profile its

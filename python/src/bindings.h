@@ -1,0 +1,56 @@
+// What the binding translation units of strata._strata share: the
+// conversions between Python objects and strata values, and one Bind*
+// function per part of the module (module.cc calls them in order).
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "strata/core/dtype.h"
+#include "strata/lazy/tensor.h"
+#include "strata/lazy/tree.h"
+
+namespace strata::python {
+
+namespace py = pybind11;
+
+// A dtype argument: strata.float32, a NumPy dtype or type (np.float32), a
+// torch dtype, or a name ("float32", "f32", "bool").
+DType DTypeArg(py::handle value);
+std::string PythonDTypeName(DType dtype);  // "float32", as NumPy and PyTorch name it
+
+// A tensor from a strata.Tensor, a NumPy array, a Python scalar or a nested
+// list (copied; Python floats become float32 and ints int64, as
+// torch.tensor makes them). `dtype` converts.
+Tensor ToTensor(py::handle value, std::optional<DType> dtype = std::nullopt);
+// A NumPy array viewing the tensor's bytes (materializes it; read-only).
+py::object ToNumpy(const Tensor& tensor);
+// DLPack, both ways. Export shares the tensor's bytes. Import shares the
+// producer's memory when it is row-major and 64-byte aligned (PyTorch's
+// allocations are), and copies otherwise.
+py::capsule ToDlpack(const Tensor& tensor);
+Tensor FromDlpack(py::object source);
+
+// Dimension arguments: None (all), an int, or a sequence of ints.
+std::vector<int64_t> DimsArg(py::handle dims);
+// A shape given as ints or one sequence: zeros(2, 3) and zeros((2, 3)).
+std::vector<int64_t> ShapeArgs(const py::args& args);
+
+// Pytrees: tensors in nested lists, tuples and dicts with string keys
+// (None is an empty node). `what` names the caller in errors, which give
+// the leaf's path: "strata.grad: the leaf at [0]['w'] is a float, not a
+// strata.Tensor".
+Tree ToTree(py::handle value, const std::string& what);
+// `tree` rebuilt with the Python structure of `like` (tuples stay tuples).
+py::object FromTree(const Tree& tree, py::handle like);
+
+void BindTensor(py::module_& m);
+void BindOps(py::module_& m);
+void BindTransforms(py::module_& m);
+void BindOptim(py::module_& m);  // the strata.optim submodule
+void BindLlama(py::module_& m);  // safetensors files, strata.nn.LlamaForCausalLM
+
+}  // namespace strata::python

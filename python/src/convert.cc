@@ -1,0 +1,355 @@
+// Python objects to strata values and back: dtypes, NumPy arrays, DLPack
+// capsules, dimension arguments and pytrees.
+#include <dlpack/dlpack.h>
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+
+#include "bindings.h"
+#include "strata/lazy/context.h"
+#include "strata/lazy/ops.h"
+#include "strata/runtime/device.h"
+
+namespace strata::python {
+
+namespace {
+
+struct DTypeNames {
+  DType dtype;
+  const char* python;  // NumPy's and PyTorch's name
+};
+constexpr DTypeNames kDTypeNames[] = {
+    {DType::kPred, "bool"},   {DType::kS8, "int8"},     {DType::kS32, "int32"},
+    {DType::kS64, "int64"},   {DType::kU8, "uint8"},    {DType::kU32, "uint32"},
+    {DType::kU64, "uint64"},  {DType::kF16, "float16"}, {DType::kBF16, "bfloat16"},
+    {DType::kF32, "float32"}, {DType::kF64, "float64"},
+};
+
+std::optional<DType> DTypeFromAnyName(std::string name) {
+  if (auto dot = name.rfind('.'); dot != std::string::npos)
+    name = name.substr(dot + 1);  // torch.float32
+  for (const DTypeNames& n : kDTypeNames) {
+    if (name == n.python) return n.dtype;
+  }
+  if (name == "float" || name == "half" || name == "double" || name == "long" || name == "int") {
+    // PyTorch's aliases: float is float32, double float64, long int64, int int32.
+    return name == "float"    ? DType::kF32
+           : name == "half"   ? DType::kF16
+           : name == "double" ? DType::kF64
+           : name == "long"   ? DType::kS64
+                              : DType::kS32;
+  }
+  return DTypeFromName(name);  // XLA's names: f32, s64, pred, ...
+}
+
+[[noreturn]] void ThrowType(const std::string& message) { throw py::type_error(message); }
+
+std::string TypeName(py::handle value) { return py::str(py::type::of(value).attr("__name__")); }
+
+// The strata dtype of a NumPy array's elements, or an error naming NumPy's.
+DType FromNumpyDType(const py::dtype& dtype) {
+  const char kind = dtype.kind();
+  const auto size = dtype.itemsize();
+  std::optional<DType> t;
+  if (kind == 'b') t = DType::kPred;
+  if (kind == 'i')
+    t = size == 1 ? DType::kS8 : size == 4 ? DType::kS32 : size == 8 ? DType::kS64 : t;
+  if (kind == 'u')
+    t = size == 1 ? DType::kU8 : size == 4 ? DType::kU32 : size == 8 ? DType::kU64 : t;
+  if (kind == 'f')
+    t = size == 2 ? DType::kF16 : size == 4 ? DType::kF32 : size == 8 ? DType::kF64 : t;
+  if (!t) {
+    Fail(
+        "[tensor] NumPy dtype {} has no strata dtype (strata has bool, int8/32/64, "
+        "uint8/32/64, float16/32/64 and bfloat16)",
+        std::string(py::str(static_cast<const py::handle&>(dtype))));
+  }
+  return *t;
+}
+
+// The bytes of a materialized tensor, whole; the sync releases the GIL.
+runtime::Buffer MaterializedBuffer(const Tensor& tensor) {
+  Tensor& t = const_cast<Tensor&>(tensor);
+  {
+    py::gil_scoped_release release;
+    t.sync();
+  }
+  return t.impl()->context->WholeOf(*t.value().node);
+}
+
+std::vector<int64_t> RowMajorStrides(const std::vector<int64_t>& dims, int64_t unit) {
+  std::vector<int64_t> strides(dims.size());
+  int64_t s = unit;
+  for (size_t i = dims.size(); i-- > 0;) {
+    strides[i] = s;
+    s *= dims[i];
+  }
+  return strides;
+}
+
+// ---- DLPack -------------------------------------------------------------------------
+constexpr uint8_t kDLBoolCode = 6;  // kDLBool, DLPack 0.8 (the 0.6 header has no name for it)
+
+DLDataType ToDlpackType(DType dtype) {
+  const auto bits = static_cast<uint8_t>(DTypeSize(dtype) * 8);
+  if (dtype == DType::kPred) return {kDLBoolCode, 8, 1};
+  if (dtype == DType::kBF16) return {kDLBfloat, 16, 1};
+  if (IsFloating(dtype)) return {kDLFloat, bits, 1};
+  if (IsSignedInteger(dtype)) return {kDLInt, bits, 1};
+  return {kDLUInt, bits, 1};
+}
+
+DType FromDlpackType(DLDataType t) {
+  if (t.lanes == 1) {
+    for (const DTypeNames& n : kDTypeNames) {
+      DLDataType d = ToDlpackType(n.dtype);
+      if (d.code == t.code && d.bits == t.bits) return n.dtype;
+    }
+  }
+  Fail("[from_dlpack] DLPack type (code {}, {} bits, {} lanes) has no strata dtype",
+       static_cast<int>(t.code), static_cast<int>(t.bits), static_cast<int>(t.lanes));
+}
+
+struct DlpackExport {
+  runtime::Buffer buffer;
+  std::vector<int64_t> dims, strides;
+  DLManagedTensor managed{};
+};
+
+void DeleteCapsule(PyObject* capsule) {
+  if (!PyCapsule_IsValid(capsule, "dltensor")) return;  // consumed: the consumer owns it
+  auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
+  if (managed->deleter) managed->deleter(managed);
+}
+
+// Copies a strided DLPack array into row-major bytes.
+void GatherStrided(const uint8_t* base, const std::vector<int64_t>& dims,
+                   const std::vector<int64_t>& strides, int64_t item, uint8_t* out) {
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  std::vector<int64_t> index(dims.size(), 0);
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  for (int64_t e = 0; e < n; ++e) {
+    int64_t offset = 0;
+    for (int64_t d = 0; d < rank; ++d) offset += index[d] * strides[d];
+    std::memcpy(out + e * item, base + offset * item, item);
+    for (int64_t d = rank - 1; d >= 0 && ++index[d] == dims[d]; --d) index[d] = 0;
+  }
+}
+
+}  // namespace
+
+std::string PythonDTypeName(DType dtype) {
+  for (const DTypeNames& n : kDTypeNames) {
+    if (n.dtype == dtype) return n.python;
+  }
+  return std::string(DTypeName(dtype));
+}
+
+DType DTypeArg(py::handle value) {
+  if (py::isinstance<DType>(value)) return value.cast<DType>();
+  std::string name;
+  if (py::isinstance<py::str>(value)) {
+    name = value.cast<std::string>();
+  } else if (py::isinstance<py::dtype>(value) || py::isinstance<py::type>(value)) {
+    // np.float32 (a type), np.dtype('float32'), and Python's bool / int / float.
+    if (value.is(py::type::of(py::bool_()))) return DType::kPred;
+    if (value.is(py::type::of(py::int_()))) return DType::kS64;
+    if (value.is(py::type::of(py::float_()))) return DType::kF32;
+    name = py::str(py::object(py::dtype::from_args(py::reinterpret_borrow<py::object>(value))));
+  } else {
+    name = py::str(value);  // torch.float32 prints as "torch.float32"
+  }
+  if (auto t = DTypeFromAnyName(name)) return *t;
+  ThrowType(
+      fmt::format("expected a dtype (strata.float32, numpy.float32, 'float32'), got '{}' "
+                  "of type {}",
+                  name, TypeName(value)));
+}
+
+Tensor ToTensor(py::handle value, std::optional<DType> dtype) {
+  if (py::isinstance<Tensor>(value)) {
+    const Tensor& t = value.cast<const Tensor&>();
+    return dtype && *dtype != t.dtype() ? astype(t, *dtype) : t;
+  }
+  if (py::hasattr(value, "__dlpack__") && !py::isinstance<py::array>(value)) {
+    return FromDlpack(py::reinterpret_borrow<py::object>(value));  // a torch.Tensor
+  }
+  // Python data (scalars, lists) follows torch.tensor: floats are float32.
+  const bool python_data = !py::isinstance<py::array>(value) && !py::hasattr(value, "dtype");
+  py::module_ np = py::module_::import("numpy");
+  py::array array = np.attr("asarray")(value);
+  if (array.dtype().kind() == 'O' || array.dtype().kind() == 'U' || array.dtype().kind() == 'S') {
+    ThrowType(fmt::format("strata.tensor: cannot make a tensor of {} (NumPy reads it as {})",
+                          TypeName(value), std::string(py::str(py::object(array.dtype())))));
+  }
+  DType source = FromNumpyDType(array.dtype());
+  if (python_data && source == DType::kF64) source = DType::kF32;
+  // bfloat16 has no NumPy type: come through float32.
+  DType read = dtype && *dtype != DType::kBF16 ? *dtype : source;
+  if (dtype == DType::kBF16 && !IsFloating(source)) read = DType::kF32;
+  py::array contiguous =
+      np.attr("asarray")(array, py::arg("dtype") = PythonDTypeName(read), py::arg("order") = "C");
+  std::vector<int64_t> dims(contiguous.shape(), contiguous.shape() + contiguous.ndim());
+  Tensor t = Tensor::FromBytes(
+      Shape(read, dims), std::span<const uint8_t>(static_cast<const uint8_t*>(contiguous.data()),
+                                                  static_cast<size_t>(contiguous.nbytes())));
+  return dtype && *dtype != read ? astype(t, *dtype) : t;
+}
+
+py::object ToNumpy(const Tensor& tensor) {
+  if (tensor.dtype() == DType::kBF16) {
+    Fail(
+        "[numpy] NumPy has no bfloat16: convert with .astype(strata.float32), or hand the "
+        "tensor to PyTorch through DLPack (torch.utils.dlpack.from_dlpack)");
+  }
+  runtime::Buffer buffer = MaterializedBuffer(tensor);
+  const std::vector<int64_t>& dims = buffer.shape().dims();
+  const int64_t item = DTypeSize(tensor.dtype());
+  auto* keep = new runtime::Buffer(buffer);
+  py::capsule owner(keep, [](void* p) { delete static_cast<runtime::Buffer*>(p); });
+  std::vector<py::ssize_t> shape(dims.begin(), dims.end());
+  std::vector<int64_t> s = RowMajorStrides(dims, item);
+  std::vector<py::ssize_t> strides(s.begin(), s.end());
+  py::array array(py::dtype(PythonDTypeName(tensor.dtype())), shape, strides, buffer.data(), owner);
+  // Strata's values are immutable: the view is read-only (as JAX's are).
+  array.attr("setflags")(py::arg("write") = false);
+  return array;
+}
+
+py::capsule ToDlpack(const Tensor& tensor) {
+  auto* e = new DlpackExport{MaterializedBuffer(tensor), {}, {}, {}};
+  e->dims = e->buffer.shape().dims();
+  e->strides = RowMajorStrides(e->dims, 1);
+  DLTensor& d = e->managed.dl_tensor;
+  d.data = e->buffer.data();
+  d.device = {kDLCPU, 0};
+  d.ndim = static_cast<int32_t>(e->dims.size());
+  d.dtype = ToDlpackType(tensor.dtype());
+  d.shape = e->dims.data();
+  d.strides = e->strides.data();
+  d.byte_offset = 0;
+  e->managed.manager_ctx = e;
+  e->managed.deleter = [](DLManagedTensor* m) {
+    delete static_cast<DlpackExport*>(m->manager_ctx);
+  };
+  return py::reinterpret_steal<py::capsule>(PyCapsule_New(&e->managed, "dltensor", DeleteCapsule));
+}
+
+Tensor FromDlpack(py::object source) {
+  py::object capsule = source;
+  if (py::hasattr(source, "__dlpack__")) capsule = source.attr("__dlpack__")();
+  if (!PyCapsule_IsValid(capsule.ptr(), "dltensor")) {
+    ThrowType(
+        fmt::format("strata.from_dlpack: expected an object with __dlpack__ or an unused "
+                    "DLPack capsule, got {}",
+                    TypeName(source)));
+  }
+  auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
+  // From here strata owns it: the deleter runs when the last buffer goes.
+  std::shared_ptr<DLManagedTensor> owner(managed, [](DLManagedTensor* m) {
+    if (m->deleter) m->deleter(m);
+  });
+  PyCapsule_SetName(capsule.ptr(), "used_dltensor");
+  const DLTensor& d = managed->dl_tensor;
+  if (d.device.device_type != kDLCPU) {
+    Fail(
+        "[from_dlpack] the array lives on DLPack device type {}; strata reads CPU memory (type {})",
+        static_cast<int>(d.device.device_type), static_cast<int>(kDLCPU));
+  }
+  DType dtype = FromDlpackType(d.dtype);
+  std::vector<int64_t> dims(d.shape, d.shape + d.ndim);
+  std::vector<int64_t> strides =
+      d.strides ? std::vector<int64_t>(d.strides, d.strides + d.ndim) : RowMajorStrides(dims, 1);
+  std::vector<int64_t> row_major = RowMajorStrides(dims, 1);
+  bool compact = true;
+  for (int32_t i = 0; i < d.ndim; ++i)
+    compact = compact && (dims[i] == 1 || strides[i] == row_major[i]);
+  Shape shape(dtype, dims);
+  auto* data = static_cast<uint8_t*>(d.data) + d.byte_offset;
+  const runtime::Device* device = runtime::Client::Default().device(0);
+  if (compact && shape.num_elements() > 0 && reinterpret_cast<uintptr_t>(data) % 64 == 0) {
+    // Shares the memory: the aliasing shared_ptr keeps the DLPack owner alive.
+    runtime::Buffer buffer =
+        runtime::Buffer::Borrow(shape, std::shared_ptr<uint8_t>(owner, data), device);
+    return Tensor(ir::Value{ir::Node::MakeDeviceData(std::move(buffer))});
+  }
+  std::vector<uint8_t> bytes(static_cast<size_t>(shape.byte_size()));
+  if (!bytes.empty()) GatherStrided(data, dims, strides, DTypeSize(dtype), bytes.data());
+  return Tensor::FromBytes(shape, bytes);
+}
+
+std::vector<int64_t> DimsArg(py::handle dims) {
+  if (dims.is_none()) return {};
+  if (py::isinstance<py::int_>(dims)) return {dims.cast<int64_t>()};
+  if (py::isinstance<py::sequence>(dims) && !py::isinstance<py::str>(dims)) {
+    std::vector<int64_t> out;
+    for (py::handle d : dims) {
+      if (!py::isinstance<py::int_>(d)) ThrowType("dimensions must be ints, got " + TypeName(d));
+      out.push_back(d.cast<int64_t>());
+    }
+    return out;
+  }
+  ThrowType("expected None, an int or a sequence of ints as dimensions, got " + TypeName(dims));
+}
+
+std::vector<int64_t> ShapeArgs(const py::args& args) {
+  if (args.size() == 1 && !py::isinstance<py::int_>(args[0])) return DimsArg(args[0]);
+  return DimsArg(args);
+}
+
+namespace {
+Tree ToTreeAt(py::handle value, const std::string& what, const std::string& path) {
+  if (py::isinstance<Tensor>(value)) return Tree(value.cast<Tensor>());
+  if (value.is_none()) return Tree();
+  if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
+    Tree::List items;
+    size_t i = 0;
+    for (py::handle item : value) {
+      items.push_back(ToTreeAt(item, what, fmt::format("{}[{}]", path, i++)));
+    }
+    return Tree(std::move(items));
+  }
+  if (py::isinstance<py::dict>(value)) {
+    Tree::Dict items;
+    for (auto [key, item] : value.cast<py::dict>()) {
+      if (!py::isinstance<py::str>(key)) {
+        ThrowType(
+            fmt::format("{}: dict keys in a pytree must be strings; the key {} at '{}' is a {}",
+                        what, std::string(py::repr(key)), path, TypeName(key)));
+      }
+      std::string k = key.cast<std::string>();
+      items.emplace(k, ToTreeAt(item, what, fmt::format("{}['{}']", path, k)));
+    }
+    return Tree(std::move(items));
+  }
+  ThrowType(fmt::format("{}: the leaf at {} is a {}, not a strata.Tensor", what,
+                        path.empty() ? "the root" : path, TypeName(value)));
+}
+}  // namespace
+
+Tree ToTree(py::handle value, const std::string& what) { return ToTreeAt(value, what, ""); }
+
+py::object FromTree(const Tree& tree, py::handle like) {
+  if (tree.is_leaf()) return py::cast(tree.leaf());
+  if (like.is_none()) return py::none();
+  if (py::isinstance<py::dict>(like)) {
+    py::dict out;
+    for (auto [key, item] : like.cast<py::dict>()) {
+      out[key] = FromTree(tree[key.cast<std::string>()], item);
+    }
+    return out;
+  }
+  if (py::isinstance<py::list>(like) || py::isinstance<py::tuple>(like)) {
+    py::list out;
+    size_t i = 0;
+    for (py::handle item : like) out.append(FromTree(tree[i++], item));
+    if (py::isinstance<py::tuple>(like)) return py::tuple(out);
+    return out;
+  }
+  if (tree.is_empty()) return py::none();
+  throw InternalError("a tree without the structure of its Python template");
+}
+
+}  // namespace strata::python

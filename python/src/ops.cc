@@ -1,0 +1,402 @@
+// The ops under NumPy's and PyTorch's names: strata.exp, strata.sum(x,
+// dim=..., keepdim=...) (axis= and keepdims= too), strata.cat, ... and the
+// functions of torch.nn.functional under strata.nn.functional's names.
+#include <pybind11/stl.h>
+
+#include "bindings.h"
+#include "strata/lazy/ops.h"
+#include "strata/nn/functional.h"
+
+namespace strata::python {
+
+namespace {
+
+using Unary = Tensor (*)(const Tensor&);
+using Binary = Tensor (*)(const Tensor&, const Tensor&);
+
+std::optional<DType> OptionalDType(py::handle dtype) {
+  if (dtype.is_none()) return std::nullopt;
+  return DTypeArg(dtype);
+}
+
+// A binary op's operands: tensors, arrays or Python numbers (a number next
+// to a tensor takes its dtype, as in the operators).
+std::pair<Tensor, Tensor> Operands(py::handle a, py::handle b) {
+  const bool a_tensor = py::isinstance<Tensor>(a), b_tensor = py::isinstance<Tensor>(b);
+  if (!a_tensor && b_tensor && (py::isinstance<py::int_>(a) || py::isinstance<py::float_>(a))) {
+    const Tensor& tb = b.cast<const Tensor&>();
+    DType t = py::isinstance<py::float_>(a) && !IsFloating(tb.dtype()) ? DType::kF32 : tb.dtype();
+    return {scalar(a.cast<double>(), t), tb};
+  }
+  if (a_tensor && !b_tensor && (py::isinstance<py::int_>(b) || py::isinstance<py::float_>(b))) {
+    const Tensor& ta = a.cast<const Tensor&>();
+    DType t = py::isinstance<py::float_>(b) && !IsFloating(ta.dtype()) ? DType::kF32 : ta.dtype();
+    return {ta, scalar(b.cast<double>(), t)};
+  }
+  return {ToTensor(a), ToTensor(b)};
+}
+
+// Reductions take dim / keepdim (PyTorch) or axis / keepdims (NumPy).
+std::vector<int64_t> ReduceDims(py::handle dim, py::handle axis) {
+  if (!dim.is_none() && !axis.is_none()) Fail("[reduce] give dim or axis, not both");
+  return DimsArg(dim.is_none() ? axis : dim);
+}
+
+nn::Reduction ReductionArg(const std::string& name) {
+  if (name == "mean") return nn::Reduction::kMean;
+  if (name == "sum") return nn::Reduction::kSum;
+  if (name == "none") return nn::Reduction::kNone;
+  Fail("[loss] reduction must be 'mean', 'sum' or 'none', got '{}'", name);
+}
+
+std::vector<Tensor> TensorList(py::handle items, const char* op) {
+  if (!py::isinstance<py::sequence>(items) || py::isinstance<py::str>(items)) {
+    throw py::type_error(fmt::format("strata.{} takes a sequence of tensors", op));
+  }
+  std::vector<Tensor> out;
+  for (py::handle item : items) out.push_back(ToTensor(item));
+  return out;
+}
+
+}  // namespace
+
+void BindOps(py::module_& m) {
+  // ---- creation ----
+  auto creator = [&m](const char* name, Tensor (*make)(std::vector<int64_t>, DType)) {
+    m.def(
+        name,
+        [make](py::args shape, py::object dtype) {
+          return make(ShapeArgs(shape), OptionalDType(dtype).value_or(DType::kF32));
+        },
+        py::kw_only(), py::arg("dtype") = py::none());
+  };
+  creator("zeros", &zeros);
+  creator("ones", &ones);
+  m.def(
+      "full",
+      [](py::object shape, double value, py::object dtype) {
+        return full(DimsArg(shape), value, OptionalDType(dtype).value_or(DType::kF32));
+      },
+      py::arg("shape"), py::arg("fill_value"), py::arg("dtype") = py::none());
+  m.def(
+      "zeros_like",
+      [](const Tensor& x, py::object dtype) {
+        return zeros(x.shape().dims(), OptionalDType(dtype).value_or(x.dtype()));
+      },
+      py::arg("x"), py::arg("dtype") = py::none());
+  m.def(
+      "ones_like",
+      [](const Tensor& x, py::object dtype) {
+        return ones(x.shape().dims(), OptionalDType(dtype).value_or(x.dtype()));
+      },
+      py::arg("x"), py::arg("dtype") = py::none());
+  m.def(
+      "full_like",
+      [](const Tensor& x, double value, py::object dtype) {
+        return full(x.shape().dims(), value, OptionalDType(dtype).value_or(x.dtype()));
+      },
+      py::arg("x"), py::arg("fill_value"), py::arg("dtype") = py::none());
+  m.def(
+      "arange",
+      [](py::object start, py::object end, py::object step, py::object dtype) {
+        // arange(end) or arange(start, end[, step]); ints give int64 as in torch.
+        if (end.is_none()) {
+          end = start;
+          start = py::int_(0);
+        }
+        const bool integral = py::isinstance<py::int_>(start) && py::isinstance<py::int_>(end) &&
+                              py::isinstance<py::int_>(step);
+        DType t = OptionalDType(dtype).value_or(integral ? DType::kS64 : DType::kF32);
+        return arange(start.cast<double>(), end.cast<double>(), step.cast<double>(), t);
+      },
+      py::arg("start"), py::arg("end") = py::none(), py::arg("step") = 1,
+      py::arg("dtype") = py::none());
+  m.def(
+      "eye",
+      [](int64_t n, py::object dtype) {
+        return eye(n, OptionalDType(dtype).value_or(DType::kF32));
+      },
+      py::arg("n"), py::arg("dtype") = py::none());
+  m.def(
+      "constant",
+      [](double v, py::object dtype) {
+        return constant(v, OptionalDType(dtype).value_or(DType::kF32));
+      },
+      py::arg("value"), py::arg("dtype") = py::none(),
+      "A scalar baked into the program (changing it recompiles).");
+  m.def(
+      "scalar",
+      [](double v, py::object dtype) {
+        return scalar(v, OptionalDType(dtype).value_or(DType::kF32));
+      },
+      py::arg("value"), py::arg("dtype") = py::none(),
+      "A scalar that is a program parameter (changing it never recompiles).");
+  m.def("random_key", &random_key, py::arg("seed"));
+  m.def("split_key", &split_key, py::arg("key"), py::arg("count") = 2);
+  m.def(
+      "uniform",
+      [](const Tensor& key, py::object shape, double low, double high, py::object dtype) {
+        return uniform(key, DimsArg(shape), low, high, OptionalDType(dtype).value_or(DType::kF32));
+      },
+      py::arg("key"), py::arg("shape"), py::arg("low") = 0.0, py::arg("high") = 1.0,
+      py::arg("dtype") = py::none());
+  m.def(
+      "normal",
+      [](const Tensor& key, py::object shape, double mean, double std, py::object dtype) {
+        return normal(key, DimsArg(shape), mean, std, OptionalDType(dtype).value_or(DType::kF32));
+      },
+      py::arg("key"), py::arg("shape"), py::arg("mean") = 0.0, py::arg("std") = 1.0,
+      py::arg("dtype") = py::none());
+
+  // ---- elementwise ----
+  const std::pair<const char*, Unary> unary[] = {
+      {"abs", &abs},       {"sign", &sign},
+      {"exp", &exp},       {"log", &log},
+      {"log1p", &log1p},   {"expm1", &expm1},
+      {"tanh", &tanh},     {"sigmoid", &sigmoid},
+      {"sqrt", &sqrt},     {"rsqrt", &rsqrt},
+      {"sin", &sin},       {"cos", &cos},
+      {"erf", &erf},       {"floor", &floor},
+      {"ceil", &ceil},     {"logical_not", &logical_not},
+      {"relu", &nn::relu}, {"silu", &nn::silu},
+      {"mT", &mT},         {"negative", [](const Tensor& x) { return -x; }},
+  };
+  for (const auto& [name, op] : unary) m.def(name, op, py::arg("x"));
+  const std::pair<const char*, Binary> binary[] = {
+      {"add", [](const Tensor& a, const Tensor& b) { return a + b; }},
+      {"subtract", [](const Tensor& a, const Tensor& b) { return a - b; }},
+      {"multiply", [](const Tensor& a, const Tensor& b) { return a * b; }},
+      {"divide", [](const Tensor& a, const Tensor& b) { return a / b; }},
+      {"maximum", &maximum},
+      {"minimum", &minimum},
+      {"pow", [](const Tensor& a, const Tensor& b) { return pow(a, b); }},
+      {"remainder", &remainder},
+      {"eq", &eq},
+      {"ne", &ne},
+      {"lt", &lt},
+      {"le", &le},
+      {"gt", &gt},
+      {"ge", &ge},
+      {"logical_and", &logical_and},
+      {"logical_or", &logical_or},
+      {"matmul", &matmul},
+  };
+  for (const auto& [name, op] : binary) {
+    m.def(
+        name,
+        [op = op](py::handle a, py::handle b) {
+          auto [x, y] = Operands(a, b);
+          return op(x, y);
+        },
+        py::arg("a"), py::arg("b"));
+  }
+  m.def(
+      "where",
+      [](py::handle c, py::handle a, py::handle b) {
+        auto [x, y] = Operands(a, b);
+        return where(ToTensor(c), x, y);
+      },
+      py::arg("condition"), py::arg("a"), py::arg("b"));
+  m.def(
+      "clamp",
+      [](const Tensor& x, std::optional<double> lo, std::optional<double> hi) {
+        return clamp(x, lo, hi);
+      },
+      py::arg("x"), py::arg("min") = py::none(), py::arg("max") = py::none());
+  m.def(
+      "astype", [](const Tensor& x, py::handle d) { return astype(x, DTypeArg(d)); }, py::arg("x"),
+      py::arg("dtype"));
+  m.def(
+      "gelu",
+      [](const Tensor& x, const std::string& approximate) {
+        if (approximate != "none" && approximate != "tanh")
+          Fail("[gelu] approximate must be 'none' or 'tanh', got '{}'", approximate);
+        return nn::gelu(x, approximate == "tanh");
+      },
+      py::arg("x"), py::arg("approximate") = "none");
+
+  // ---- reductions ----
+  using Reduce = Tensor (*)(const Tensor&, std::vector<int64_t>, bool);
+  const std::pair<const char*, Reduce> reductions[] = {
+      {"sum", &sum}, {"mean", &mean}, {"amax", &max}, {"amin", &min}};
+  for (const auto& [name, op] : reductions) {
+    m.def(
+        name,
+        [op = op](const Tensor& x, py::object dim, bool keepdim, py::object axis, bool keepdims) {
+          return op(x, ReduceDims(dim, axis), keepdim || keepdims);
+        },
+        py::arg("x"), py::arg("dim") = py::none(), py::arg("keepdim") = false, py::kw_only(),
+        py::arg("axis") = py::none(), py::arg("keepdims") = false);
+  }
+  using ArgReduce = Tensor (*)(const Tensor&, int64_t, bool);
+  const std::pair<const char*, ArgReduce> arg_reductions[] = {{"argmax", &argmax},
+                                                              {"argmin", &argmin}};
+  for (const auto& [name, op] : arg_reductions) {
+    m.def(
+        name,
+        [op = op](const Tensor& x, py::object dim, bool keepdim) {
+          if (dim.is_none()) return op(reshape(x, {-1}), 0, false);  // over the flattened tensor
+          return op(x, dim.cast<int64_t>(), keepdim);
+        },
+        py::arg("x"), py::arg("dim") = py::none(), py::arg("keepdim") = false);
+  }
+
+  // ---- shape ----
+  m.def(
+      "reshape", [](const Tensor& x, py::args shape) { return reshape(x, ShapeArgs(shape)); },
+      py::arg("x"));
+  m.def(
+      "transpose",
+      [](const Tensor& x, py::object d0, py::object d1) {
+        if (d0.is_none())
+          return x.rank() < 2 ? x : permute(x, [&] {
+            std::vector<int64_t> dims(x.rank());
+            for (int64_t i = 0; i < x.rank(); ++i) dims[i] = x.rank() - 1 - i;
+            return dims;
+          }());  // NumPy: reverse every dimension
+        return transpose(x, d0.cast<int64_t>(), d1.cast<int64_t>());
+      },
+      py::arg("x"), py::arg("dim0") = py::none(), py::arg("dim1") = py::none());
+  m.def(
+      "permute", [](const Tensor& x, py::args dims) { return permute(x, ShapeArgs(dims)); },
+      py::arg("x"));
+  m.def(
+      "expand", [](const Tensor& x, py::args dims) { return expand(x, ShapeArgs(dims)); },
+      py::arg("x"));
+  m.def(
+      "broadcast_to",
+      [](const Tensor& x, py::object dims) { return broadcast_to(x, DimsArg(dims)); }, py::arg("x"),
+      py::arg("shape"));
+  m.def(
+      "squeeze", [](const Tensor& x, std::optional<int64_t> dim) { return squeeze(x, dim); },
+      py::arg("x"), py::arg("dim") = py::none());
+  m.def("unsqueeze", &unsqueeze, py::arg("x"), py::arg("dim"));
+  m.def(
+      "flatten",
+      [](const Tensor& x, int64_t start, int64_t end) {
+        const int64_t r = std::max<int64_t>(x.rank(), 1);
+        if (start < 0) start += r;
+        if (end < 0) end += r;
+        if (start < 0 || end >= r || start > end)
+          Fail("[flatten] dimensions {}..{} out of range for {}", start, end, x.shape().ToString());
+        std::vector<int64_t> dims;
+        for (int64_t i = 0; i < start; ++i) dims.push_back(x.dim(i));
+        dims.push_back(-1);
+        for (int64_t i = end + 1; i < x.rank(); ++i) dims.push_back(x.dim(i));
+        return reshape(x, dims);
+      },
+      py::arg("x"), py::arg("start_dim") = 0, py::arg("end_dim") = -1);
+  m.def(
+      "slice",
+      [](const Tensor& x, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end,
+         int64_t step) { return slice(x, dim, start, end, step); },
+      py::arg("x"), py::arg("dim"), py::arg("start") = py::none(), py::arg("end") = py::none(),
+      py::arg("step") = 1);
+  m.def(
+      "index_select",
+      [](const Tensor& x, int64_t dim, py::handle index) {
+        return index_select(x, dim, ToTensor(index));
+      },
+      py::arg("x"), py::arg("dim"), py::arg("index"));
+  m.def(
+      "take_along_dim",
+      [](const Tensor& x, py::handle index, int64_t dim) {
+        return take_along_dim(x, ToTensor(index), dim);
+      },
+      py::arg("x"), py::arg("indices"), py::arg("dim"));
+  for (const char* name : {"cat", "concatenate", "concat"}) {
+    m.def(
+        name,
+        [name](py::handle items, int64_t dim, std::optional<int64_t> axis) {
+          return concat(TensorList(items, name), axis.value_or(dim));
+        },
+        py::arg("tensors"), py::arg("dim") = 0, py::kw_only(), py::arg("axis") = py::none());
+  }
+  m.def(
+      "stack",
+      [](py::handle items, int64_t dim, std::optional<int64_t> axis) {
+        return stack(TensorList(items, "stack"), axis.value_or(dim));
+      },
+      py::arg("tensors"), py::arg("dim") = 0, py::kw_only(), py::arg("axis") = py::none());
+  m.def(
+      "split", [](const Tensor& x, int64_t size, int64_t dim) { return split(x, size, dim); },
+      py::arg("x"), py::arg("split_size"), py::arg("dim") = 0);
+  m.def("chunk", &chunk, py::arg("x"), py::arg("chunks"), py::arg("dim") = 0);
+  m.def(
+      "pad",
+      [](const Tensor& x, std::vector<int64_t> low, std::vector<int64_t> high, double v) {
+        return pad(x, std::move(low), std::move(high), v);
+      },
+      py::arg("x"), py::arg("low"), py::arg("high"), py::arg("value") = 0.0,
+      "Pads low[d] elements before and high[d] after each dimension d.");
+  m.def(
+      "dynamic_slice",
+      [](const Tensor& x, py::handle starts, std::vector<int64_t> sizes) {
+        return dynamic_slice(x, TensorList(starts, "dynamic_slice"), std::move(sizes));
+      },
+      py::arg("x"), py::arg("starts"), py::arg("sizes"));
+  m.def(
+      "dynamic_update_slice",
+      [](const Tensor& x, const Tensor& update, py::handle starts) {
+        return dynamic_update_slice(x, update, TensorList(starts, "dynamic_update_slice"));
+      },
+      py::arg("x"), py::arg("update"), py::arg("starts"));
+  m.def(
+      "index_add",
+      [](const Tensor& x, int64_t dim, py::handle index, const Tensor& source, double alpha) {
+        return index_add(x, dim, ToTensor(index), source, alpha);
+      },
+      py::arg("x"), py::arg("dim"), py::arg("index"), py::arg("source"), py::arg("alpha") = 1.0);
+
+  // ---- functions ----
+  m.def("softmax", &softmax, py::arg("x"), py::arg("dim"));
+  m.def("log_softmax", &log_softmax, py::arg("x"), py::arg("dim"));
+  m.def(
+      "one_hot",
+      [](py::handle index, int64_t classes, py::object dtype) {
+        return one_hot(ToTensor(index), classes, OptionalDType(dtype).value_or(DType::kS64));
+      },
+      py::arg("index"), py::arg("num_classes"), py::arg("dtype") = py::none());
+  m.def(
+      "linear",
+      [](const Tensor& x, const Tensor& w, std::optional<Tensor> b) { return nn::linear(x, w, b); },
+      py::arg("x"), py::arg("weight"), py::arg("bias") = py::none());
+  m.def(
+      "mse_loss",
+      [](const Tensor& x, py::handle target, const std::string& reduction) {
+        return nn::mse_loss(x, ToTensor(target, x.dtype()), ReductionArg(reduction));
+      },
+      py::arg("input"), py::arg("target"), py::arg("reduction") = "mean");
+  m.def(
+      "cross_entropy",
+      [](const Tensor& logits, py::handle target, int64_t ignore_index,
+         const std::string& reduction) {
+        return nn::cross_entropy(logits, ToTensor(target), ignore_index, ReductionArg(reduction));
+      },
+      py::arg("input"), py::arg("target"), py::arg("ignore_index") = -100,
+      py::arg("reduction") = "mean");
+  m.def("rms_norm", &nn::rms_norm, py::arg("x"), py::arg("weight"), py::arg("eps") = 1e-6);
+  m.def(
+      "layer_norm",
+      [](const Tensor& x, std::optional<Tensor> w, std::optional<Tensor> b, double eps) {
+        return nn::layer_norm(x, w, b, eps);
+      },
+      py::arg("x"), py::arg("weight") = py::none(), py::arg("bias") = py::none(),
+      py::arg("eps") = 1e-5);
+  m.def("dropout", &nn::dropout, py::arg("x"), py::arg("p"), py::arg("key"),
+        py::arg("training") = true);
+  m.def("scaled_dot_product_attention", &nn::scaled_dot_product_attention, py::arg("q"),
+        py::arg("k"), py::arg("v"), py::arg("is_causal") = true);
+  m.def(
+      "rotary_tables",
+      [](int64_t seq, int64_t head_dim, double theta, py::object dtype) {
+        nn::RotaryTables t =
+            nn::rotary_tables(seq, head_dim, theta, OptionalDType(dtype).value_or(DType::kF32));
+        return py::make_tuple(t.cos, t.sin);
+      },
+      py::arg("seq_len"), py::arg("head_dim"), py::arg("theta") = 10000.0,
+      py::arg("dtype") = py::none());
+  m.def("apply_rotary", &nn::apply_rotary, py::arg("x"), py::arg("cos"), py::arg("sin"));
+}
+
+}  // namespace strata::python

@@ -1,0 +1,392 @@
+// strata.Tensor and strata.dtype: the handle's properties, its Python
+// operators, indexing, and the ways in and out (NumPy, DLPack, scalars).
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include "bindings.h"
+#include "strata/autograd/grad.h"
+#include "strata/lazy/ops.h"
+
+namespace strata::python {
+
+namespace {
+
+bool IsPythonNumber(py::handle h) {
+  return py::isinstance<py::bool_>(h) || py::isinstance<py::int_>(h) ||
+         py::isinstance<py::float_>(h);
+}
+
+// The other operand of a binary operator. A Python number takes the
+// tensor's dtype, as in PyTorch, except that a float meeting an integer or
+// bool tensor is float32 and an int meeting a bool tensor int64.
+Tensor Operand(const Tensor& like, py::handle other) {
+  if (py::isinstance<Tensor>(other)) return other.cast<Tensor>();
+  if (IsPythonNumber(other)) {
+    DType t = like.dtype();
+    if (py::isinstance<py::float_>(other) && !IsFloating(t)) t = DType::kF32;
+    if (!py::isinstance<py::bool_>(other) && py::isinstance<py::int_>(other) && t == DType::kPred)
+      t = DType::kS64;
+    return scalar(other.cast<double>(), t);
+  }
+  return ToTensor(other);
+}
+
+using Binary = Tensor (*)(const Tensor&, const Tensor&);
+
+template <Binary op>
+Tensor Forward(const Tensor& a, py::handle b) {
+  return op(a, Operand(a, b));
+}
+template <Binary op>
+Tensor Reflected(const Tensor& a, py::handle b) {
+  return op(Operand(a, b), a);
+}
+Tensor Add(const Tensor& a, const Tensor& b) { return a + b; }
+Tensor Sub(const Tensor& a, const Tensor& b) { return a - b; }
+Tensor Mul(const Tensor& a, const Tensor& b) { return a * b; }
+Tensor Div(const Tensor& a, const Tensor& b) { return a / b; }
+Tensor Pow(const Tensor& a, const Tensor& b) { return pow(a, b); }
+Tensor Rem(const Tensor& a, const Tensor& b) { return remainder(a, b); }
+Tensor MatMul(const Tensor& a, const Tensor& b) { return matmul(a, b); }
+Tensor And(const Tensor& a, const Tensor& b) { return logical_and(a, b); }
+Tensor Or(const Tensor& a, const Tensor& b) { return logical_or(a, b); }
+
+int64_t Length(const Tensor& t) {
+  if (t.rank() == 0) throw py::type_error("len() of a 0-d tensor");
+  return t.dim(0);
+}
+
+py::object Item(Tensor& t) {
+  if (t.numel() != 1) {
+    Fail("[item] needs a tensor with one element, got {}", t.shape().ToString());
+  }
+  py::object array = ToNumpy(t);
+  return array.attr("reshape")(py::tuple()).attr("item")();
+}
+
+// ---- indexing ---------------------------------------------------------------------------
+struct Index {
+  Tensor result;
+  // For assignment: the window each dimension of the input covers
+  // (start, size), and whether every item was an int or a unit-step slice.
+  std::vector<int64_t> starts, sizes;
+  bool is_window = true;
+};
+
+std::optional<int64_t> SliceBound(py::handle bound) {
+  if (bound.is_none()) return std::nullopt;
+  return py::int_(py::reinterpret_borrow<py::object>(bound)).cast<int64_t>();
+}
+
+// x[key] as PyTorch reads it: ints, slices (positive steps), None, one
+// Ellipsis, and one integer tensor (or list) indexing a dimension.
+Index Apply(const Tensor& x, py::handle key) {
+  py::tuple items =
+      py::isinstance<py::tuple>(key) ? py::reinterpret_borrow<py::tuple>(key) : py::make_tuple(key);
+  const int64_t rank = x.rank();
+  int64_t consuming = 0;
+  bool ellipsis = false;
+  for (py::handle item : items) {
+    if (item.is(py::ellipsis())) {
+      if (ellipsis) throw py::index_error("an index can only have a single ellipsis ('...')");
+      ellipsis = true;
+    } else if (!item.is_none()) {
+      ++consuming;
+    }
+  }
+  if (consuming > rank) {
+    throw py::index_error(fmt::format("too many indices for tensor of dimension {}", rank));
+  }
+  Index out{x, std::vector<int64_t>(rank, 0), x.shape().dims(), true};
+  Tensor& t = out.result;
+  int64_t d = 0;      // dimension of t
+  int64_t input = 0;  // dimension of x
+  std::vector<int64_t> drop;
+  int tensor_indices = 0;
+  for (py::handle item : items) {
+    if (item.is(py::ellipsis())) {
+      d += rank - consuming;
+      input += rank - consuming;
+    } else if (item.is_none()) {
+      t = unsqueeze(t, d++);
+      out.is_window = false;
+    } else if (py::isinstance<py::int_>(item) && !py::isinstance<py::bool_>(item)) {
+      const int64_t size = t.dim(d);
+      int64_t i = item.cast<int64_t>();
+      if (i < -size || i >= size) {
+        throw py::index_error(
+            fmt::format("index {} is out of bounds for dimension {} with size {}", i, input, size));
+      }
+      if (i < 0) i += size;
+      t = slice(t, d, i, i + 1);
+      out.starts[input] = i;
+      out.sizes[input++] = 1;
+      drop.push_back(d++);
+    } else if (py::isinstance<py::slice>(item)) {
+      py::object step_object = item.attr("step");
+      const int64_t step = step_object.is_none() ? 1 : step_object.cast<int64_t>();
+      if (step <= 0) Fail("[index] slice steps must be positive, got {}", step);
+      const int64_t size = t.dim(d);
+      t = slice(t, d, SliceBound(item.attr("start")), SliceBound(item.attr("stop")), step);
+      if (step != 1) out.is_window = false;
+      // Where the window starts, bounds clamped as Python clamps them.
+      py::ssize_t start = 0, stop = 0, unused_step = 0, length = 0;
+      py::slice(py::reinterpret_borrow<py::object>(item))
+          .compute(static_cast<size_t>(size), &start, &stop, &unused_step, &length);
+      out.starts[input] = length > 0 ? start : 0;
+      out.sizes[input++] = length;
+      ++d;
+    } else {
+      Tensor index = ToTensor(item);
+      if (index.dtype() == DType::kPred) {
+        Fail(
+            "[index] a boolean mask gives a shape that depends on the data, which a compiled "
+            "program cannot have; use strata.where(mask, x, other) instead");
+      }
+      if (IsFloating(index.dtype())) {
+        throw py::index_error(fmt::format("tensors used as indices must be integer tensors, got {}",
+                                          index.shape().ToString()));
+      }
+      if (++tensor_indices > 1) {
+        Fail("[index] more than one tensor index is not supported; index one dimension at a time");
+      }
+      out.is_window = false;
+      std::vector<int64_t> index_dims = index.shape().dims();
+      t = index_select(t, d, reshape(index, {-1}));
+      std::vector<int64_t> dims = t.shape().dims();
+      dims.erase(dims.begin() + d);
+      dims.insert(dims.begin() + d, index_dims.begin(), index_dims.end());
+      t = reshape(t, dims);
+      d += static_cast<int64_t>(index_dims.size());
+      ++input;
+    }
+  }
+  if (!drop.empty()) {
+    std::vector<int64_t> dims;
+    for (int64_t i = 0; i < t.rank(); ++i) {
+      if (std::find(drop.begin(), drop.end(), i) == drop.end()) dims.push_back(t.dim(i));
+    }
+    t = reshape(t, dims);
+  }
+  return out;
+}
+
+// x[key] = value, for windows (ints and unit-step slices): rebinds x to a
+// copy with the window replaced, as x.copy_ does.
+void Assign(Tensor& x, py::handle key, py::handle value) {
+  Index index = Apply(x, key);
+  if (!index.is_window) {
+    Fail(
+        "[setitem] assigning through None, steps other than 1 or tensor indices is not "
+        "supported; assign to ints and unit-step slices (or build the value with "
+        "strata.where / index_add)");
+  }
+  Tensor v = astype(Operand(x, value), x.dtype());
+  v = reshape(broadcast_to(v, index.result.shape().dims()), index.sizes);
+  std::vector<Tensor> starts;
+  for (int64_t s : index.starts) starts.push_back(constant(static_cast<double>(s), DType::kS64));
+  x.copy_(dynamic_update_slice(x, v, starts));
+}
+
+}  // namespace
+
+void BindTensor(py::module_& m) {
+  py::enum_<DType> dtype(m, "dtype");
+  for (DType t : {DType::kPred, DType::kS8, DType::kS32, DType::kS64, DType::kU8, DType::kU32,
+                  DType::kU64, DType::kF16, DType::kBF16, DType::kF32, DType::kF64}) {
+    dtype.value(PythonDTypeName(t).c_str(), t);
+  }
+  dtype.export_values();
+  // Set, not def'd: def would chain these after the enum's own __repr__.
+  for (const char* name : {"__repr__", "__str__"}) {
+    dtype.attr(name) = py::cpp_function([](DType t) { return "strata." + PythonDTypeName(t); },
+                                        py::is_method(dtype));
+  }
+  dtype.def_property_readonly("itemsize", [](DType t) { return DTypeSize(t); })
+      .def_property_readonly("is_floating_point", [](DType t) { return IsFloating(t); })
+      .def_property_readonly("name", [](DType t) { return PythonDTypeName(t); });
+
+  py::class_<Tensor> tensor(m, "Tensor", R"(A lazy tensor: ops record IR; reading values
+(numpy(), item(), sync()) compiles and runs what is pending, once per distinct graph.)");
+  tensor
+      .def(py::init([](py::object data, py::object dtype) {
+             return ToTensor(
+                 data, dtype.is_none() ? std::nullopt : std::optional<DType>(DTypeArg(dtype)));
+           }),
+           py::arg("data"), py::arg("dtype") = py::none())
+      .def_property_readonly("shape",
+                             [](const Tensor& t) {
+                               py::tuple dims(t.rank());
+                               for (int64_t i = 0; i < t.rank(); ++i) dims[i] = t.dim(i);
+                               return dims;
+                             })
+      .def_property_readonly("dtype", &Tensor::dtype)
+      .def_property_readonly("ndim", &Tensor::rank)
+      .def("dim", &Tensor::rank)
+      .def("numel", &Tensor::numel)
+      .def(
+          "size",
+          [](const Tensor& t, py::object d) -> py::object {
+            if (!d.is_none()) return py::int_(t.dim(d.cast<int64_t>()));
+            return py::tuple(py::cast(t.shape().dims()));
+          },
+          py::arg("dim") = py::none())
+      .def_property_readonly("is_materialized", &Tensor::is_materialized)
+      .def(
+          "sync",
+          [](py::object self) {
+            Tensor& t = self.cast<Tensor&>();
+            py::gil_scoped_release release;
+            t.sync();
+            return self;
+          },
+          "Runs the pending IR this tensor needs; returns the tensor.")
+      .def("numpy", &ToNumpy, "A read-only NumPy array sharing the tensor's bytes.")
+      .def("item", &Item)
+      .def(
+          "__dlpack__", [](const Tensor& t, py::object stream) { return ToDlpack(t); },
+          py::arg("stream") = py::none())
+      .def("__dlpack_device__", [](const Tensor&) { return py::make_tuple(1, 0); })  // kDLCPU
+      .def("__len__", &Length)
+      .def("__bool__",
+           [](Tensor& t) {
+             if (t.numel() != 1) {
+               Fail(
+                   "[bool] the truth value of a tensor with more than one element ({}) is "
+                   "ambiguous",
+                   t.shape().ToString());
+             }
+             return Item(t).cast<bool>();
+           })
+      .def("__float__", [](Tensor& t) { return Item(t).cast<double>(); })
+      .def("__int__", [](Tensor& t) { return Item(t).cast<int64_t>(); })
+      .def("__index__",
+           [](Tensor& t) {
+             if (IsFloating(t.dtype())) throw py::type_error("only integer tensors are indices");
+             return Item(t).cast<int64_t>();
+           })
+      .def("__hash__",
+           [](py::object self) {
+             return py::hash(py::int_(reinterpret_cast<uintptr_t>(self.ptr())));
+           })
+      .def("__getitem__", [](const Tensor& t, py::handle key) { return Apply(t, key).result; })
+      .def("__setitem__", &Assign)
+      .def("__add__", &Forward<Add>)
+      .def("__radd__", &Reflected<Add>)
+      .def("__sub__", &Forward<Sub>)
+      .def("__rsub__", &Reflected<Sub>)
+      .def("__mul__", &Forward<Mul>)
+      .def("__rmul__", &Reflected<Mul>)
+      .def("__truediv__", &Forward<Div>)
+      .def("__rtruediv__", &Reflected<Div>)
+      .def("__pow__", &Forward<Pow>)
+      .def("__rpow__", &Reflected<Pow>)
+      .def("__mod__", &Forward<Rem>)
+      .def("__rmod__", &Reflected<Rem>)
+      .def("__matmul__", &Forward<MatMul>)
+      .def("__rmatmul__", &Reflected<MatMul>)
+      .def("__and__", &Forward<And>)
+      .def("__rand__", &Reflected<And>)
+      .def("__or__", &Forward<Or>)
+      .def("__ror__", &Reflected<Or>)
+      .def("__invert__", [](const Tensor& t) { return logical_not(t); })
+      .def("__neg__", [](const Tensor& t) { return -t; })
+      .def("__pos__", [](const Tensor& t) { return t; })
+      .def("__abs__", [](const Tensor& t) { return abs(t); })
+      .def("__eq__", &Forward<eq>)
+      .def("__ne__", &Forward<ne>)
+      .def("__lt__", &Forward<lt>)
+      .def("__le__", &Forward<le>)
+      .def("__gt__", &Forward<gt>)
+      .def("__ge__", &Forward<ge>);
+  // In place: rebinds this handle (other handles on the old value keep it).
+  auto in_place = [&tensor](const char* name, Binary op) {
+    tensor.def(name, [op](py::object self, py::handle other) {
+      Tensor& t = self.cast<Tensor&>();
+      t.copy_(astype(op(t, Operand(t, other)), t.dtype()));
+      return self;
+    });
+  };
+  in_place("__iadd__", &Add);
+  in_place("__isub__", &Sub);
+  in_place("__imul__", &Mul);
+  in_place("__itruediv__", &Div);
+  tensor
+      .def("copy_",
+           [](py::object self, py::handle source) {
+             Tensor& t = self.cast<Tensor&>();
+             t.copy_(astype(ToTensor(source), t.dtype()));
+             return self;
+           })
+      // Autograd, PyTorch's way.
+      .def_property(
+          "requires_grad", [](const Tensor& t) { return requires_grad(t); },
+          [](Tensor& t, bool value) { requires_grad_(t, value); })
+      .def(
+          "requires_grad_",
+          [](py::object self, bool value) {
+            requires_grad_(self.cast<Tensor&>(), value);
+            return self;
+          },
+          py::arg("requires_grad") = true)
+      .def_property(
+          "grad",
+          [](const Tensor& t) -> py::object {
+            Tensor g = grad(t);
+            return g.defined() ? py::cast(g) : py::none();
+          },
+          [](Tensor& t, py::object value) {
+            if (!value.is_none()) Fail("[grad] only None can be assigned to .grad");
+            zero_grad(t);
+          })
+      .def(
+          "backward",
+          [](const Tensor& t, py::object gradient) {
+            if (gradient.is_none()) {
+              backward(t);
+            } else {
+              backward(t, ToTensor(gradient, t.dtype()));
+            }
+          },
+          py::arg("gradient") = py::none())
+      .def("detach", [](const Tensor& t) { return detach(t); })
+      .def("astype", [](const Tensor& t, py::handle d) { return astype(t, DTypeArg(d)); })
+      .def("to", [](const Tensor& t, py::handle d) { return astype(t, DTypeArg(d)); });
+
+  m.def(
+      "tensor",
+      [](py::object data, py::object dtype, bool wants_grad) {
+        Tensor t =
+            ToTensor(data, dtype.is_none() ? std::nullopt : std::optional<DType>(DTypeArg(dtype)));
+        if (py::isinstance<Tensor>(data)) t = Tensor(t.value());  // a copy, as torch.tensor
+        if (wants_grad) requires_grad_(t, true);
+        return t;
+      },
+      py::arg("data"), py::arg("dtype") = py::none(), py::arg("requires_grad") = false,
+      "A tensor holding a copy of `data` (NumPy array, scalar, nested list, tensor).");
+  m.def(
+      "from_numpy",
+      [](py::array array) {
+        // Shares the array's memory when NumPy can lend it (writable, native
+        // byte order) and it is 64-byte aligned; copies otherwise.
+        try {
+          return FromDlpack(array);
+        } catch (const py::error_already_set&) {  // NumPy would not lend it (read-only, ...)
+          return ToTensor(array);
+        } catch (const Error&) {
+          return ToTensor(array);
+        }
+      },
+      py::arg("array"));
+  m.def("from_dlpack", &FromDlpack, py::arg("source"),
+        "A tensor from any DLPack producer (torch.Tensor, NumPy), sharing its memory when it "
+        "is row-major and 64-byte aligned.");
+  m.def("to_dlpack", &ToDlpack, py::arg("tensor"));
+  // A module function as a method (x.sum(dim=1) is strata.sum(x, dim=1)):
+  // built-in functions do not bind self, instance methods do.
+  m.def("_instancemethod", [](py::function f) {
+    return py::reinterpret_steal<py::object>(PyInstanceMethod_New(f.ptr()));
+  });
+}
+
+}  // namespace strata::python
