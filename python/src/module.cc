@@ -17,4 +17,5 @@ PYBIND11_MODULE(_strata, m) {
   strata::python::BindTransforms(m);
   strata::python::BindOptim(m);
   strata::python::BindLlama(m);
+  strata::python::BindSharding(m);
 }

@@ -230,3 +230,29 @@ def test_methods_mirror_the_functions():
     assert float(s[0, 0]) == pytest.approx(float(a[0, 0]))
     with pytest.raises(strata.Error, match="ambiguous"):
         bool(s)
+
+
+def test_compiling_and_running_release_the_gil():
+    import threading
+    import time
+
+    x = strata.ones(512, 512) * 1e-3
+    y = x
+    for _ in range(30):
+        y = strata.tanh(y @ x)
+    ticks, stop = [], threading.Event()
+
+    def ticker():
+        while not stop.is_set():
+            ticks.append(1)
+            time.sleep(0.001)
+
+    thread = threading.Thread(target=ticker)
+    thread.start()
+    time.sleep(0.02)
+    before = len(ticks)
+    y.numpy()  # compiles and runs 30 products: the ticker keeps ticking meanwhile
+    during = len(ticks) - before
+    stop.set()
+    thread.join()
+    assert during >= 3, during
