@@ -174,7 +174,11 @@ Tensor ToTensor(py::handle value, std::optional<DType> dtype) {
     return dtype && *dtype != t.dtype() ? astype(t, *dtype) : t;
   }
   if (py::hasattr(value, "__dlpack__") && !py::isinstance<py::array>(value)) {
-    return FromDlpack(py::reinterpret_borrow<py::object>(value));  // a torch.Tensor
+    // A torch.Tensor: read through DLPack, then copied (torch.tensor's
+    // semantics; from_dlpack is the way to share).
+    Tensor t = FromDlpack(py::reinterpret_borrow<py::object>(value));
+    if (t.value().node->buffer().borrowed()) t = Tensor::FromBytes(t.shape(), t.bytes());
+    return dtype && *dtype != t.dtype() ? astype(t, *dtype) : t;
   }
   // Python data (scalars, lists) follows torch.tensor: floats are float32.
   const bool python_data = !py::isinstance<py::array>(value) && !py::hasattr(value, "dtype");

@@ -71,6 +71,21 @@ def test_dlpack_shares_memory_with_torch_both_ways():
     torch.testing.assert_close(u, torch.exp(t))
 
 
+def test_tensor_copies_a_torch_tensor_and_numpy_reads_strata_through_dlpack():
+    t = torch.ones(64, 64)
+    s = strata.tensor(t)  # a copy, as torch.tensor makes one
+    t.add_(1)
+    close(s, np.ones((64, 64), np.float32))
+    close(strata.tensor(t, dtype=strata.float64), np.full((64, 64), 2.0))
+    shared = strata.from_dlpack(t)
+    t.add_(1)  # from_dlpack shares, as torch.from_dlpack does
+    close(shared, np.full((64, 64), 3.0))
+    e = strata.exp(strata.tensor([0.0, 1.0]))
+    a = np.from_dlpack(e)
+    assert a.ctypes.data == e.numpy().ctypes.data
+    np.testing.assert_allclose(a, np.exp([0.0, 1.0]).astype(np.float32), rtol=1e-6)
+
+
 def test_dlpack_copies_what_it_cannot_share():
     t = torch.arange(24, dtype=torch.float32).reshape(4, 6)
     for view in [t.t(), t[:, 1:4], t[::2]]:  # strided, offset, stepped
@@ -256,3 +271,20 @@ def test_compiling_and_running_release_the_gil():
     stop.set()
     thread.join()
     assert during >= 3, during
+
+
+def test_metrics_dumps_and_the_program_text(tmp_path, metrics):
+    x = strata.tensor(np.ones(4, np.float32))
+    y = strata.exp(x) * 3
+    text = strata.hlo_text(y)
+    assert "exponential" in text and "multiply" in text
+    strata.set_dump_dir(str(tmp_path))
+    try:
+        y.sync()
+    finally:
+        strata.set_dump_dir("")
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert any(n.endswith(".hlo.txt") for n in names) and any(n.endswith(".dot") for n in names)
+    assert metrics()["executions"] == 1
+    assert "Metric: Executions 1" in strata.metrics_report()
+    close(y, np.exp(np.ones(4)) * 3)
