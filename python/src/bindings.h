@@ -50,8 +50,8 @@ py::object FromTree(const Tree& tree, py::handle like);
 void BindTensor(py::module_& m);
 void BindOps(py::module_& m);
 void BindTransforms(py::module_& m);
-void BindOptim(py::module_& m);  // the strata.optim submodule
-void BindLlama(py::module_& m);
-void BindSharding(py::module_& m);  // Mesh, mark_sharding  // safetensors files, strata.nn.LlamaForCausalLM
+void BindOptim(py::module_& m);     // the strata.optim submodule
+void BindLlama(py::module_& m);     // safetensors files, strata.nn.LlamaForCausalLM
+void BindSharding(py::module_& m);  // Mesh, mark_sharding
 
 }  // namespace strata::python
