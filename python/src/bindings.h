@@ -26,6 +26,22 @@ std::string PythonDTypeName(DType dtype);  // "float32", as NumPy and PyTorch na
 // list (copied; Python floats become float32 and ints int64, as
 // torch.tensor makes them). `dtype` converts.
 Tensor ToTensor(py::handle value, std::optional<DType> dtype = std::nullopt);
+// An operand: the Python tensor itself (no copy: copying a handle makes a
+// new registered TensorImpl) or a tensor made from the Python value.
+class TensorArg {
+ public:
+  explicit TensorArg(py::handle value, std::optional<DType> dtype = std::nullopt);
+  // A Python number next to `like` takes its dtype, as in PyTorch, except
+  // that a float meeting an integer or bool tensor is float32 and an int
+  // meeting a bool tensor int64.
+  TensorArg(const Tensor& like, py::handle value);
+  const Tensor& get() const { return ref_ ? *ref_ : *owned_; }
+
+ private:
+  const Tensor* ref_ = nullptr;
+  std::optional<Tensor> owned_;
+};
+
 // A NumPy array viewing the tensor's bytes (materializes it; read-only).
 py::object ToNumpy(const Tensor& tensor);
 // DLPack, both ways. Export shares the tensor's bytes. Import shares the

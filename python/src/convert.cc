@@ -202,6 +202,32 @@ Tensor ToTensor(py::handle value, std::optional<DType> dtype) {
   return dtype && *dtype != read ? astype(t, *dtype) : t;
 }
 
+TensorArg::TensorArg(py::handle value, std::optional<DType> dtype) {
+  if (py::isinstance<Tensor>(value) && (!dtype || value.cast<const Tensor&>().dtype() == *dtype)) {
+    ref_ = &value.cast<const Tensor&>();
+  } else {
+    owned_ = ToTensor(value, dtype);
+  }
+}
+
+TensorArg::TensorArg(const Tensor& like, py::handle value) {
+  if (py::isinstance<Tensor>(value)) {
+    ref_ = &value.cast<const Tensor&>();
+    return;
+  }
+  const bool is_bool = py::isinstance<py::bool_>(value);
+  const bool is_int = !is_bool && py::isinstance<py::int_>(value);
+  const bool is_float = py::isinstance<py::float_>(value);
+  if (is_bool || is_int || is_float) {
+    DType t = like.dtype();
+    if (is_float && !IsFloating(t)) t = DType::kF32;
+    if (is_int && t == DType::kPred) t = DType::kS64;
+    owned_ = scalar(value.cast<double>(), t);
+  } else {
+    owned_ = ToTensor(value);
+  }
+}
+
 py::object ToNumpy(const Tensor& tensor) {
   if (tensor.dtype() == DType::kBF16) {
     Fail(

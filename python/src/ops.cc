@@ -21,20 +21,14 @@ std::optional<DType> OptionalDType(py::handle dtype) {
 
 // A binary op's operands: tensors, arrays or Python numbers (a number next
 // to a tensor takes its dtype, as in the operators).
-std::pair<Tensor, Tensor> Operands(py::handle a, py::handle b) {
-  const bool a_tensor = py::isinstance<Tensor>(a), b_tensor = py::isinstance<Tensor>(b);
-  if (!a_tensor && b_tensor && (py::isinstance<py::int_>(a) || py::isinstance<py::float_>(a))) {
-    const Tensor& tb = b.cast<const Tensor&>();
-    DType t = py::isinstance<py::float_>(a) && !IsFloating(tb.dtype()) ? DType::kF32 : tb.dtype();
-    return {scalar(a.cast<double>(), t), tb};
-  }
-  if (a_tensor && !b_tensor && (py::isinstance<py::int_>(b) || py::isinstance<py::float_>(b))) {
-    const Tensor& ta = a.cast<const Tensor&>();
-    DType t = py::isinstance<py::float_>(b) && !IsFloating(ta.dtype()) ? DType::kF32 : ta.dtype();
-    return {ta, scalar(b.cast<double>(), t)};
-  }
-  return {ToTensor(a), ToTensor(b)};
-}
+struct Operands {
+  Operands(py::handle a, py::handle b)
+      : first(py::isinstance<Tensor>(a) || !py::isinstance<Tensor>(b)
+                  ? TensorArg(a)
+                  : TensorArg(b.cast<const Tensor&>(), a)),
+        second(first.get(), b) {}
+  TensorArg first, second;
+};
 
 // Reductions take dim / keepdim (PyTorch) or axis / keepdims (NumPy).
 std::vector<int64_t> ReduceDims(py::handle dim, py::handle axis) {
@@ -185,16 +179,16 @@ void BindOps(py::module_& m) {
     m.def(
         name,
         [op = op](py::handle a, py::handle b) {
-          auto [x, y] = Operands(a, b);
-          return op(x, y);
+          Operands o(a, b);
+          return op(o.first.get(), o.second.get());
         },
         py::arg("a"), py::arg("b"));
   }
   m.def(
       "where",
       [](py::handle c, py::handle a, py::handle b) {
-        auto [x, y] = Operands(a, b);
-        return where(ToTensor(c), x, y);
+        Operands o(a, b);
+        return where(TensorArg(c).get(), o.first.get(), o.second.get());
       },
       py::arg("condition"), py::arg("a"), py::arg("b"));
   m.def(
@@ -295,13 +289,13 @@ void BindOps(py::module_& m) {
   m.def(
       "index_select",
       [](const Tensor& x, int64_t dim, py::handle index) {
-        return index_select(x, dim, ToTensor(index));
+        return index_select(x, dim, TensorArg(index).get());
       },
       py::arg("x"), py::arg("dim"), py::arg("index"));
   m.def(
       "take_along_dim",
       [](const Tensor& x, py::handle index, int64_t dim) {
-        return take_along_dim(x, ToTensor(index), dim);
+        return take_along_dim(x, TensorArg(index).get(), dim);
       },
       py::arg("x"), py::arg("indices"), py::arg("dim"));
   for (const char* name : {"cat", "concatenate", "concat"}) {
@@ -344,7 +338,7 @@ void BindOps(py::module_& m) {
   m.def(
       "index_add",
       [](const Tensor& x, int64_t dim, py::handle index, const Tensor& source, double alpha) {
-        return index_add(x, dim, ToTensor(index), source, alpha);
+        return index_add(x, dim, TensorArg(index).get(), source, alpha);
       },
       py::arg("x"), py::arg("dim"), py::arg("index"), py::arg("source"), py::arg("alpha") = 1.0);
 
@@ -354,7 +348,7 @@ void BindOps(py::module_& m) {
   m.def(
       "one_hot",
       [](py::handle index, int64_t classes, py::object dtype) {
-        return one_hot(ToTensor(index), classes, OptionalDType(dtype).value_or(DType::kS64));
+        return one_hot(TensorArg(index).get(), classes, OptionalDType(dtype).value_or(DType::kS64));
       },
       py::arg("index"), py::arg("num_classes"), py::arg("dtype") = py::none());
   m.def(
@@ -364,14 +358,15 @@ void BindOps(py::module_& m) {
   m.def(
       "mse_loss",
       [](const Tensor& x, py::handle target, const std::string& reduction) {
-        return nn::mse_loss(x, ToTensor(target, x.dtype()), ReductionArg(reduction));
+        return nn::mse_loss(x, TensorArg(target, x.dtype()).get(), ReductionArg(reduction));
       },
       py::arg("input"), py::arg("target"), py::arg("reduction") = "mean");
   m.def(
       "cross_entropy",
       [](const Tensor& logits, py::handle target, int64_t ignore_index,
          const std::string& reduction) {
-        return nn::cross_entropy(logits, ToTensor(target), ignore_index, ReductionArg(reduction));
+        return nn::cross_entropy(logits, TensorArg(target).get(), ignore_index,
+                                 ReductionArg(reduction));
       },
       py::arg("input"), py::arg("target"), py::arg("ignore_index") = -100,
       py::arg("reduction") = "mean");

@@ -11,35 +11,15 @@ namespace strata::python {
 
 namespace {
 
-bool IsPythonNumber(py::handle h) {
-  return py::isinstance<py::bool_>(h) || py::isinstance<py::int_>(h) ||
-         py::isinstance<py::float_>(h);
-}
-
-// The other operand of a binary operator. A Python number takes the
-// tensor's dtype, as in PyTorch, except that a float meeting an integer or
-// bool tensor is float32 and an int meeting a bool tensor int64.
-Tensor Operand(const Tensor& like, py::handle other) {
-  if (py::isinstance<Tensor>(other)) return other.cast<Tensor>();
-  if (IsPythonNumber(other)) {
-    DType t = like.dtype();
-    if (py::isinstance<py::float_>(other) && !IsFloating(t)) t = DType::kF32;
-    if (!py::isinstance<py::bool_>(other) && py::isinstance<py::int_>(other) && t == DType::kPred)
-      t = DType::kS64;
-    return scalar(other.cast<double>(), t);
-  }
-  return ToTensor(other);
-}
-
 using Binary = Tensor (*)(const Tensor&, const Tensor&);
 
 template <Binary op>
 Tensor Forward(const Tensor& a, py::handle b) {
-  return op(a, Operand(a, b));
+  return op(a, TensorArg(a, b).get());
 }
 template <Binary op>
 Tensor Reflected(const Tensor& a, py::handle b) {
-  return op(Operand(a, b), a);
+  return op(TensorArg(a, b).get(), a);
 }
 Tensor Add(const Tensor& a, const Tensor& b) { return a + b; }
 Tensor Sub(const Tensor& a, const Tensor& b) { return a - b; }
@@ -181,7 +161,7 @@ void Assign(Tensor& x, py::handle key, py::handle value) {
         "supported; assign to ints and unit-step slices (or build the value with "
         "strata.where / index_add)");
   }
-  Tensor v = astype(Operand(x, value), x.dtype());
+  Tensor v = astype(TensorArg(x, value).get(), x.dtype());
   v = reshape(broadcast_to(v, index.result.shape().dims()), index.sizes);
   std::vector<Tensor> starts;
   for (int64_t s : index.starts) starts.push_back(constant(static_cast<double>(s), DType::kS64));
@@ -303,7 +283,7 @@ void BindTensor(py::module_& m) {
   auto in_place = [&tensor](const char* name, Binary op) {
     tensor.def(name, [op](py::object self, py::handle other) {
       Tensor& t = self.cast<Tensor&>();
-      t.copy_(astype(op(t, Operand(t, other)), t.dtype()));
+      t.copy_(astype(op(t, TensorArg(t, other).get()), t.dtype()));
       return self;
     });
   };
