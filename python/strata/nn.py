@@ -238,6 +238,14 @@ class Dropout(Module):
         return _strata.dropout(x, self.p, _next_key(key), True)
 
 
+def functional_call(module, tensors, *args, **kwargs):
+    """module(*args, **kwargs) with the named tensors in place of its own
+    (torch.func.functional_call): what strata.grad differentiates a module
+    through, with the module left as it was."""
+    with module._using(tensors):
+        return module(*args, **kwargs)
+
+
 def apply_layers(layers, x, forward=None, remat="carries"):
     """Runs layers of one structure one after another as one strata.scan over
     their stacked parameters (PyTorch/XLA's scan_layers): the layer's forward

@@ -87,6 +87,19 @@ def test_forward_backward_and_adamw_steps_match_torch():
     assert opt.steps == 3
 
 
+def test_grad_through_a_module_with_functional_call_matches_backward():
+    model = MLP()
+    x = strata.tensor(rng(4).standard_normal((5, 4)).astype(np.float32))
+    params = {n: p for n, p in model.named_parameters()}
+    before = {n: p.numpy().copy() for n, p in params.items()}
+    g = strata.grad(lambda p: (nn.functional_call(model, p, x) ** 2).sum())(params)
+    for p in model.parameters():
+        p.requires_grad_()
+    (model(x) ** 2).sum().backward()
+    close(g, {n: p.grad for n, p in model.named_parameters()}, rtol=1e-5, atol=1e-6)
+    close({n: p for n, p in model.named_parameters()}, before)  # the module is as it was
+
+
 def test_sgd_with_momentum_and_clipping_match_torch():
     w0 = rng(2).standard_normal((3, 3)).astype(np.float32)
     w = strata.tensor(w0)
