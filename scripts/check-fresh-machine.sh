@@ -11,6 +11,7 @@
 #   DEMO_ARGS="--steps 20" scripts/check-fresh-machine.sh   # a shorter main job
 #   ONLY=demo scripts/check-fresh-machine.sh          # or ONLY=test
 #   KEEP=1 ...                                        # leave the root for inspection
+#   TEST_ENV="STRATA_SANITIZERS=0 STRATA_FUZZ=0" ...  # variables for the test command
 #
 # The base system is cached as a tarball (BASE_TAR, default
 # /var/cache/strata/bookworm-minbase.tar) so reruns skip debootstrap; every
@@ -21,6 +22,7 @@ MIRROR=${MIRROR:-http://deb.debian.org/debian}
 BASE_TAR=${BASE_TAR:-/var/cache/strata/bookworm-minbase.tar}
 ONLY=${ONLY:-}
 DEMO_ARGS=${DEMO_ARGS:-}
+TEST_ENV=${TEST_ENV:-}
 if [ "$(id -u)" -ne 0 ]; then echo "check-fresh-machine: run as root (debootstrap, chroot)" >&2; exit 2; fi
 if ! command -v debootstrap >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap
@@ -78,5 +80,5 @@ check() {
   fi
 }
 if [ "$ONLY" != test ]; then check demo "scripts/demo.sh $DEMO_ARGS"; fi
-if [ "$ONLY" != demo ]; then check test "scripts/test.sh"; fi
+if [ "$ONLY" != demo ]; then check test "${TEST_ENV:+env $TEST_ENV }scripts/test.sh"; fi
 exit $status
