@@ -12,6 +12,7 @@
 #include "strata/core/dtype.h"
 #include "strata/lazy/tensor.h"
 #include "strata/lazy/tree.h"
+#include "strata/transforms/scan.h"
 
 namespace strata::python {
 
@@ -54,6 +55,10 @@ Tensor FromDlpack(py::object source);
 std::vector<int64_t> DimsArg(py::handle dims);
 // A shape given as ints or one sequence: zeros(2, 3) and zeros((2, 3)).
 std::vector<int64_t> ShapeArgs(const py::args& args);
+
+// scan's Remat by its Python name: "carries", "all", "dots", "dots_no_batch".
+Remat RematArg(const std::string& name);
+std::string RematString(Remat remat);
 
 // Pytrees: tensors in nested lists, tuples and dicts with string keys
 // (None is an empty node). `what` names the caller in errors, which give

@@ -310,6 +310,29 @@ Tensor FromDlpack(py::object source) {
   return Tensor::FromBytes(shape, bytes);
 }
 
+namespace {
+constexpr std::pair<const char*, Remat> kRematNames[] = {
+    {"carries", Remat::kSaveCarries},
+    {"all", Remat::kSaveAll},
+    {"dots", Remat::kSaveDots},
+    {"dots_no_batch", Remat::kSaveDotsWithNoBatchDims},
+};
+}  // namespace
+
+Remat RematArg(const std::string& name) {
+  for (const auto& [n, r] : kRematNames) {
+    if (name == n) return r;
+  }
+  Fail("[remat] must be 'carries', 'all', 'dots' or 'dots_no_batch', got '{}'", name);
+}
+
+std::string RematString(Remat remat) {
+  for (const auto& [n, r] : kRematNames) {
+    if (remat == r) return n;
+  }
+  return "carries";
+}
+
 std::vector<int64_t> DimsArg(py::handle dims) {
   if (dims.is_none()) return {};
   if (py::isinstance<py::int_>(dims)) return {dims.cast<int64_t>()};

@@ -47,28 +47,6 @@ nn::LayerMode LayerModeArg(const std::string& mode) {
   Fail("[llama] layer_mode must be 'scan' or 'unrolled', got '{}'", mode);
 }
 
-Remat RematName(const std::string& name) {
-  if (name == "carries") return Remat::kSaveCarries;
-  if (name == "all") return Remat::kSaveAll;
-  if (name == "dots") return Remat::kSaveDots;
-  if (name == "dots_no_batch") return Remat::kSaveDotsWithNoBatchDims;
-  Fail("[llama] layer_remat must be 'carries', 'all', 'dots' or 'dots_no_batch', got '{}'", name);
-}
-
-std::string RematString(Remat r) {
-  switch (r) {
-    case Remat::kSaveCarries:
-      return "carries";
-    case Remat::kSaveAll:
-      return "all";
-    case Remat::kSaveDots:
-      return "dots";
-    case Remat::kSaveDotsWithNoBatchDims:
-      return "dots_no_batch";
-  }
-  return "carries";
-}
-
 }  // namespace
 
 void BindLlama(py::module_& m) {
@@ -179,7 +157,7 @@ void BindLlama(py::module_& m) {
       .def_property(
           "layer_remat",
           [](const LlamaForCausalLM& model) { return RematString(model.layer_remat); },
-          [](LlamaForCausalLM& model, const std::string& r) { model.layer_remat = RematName(r); });
+          [](LlamaForCausalLM& model, const std::string& r) { model.layer_remat = RematArg(r); });
 }
 
 }  // namespace strata::python

@@ -62,27 +62,36 @@ struct Bound {
 using BoundSgd = Bound<nn::SGD, nn::SgdOptions>;
 using BoundAdamW = Bound<nn::AdamW, nn::AdamWOptions>;
 
+// What every optimizer has: step(grads=None), zero_grad(), lr.
+template <typename B>
+py::class_<B>& WithCommonMethods(py::class_<B>& c) {
+  c.def(
+       "step", [](B& o, py::object grads) { o.optimizer.step(o.params.Grads(grads)); },
+       py::arg("grads") = py::none(),
+       "One update from the gradients given, or from each parameter's .grad.")
+      .def("zero_grad", [](B& o) { o.params.ZeroGrad(); })
+      .def_property(
+          "lr", [](B& o) { return o.optimizer.lr(); },
+          [](B& o, double lr) { o.optimizer.set_lr(lr); });
+  return c;
+}
+
 }  // namespace
 
 void BindOptim(py::module_& parent) {
   py::module_ m =
       parent.def_submodule("optim", "torch.optim's SGD and AdamW, clipping, the schedule");
-  py::class_<BoundSgd>(m, "SGD")
-      .def(py::init([](py::iterable params, double lr, double momentum, double dampening,
-                       double weight_decay, bool nesterov) {
-             return new BoundSgd(params,
-                                 nn::SgdOptions{lr, momentum, dampening, weight_decay, nesterov});
-           }),
-           py::arg("params"), py::arg("lr") = 1e-2, py::arg("momentum") = 0.0,
-           py::arg("dampening") = 0.0, py::arg("weight_decay") = 0.0, py::arg("nesterov") = false)
-      .def(
-          "step", [](BoundSgd& o, py::object grads) { o.optimizer.step(o.params.Grads(grads)); },
-          py::arg("grads") = py::none())
-      .def("zero_grad", [](BoundSgd& o) { o.params.ZeroGrad(); })
-      .def_property(
-          "lr", [](BoundSgd& o) { return o.optimizer.lr(); },
-          [](BoundSgd& o, double lr) { o.optimizer.set_lr(lr); });
-  py::class_<BoundAdamW>(m, "AdamW")
+  py::class_<BoundSgd> sgd(m, "SGD");
+  sgd.def(py::init([](py::iterable params, double lr, double momentum, double dampening,
+                      double weight_decay, bool nesterov) {
+            return new BoundSgd(params,
+                                nn::SgdOptions{lr, momentum, dampening, weight_decay, nesterov});
+          }),
+          py::arg("params"), py::arg("lr") = 1e-2, py::arg("momentum") = 0.0,
+          py::arg("dampening") = 0.0, py::arg("weight_decay") = 0.0, py::arg("nesterov") = false);
+  WithCommonMethods(sgd);
+  py::class_<BoundAdamW> adamw(m, "AdamW");
+  adamw
       .def(py::init([](py::iterable params, double lr, std::pair<double, double> betas, double eps,
                        double weight_decay) {
              return new BoundAdamW(
@@ -90,14 +99,8 @@ void BindOptim(py::module_& parent) {
            }),
            py::arg("params"), py::arg("lr") = 1e-3, py::arg("betas") = std::pair{0.9, 0.999},
            py::arg("eps") = 1e-8, py::arg("weight_decay") = 1e-2)
-      .def(
-          "step", [](BoundAdamW& o, py::object grads) { o.optimizer.step(o.params.Grads(grads)); },
-          py::arg("grads") = py::none())
-      .def("zero_grad", [](BoundAdamW& o) { o.params.ZeroGrad(); })
-      .def_property(
-          "lr", [](BoundAdamW& o) { return o.optimizer.lr(); },
-          [](BoundAdamW& o, double lr) { o.optimizer.set_lr(lr); })
       .def_property_readonly("steps", [](BoundAdamW& o) { return o.optimizer.steps(); });
+  WithCommonMethods(adamw);
   m.def(
       "clip_grad_norm_",
       [](py::list grads, double max_norm) {

@@ -155,16 +155,6 @@ py::object ValueAndGrad(py::function fn, py::object argnums, bool has_aux, bool 
   });
 }
 
-Remat RematArg(const std::string& name) {
-  if (name == "carries" || name == "save_carries") return Remat::kSaveCarries;
-  if (name == "all" || name == "save_all") return Remat::kSaveAll;
-  if (name == "dots" || name == "save_dots") return Remat::kSaveDots;
-  if (name == "dots_no_batch" || name == "dots_with_no_batch_dims") {
-    return Remat::kSaveDotsWithNoBatchDims;
-  }
-  Fail("[scan] remat must be 'carries', 'all', 'dots' or 'dots_no_batch', got '{}'", name);
-}
-
 // The leading slice of every leaf of xs, shaped as the body sees it (for
 // the Python structure of x only; scan makes the real placeholders).
 py::object Scan(py::function fn, py::object init, py::object xs, std::optional<int64_t> length,
