@@ -52,6 +52,9 @@ void RunTrainSteps(benchmark::State& state, int64_t layers, int64_t mode,
     std::vector<Tensor> values;
     for (Tensor* p : params) values.push_back(*p);
     adam.step(gradients(loss, values));
+    // As Trainer::Step: no handle on the old weights outlives the update, so
+    // the sync may give their buffers to the new ones.
+    values.clear();
     if (!keep_loss_graph) loss = detach(loss);
     std::vector<Tensor*> roots = live;
     roots.push_back(&loss);
