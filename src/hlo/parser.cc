@@ -247,7 +247,11 @@ struct Parser {
   void FinishComputation(PendingComputation& pc, const Token& close);
   void ParseInstruction(PendingComputation& pc);
   OperandRef ParseOperand();
-  void ParseAttributes(Instruction& inst, const Token& opcode_token);
+  // `custom_call_target` is set for a custom-call, which reads its target.
+  void ParseAttributes(Instruction& inst, const Token& opcode_token,
+                       std::string* custom_call_target = nullptr);
+  void CheckCustomCall(const std::string& target, const std::vector<OperandRef>& operands,
+                       const Token& at);
   Shape ParseShape(int64_t depth, bool body_may_follow);
   bool IsDefaultLayout(int64_t rank);
   int64_t ParseInteger(std::string_view what);
@@ -581,7 +585,13 @@ void Parser::ParseInstruction(PendingComputation& pc) {
   // XLA's bitcast reinterprets the bytes under the layouts: with the
   // default (row-major) ones it is a reshape, and strata reads it as one.
   const bool bitcast = opcode_token.text == "bitcast";
-  std::optional<Opcode> opcode = bitcast ? Opcode::kReshape : OpcodeFromName(opcode_token.text);
+  // A custom-call with target "Sharding" (what jax.lax.with_sharding_constraint
+  // and mark_sharding emit) annotates its operand: strata reads it as a copy
+  // carrying the sharding. Other targets are errors naming them.
+  const bool custom_call = opcode_token.text == "custom-call";
+  std::optional<Opcode> opcode = bitcast       ? Opcode::kReshape
+                                 : custom_call ? Opcode::kCopy
+                                               : OpcodeFromName(opcode_token.text);
   if (!opcode) FailAt(opcode_token, "unknown opcode '{}'", opcode_token.text);
   auto inst = std::make_unique<Instruction>(*opcode, shape, std::vector<Instruction*>{});
   inst->set_name(std::string(name));
@@ -607,7 +617,9 @@ void Parser::ParseInstruction(PendingComputation& pc) {
   }
   Expect(')', "after operands");
   if (bitcast) CheckBitcast(pc, shape, shape_default_layout, pending.operands, opcode_token);
-  ParseAttributes(*inst, opcode_token);
+  std::string target;
+  ParseAttributes(*inst, opcode_token, custom_call ? &target : nullptr);
+  if (custom_call) CheckCustomCall(target, pending.operands, opcode_token);
 
   pending.instruction = pc.computation->AddInstruction(std::move(inst));
   pc.index_of[name] = pc.instructions.size();
@@ -634,6 +646,21 @@ void Parser::CheckBitcast(const PendingComputation& pc, const Shape& shape, bool
   }
 }
 
+void Parser::CheckCustomCall(const std::string& target, const std::vector<OperandRef>& operands,
+                             const Token& at) {
+  if (target.empty()) FailAt(at, "custom-call is missing attribute 'custom_call_target'");
+  if (target != "Sharding") {
+    FailAt(at,
+           "custom-call target '{}' is not supported: strata runs custom_call_target=\"Sharding\" "
+           "(an annotation, read as a copy with its sharding); manual sharding "
+           "(SPMDFullToShardShape, SPMDShardToFullShape) and library calls are not implemented",
+           target);
+  }
+  if (operands.size() != 1) {
+    FailAt(at, "custom-call target 'Sharding' takes one operand, found {}", operands.size());
+  }
+}
+
 // "x", "%x", or XLA's "f32[2,3]{1,0} %x".
 OperandRef Parser::ParseOperand() {
   OperandRef ref;
@@ -648,7 +675,8 @@ OperandRef Parser::ParseOperand() {
   return ref;
 }
 
-void Parser::ParseAttributes(Instruction& inst, const Token& opcode_token) {
+void Parser::ParseAttributes(Instruction& inst, const Token& opcode_token,
+                             std::string* custom_call_target) {
   std::unordered_set<std::string_view> seen;
   while (TakeIf(',')) {
     Token key = ExpectName("an attribute name after ','");
@@ -656,6 +684,21 @@ void Parser::ParseAttributes(Instruction& inst, const Token& opcode_token) {
     Expect('=', fmt::format("after attribute '{}'", key.text));
     if (key.text == "sharding") {
       inst.sharding = ParseSharding();
+      continue;
+    }
+    if (custom_call_target && key.text == "custom_call_target") {
+      Token value = Take();
+      if (value.kind != TokenKind::kString) {
+        FailAt(value, "expected a string after 'custom_call_target=', found {}", Describe(value));
+      }
+      *custom_call_target = std::string(value.text.substr(1, value.text.size() - 2));
+      continue;
+    }
+    if (custom_call_target) {
+      // How XLA calls the function (api_version, backend_config, operand
+      // layouts, ...): nothing for the one target strata runs, and the error
+      // for any other target is about the target, not its options.
+      SkipValue(key);
       continue;
     }
     if (std::find(std::begin(kSkippedAttributes), std::end(kSkippedAttributes), key.text) !=

@@ -1,6 +1,7 @@
 // Parser tests: builder programs round-trip through text exactly, XLA's
 // spellings are accepted, malformed text fails at the right line and column,
 // and no input (truncated or mutated) crashes the parser.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <array>
@@ -14,6 +15,8 @@
 #include "strata/core/error.h"
 #include "strata/hlo/builder.h"
 #include "strata/hlo/text.h"
+#include "strata/runtime/device.h"
+#include "strata/runtime/executable.h"
 
 namespace strata::hlo {
 namespace {
@@ -846,6 +849,58 @@ TEST(ParserRobustness, RandomBytesAndDeepNesting) {
   EXPECT_FALSE(ParsesOrThrowsError(deep));
   std::string deep_constant = kHead + "  c = f32[1] constant(" + std::string(100000, '{');
   EXPECT_FALSE(ParsesOrThrowsError(deep_constant));
+}
+
+// A custom-call with target "Sharding" (jax.lax.with_sharding_constraint's
+// form, written from XLA's HLO text) annotates its operand: a copy with the
+// sharding. Any other target is an error naming it, at the instruction.
+TEST(ParserXlaForms, ShardingCustomCallIsACopyWithItsSharding) {
+  auto m = ParseModule(R"(HloModule jit_f, entry_computation_layout={(f32[8,4]{1,0})->f32[8,4]{1,0}}
+
+ENTRY %main.5 (Arg_0.1: f32[8,4]) -> f32[8,4] {
+  %Arg_0.1 = f32[8,4]{1,0} parameter(0), sharding={replicated}
+  %custom-call.2 = f32[8,4]{1,0} custom-call(f32[8,4]{1,0} %Arg_0.1), custom_call_target="Sharding", sharding={devices=[2,1]0,1}, backend_config="", api_version=API_VERSION_ORIGINAL
+  ROOT %multiply.3 = f32[8,4]{1,0} multiply(f32[8,4]{1,0} %custom-call.2, f32[8,4]{1,0} %custom-call.2)
+}
+)");
+  const Instruction* annotated = m->entry()->root()->operand(0);
+  EXPECT_EQ(annotated->opcode(), Opcode::kCopy);
+  EXPECT_EQ(annotated->sharding, "{devices=[2,1]0,1}");
+  // It runs: x * x, element by element.
+  auto exe = runtime::Executable::Compile(*m);
+  std::vector<float> x(32);
+  for (int i = 0; i < 32; ++i) x[i] = static_cast<float>(i) - 10;
+  auto out = exe->Run(
+      {runtime::Buffer::FromVector<float>(x, {8, 4}, runtime::Client::Default().device(0))});
+  std::vector<float> got = out[0].ToVector<float>();
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(got[i], x[i] * x[i]);
+}
+
+TEST(ParserXlaForms, OtherCustomCallTargetsAreErrorsNamingTheTarget) {
+  using ::testing::HasSubstr;
+  const std::string head = "HloModule m\nENTRY main {\n  x = f32[2] parameter(0)\n";
+  auto error = [&](const std::string& line) {
+    try {
+      ParseModule(head + line + "\n}\n");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  std::string lapack = error(
+      "  ROOT y = f32[2] custom-call(x), custom_call_target=\"lapack_sgetrf\", "
+      "operand_layout_constraints={f32[2]{0}}, api_version=API_VERSION_TYPED_FFI");
+  EXPECT_THAT(lapack, HasSubstr("line 4, column 19"));  // at the opcode
+  EXPECT_THAT(lapack, HasSubstr("custom-call target 'lapack_sgetrf' is not supported"));
+  EXPECT_THAT(
+      error("  ROOT y = f32[2] custom-call(x), custom_call_target=\"SPMDFullToShardShape\""),
+      HasSubstr("manual sharding (SPMDFullToShardShape, SPMDShardToFullShape)"));
+  EXPECT_THAT(error("  ROOT y = f32[2] custom-call(x)"),
+              HasSubstr("custom-call is missing attribute 'custom_call_target'"));
+  EXPECT_THAT(error("  ROOT y = f32[2] custom-call(x, x), custom_call_target=\"Sharding\""),
+              HasSubstr("takes one operand, found 2"));
+  EXPECT_THAT(error("  ROOT y = f32[2] custom-call(x), custom_call_target=Sharding"),
+              HasSubstr("expected a string after 'custom_call_target='"));
 }
 
 }  // namespace
