@@ -15,6 +15,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format
   clang-16 libclang-rt-16-dev  # libFuzzer and the sanitizers' runtimes for scripts/fuzz.sh
+  qemu-user            # the tests run the build on emulated CPUs without AVX-512 and without AVX
   # The Python module (import strata) and its tests: pybind11, DLPack's header,
   # NumPy, pytest, and PyTorch as the tests' reference, with OpenBLAS beside it
   # (python3-torch is satisfied by the 30x slower reference BLAS otherwise).

@@ -13,6 +13,7 @@
 
 int main() {
   using strata::hlo::Opcode;
-  return static_cast<int>(strata::runtime::elementwise::Unary<int32_t>(Opcode::kExp, 1) +
-                          strata::runtime::elementwise::Unary<float>(Opcode::kExp, 0.0f));
+  namespace elementwise = strata::runtime::STRATA_ISA_NAMESPACE::elementwise;  // isa.h's portable
+  return static_cast<int>(elementwise::Unary<int32_t>(Opcode::kExp, 1) +
+                          elementwise::Unary<float>(Opcode::kExp, 0.0f));
 }

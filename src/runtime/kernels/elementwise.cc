@@ -1,6 +1,7 @@
 // Elementwise kernels: unary and binary math, compare, select, clamp,
 // is-finite. Semantics follow XLA, including the integer corner cases that
 // would trap in C++ (division by zero, INT_MIN / -1, oversized shifts).
+// Compiled once per instruction set (isa.h).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -8,8 +9,10 @@
 #include <type_traits>
 
 #include "kernels/elementwise_ops.h"
+#include "kernels/isa_kernels.h"
 
-namespace strata::runtime {
+STRATA_ISA_BEGIN
+namespace strata::runtime::STRATA_ISA_NAMESPACE {
 
 // exp over floats, vectorized (the file is built with -fno-trapping-math so
 // the clamps become blends): x = k ln2 + r with |r| <= ln2 / 2 (ln2 in two
@@ -311,4 +314,5 @@ KernelInfo MakeElementwiseKernel(const hlo::Instruction& inst, ThreadPool& pool_
   Fail("[runtime] no elementwise kernel for {}", hlo::OpcodeName(op));
 }
 
-}  // namespace strata::runtime
+}  // namespace strata::runtime::STRATA_ISA_NAMESPACE
+STRATA_ISA_END

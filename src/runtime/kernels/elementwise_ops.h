@@ -1,16 +1,28 @@
 // The scalar semantics of the elementwise ops (XLA's, including the integer
 // corner cases that would trap in C++), shared by the one-op kernels
-// (elementwise.cc) and the fused loops (fusion.cc).
+// (elementwise.cc) and the fused loops (fusion.cc), built for the includer's
+// instruction set (isa.h).
 #pragma once
 
 #include <cmath>
 #include <limits>
 #include <type_traits>
 
+#include "kernels/isa.h"
 #include "kernels/kernels.h"
 #include "strata/hlo/opcode.h"
 
-namespace strata::runtime::elementwise {
+STRATA_ISA_BEGIN
+namespace strata::runtime::STRATA_ISA_NAMESPACE {
+
+// e^x over floats, vectorized (elementwise.cc); `out` may be `x`.
+void ExpFloats(const float* x, float* out, int64_t n);
+// 1 / (1 + e^-x) over floats, through ExpFloats; `out` may be `x`.
+void LogisticFloats(const float* x, float* out, int64_t n);
+// tanh over floats, a polynomial near 0 and ExpFloats beyond; `out` may be `x`.
+void TanhFloats(const float* x, float* out, int64_t n);
+
+namespace elementwise {
 
 using hlo::Opcode;
 
@@ -278,4 +290,6 @@ bool CompareValues(hlo::Comparison c, T a, T b) {
   return false;
 }
 
-}  // namespace strata::runtime::elementwise
+}  // namespace elementwise
+}  // namespace strata::runtime::STRATA_ISA_NAMESPACE
+STRATA_ISA_END

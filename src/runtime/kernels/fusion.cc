@@ -17,6 +17,8 @@
 // block: a reduction gives one value for the block, read like a uniform
 // value by the ops after it, so a softmax reads its input once and writes
 // its result once.
+//
+// Compiled once per instruction set (isa.h).
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -25,9 +27,11 @@
 #include <vector>
 
 #include "kernels/elementwise_ops.h"
+#include "kernels/isa_kernels.h"
 #include "kernels/reduce_ops.h"
 
-namespace strata::runtime {
+STRATA_ISA_BEGIN
+namespace strata::runtime::STRATA_ISA_NAMESPACE {
 namespace {
 
 using hlo::Instruction;
@@ -483,7 +487,7 @@ bool FusedKernelRuns(const Instruction& fusion, ThreadPool& pool) {
     }
   }
   try {  // the forms Translate and the row length accept
-    MakeFusionKernel(fusion, pool);
+    STRATA_ISA_NAMESPACE::MakeFusionKernel(fusion, pool);  // not kernels.h's, found by ADL
     return true;
   } catch (const Error&) {
     return false;
@@ -518,4 +522,5 @@ KernelInfo MakeFusionKernel(const Instruction& inst, ThreadPool& pool) {
   }
 }
 
-}  // namespace strata::runtime
+}  // namespace strata::runtime::STRATA_ISA_NAMESPACE
+STRATA_ISA_END

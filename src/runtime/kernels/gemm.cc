@@ -42,92 +42,80 @@ struct Config {
 constexpr int64_t kMaxTile = 6 * 64;  // elements of the largest tile (edge buffers)
 
 // 256- and 512-bit vector ops on T, so one micro-kernel serves f32 and f64.
-#define STRATA_AVX2 __attribute__((target("avx2,fma"), always_inline)) static inline
+// Each carries its target; the micro-kernels that use them are flattened
+// (every call inlined), which the compiler can do only into a function of
+// the same target, so a baseline build never holds a wide instruction outside
+// them. (always_inline would have to inline them into the baseline
+// TileKernel first, and fail.) Vectors pass by reference: a baseline
+// function may not pass or return them by value (clang refuses it; GCC
+// warns).
+#define STRATA_VECTOR_OPS(target, V, lanes, T, suffix, width)                            \
+  using Vector = V;                                                                      \
+  static constexpr int kLanes = lanes;                                                   \
+  target static void Zero(V& r) { r = _mm##width##_setzero_##suffix(); }                 \
+  target static void Load(V& r, const T* p) { r = _mm##width##_load_##suffix(p); }       \
+  target static void Broadcast(V& r, const T* p) { r = _mm##width##_set1_##suffix(*p); } \
+  target static void Fma(V& acc, const V& x, const V& y) {                               \
+    acc = _mm##width##_fmadd_##suffix(x, y, acc);                                        \
+  }                                                                                      \
+  target static void AddUnaligned(V& acc, const T* p) {                                  \
+    acc = _mm##width##_add_##suffix(_mm##width##_loadu_##suffix(p), acc);                \
+  }                                                                                      \
+  target static void StoreUnaligned(T* p, const V& x) { _mm##width##_storeu_##suffix(p, x); }
+#define STRATA_AVX2 __attribute__((target("avx2,fma"))) inline
+#define STRATA_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma"))) inline
 template <typename T>
 struct Avx2;
 template <>
 struct Avx2<float> {
-  using V = __m256;
-  static constexpr int kLanes = 8;
-  STRATA_AVX2 V Zero() { return _mm256_setzero_ps(); }
-  STRATA_AVX2 V Load(const float* p) { return _mm256_load_ps(p); }
-  STRATA_AVX2 V LoadU(const float* p) { return _mm256_loadu_ps(p); }
-  STRATA_AVX2 V Broadcast(const float* p) { return _mm256_broadcast_ss(p); }
-  STRATA_AVX2 V Fma(V x, V y, V z) { return _mm256_fmadd_ps(x, y, z); }
-  STRATA_AVX2 V Add(V x, V y) { return _mm256_add_ps(x, y); }
-  STRATA_AVX2 void StoreU(float* p, V x) { _mm256_storeu_ps(p, x); }
+  STRATA_VECTOR_OPS(STRATA_AVX2, __m256, 8, float, ps, 256)
 };
 template <>
 struct Avx2<double> {
-  using V = __m256d;
-  static constexpr int kLanes = 4;
-  STRATA_AVX2 V Zero() { return _mm256_setzero_pd(); }
-  STRATA_AVX2 V Load(const double* p) { return _mm256_load_pd(p); }
-  STRATA_AVX2 V LoadU(const double* p) { return _mm256_loadu_pd(p); }
-  STRATA_AVX2 V Broadcast(const double* p) { return _mm256_broadcast_sd(p); }
-  STRATA_AVX2 V Fma(V x, V y, V z) { return _mm256_fmadd_pd(x, y, z); }
-  STRATA_AVX2 V Add(V x, V y) { return _mm256_add_pd(x, y); }
-  STRATA_AVX2 void StoreU(double* p, V x) { _mm256_storeu_pd(p, x); }
+  STRATA_VECTOR_OPS(STRATA_AVX2, __m256d, 4, double, pd, 256)
 };
-#undef STRATA_AVX2
-#define STRATA_AVX512 \
-  __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma"), always_inline)) static inline
 template <typename T>
 struct Avx512;
 template <>
 struct Avx512<float> {
-  using V = __m512;
-  static constexpr int kLanes = 16;
-  STRATA_AVX512 V Zero() { return _mm512_setzero_ps(); }
-  STRATA_AVX512 V Load(const float* p) { return _mm512_load_ps(p); }
-  STRATA_AVX512 V LoadU(const float* p) { return _mm512_loadu_ps(p); }
-  STRATA_AVX512 V Broadcast(const float* p) { return _mm512_set1_ps(*p); }
-  STRATA_AVX512 V Fma(V x, V y, V z) { return _mm512_fmadd_ps(x, y, z); }
-  STRATA_AVX512 V Add(V x, V y) { return _mm512_add_ps(x, y); }
-  STRATA_AVX512 void StoreU(float* p, V x) { _mm512_storeu_ps(p, x); }
+  STRATA_VECTOR_OPS(STRATA_AVX512, __m512, 16, float, ps, 512)
 };
 template <>
 struct Avx512<double> {
-  using V = __m512d;
-  static constexpr int kLanes = 8;
-  STRATA_AVX512 V Zero() { return _mm512_setzero_pd(); }
-  STRATA_AVX512 V Load(const double* p) { return _mm512_load_pd(p); }
-  STRATA_AVX512 V LoadU(const double* p) { return _mm512_loadu_pd(p); }
-  STRATA_AVX512 V Broadcast(const double* p) { return _mm512_set1_pd(*p); }
-  STRATA_AVX512 V Fma(V x, V y, V z) { return _mm512_fmadd_pd(x, y, z); }
-  STRATA_AVX512 V Add(V x, V y) { return _mm512_add_pd(x, y); }
-  STRATA_AVX512 void StoreU(double* p, V x) { _mm512_storeu_pd(p, x); }
+  STRATA_VECTOR_OPS(STRATA_AVX512, __m512d, 8, double, pd, 512)
 };
+#undef STRATA_AVX2
 #undef STRATA_AVX512
+#undef STRATA_VECTOR_OPS
 
 // The tile in kMr x kVectors accumulators: per k, kVectors loads of the B
 // panel, kMr broadcasts of A, kMr * kVectors FMAs. S is Avx2<T> or
-// Avx512<T>; the caller compiles this with S's target.
+// Avx512<T>; the caller, flattened, compiles this with S's target.
 template <typename S, typename T, int kMr, int kVectors>
-__attribute__((always_inline)) inline void TileKernel(int64_t kc, const T* a, int64_t a_rs,
-                                                      int64_t a_cs, const T* b, T* c, int64_t ldc,
-                                                      bool accumulate) {
+inline void TileKernel(int64_t kc, const T* a, int64_t a_rs, int64_t a_cs, const T* b, T* c,
+                       int64_t ldc, bool accumulate) {
   constexpr int kL = S::kLanes, kNr = kVectors * kL;
   for (int i = 0; i < kMr; ++i) {
     _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + kNr - 1), _MM_HINT_T0);
   }
-  typename S::V acc[kMr][kVectors];
+  typename S::Vector acc[kMr][kVectors];
 #pragma GCC unroll 16
   for (int i = 0; i < kMr; ++i) {
 #pragma GCC unroll 4
-    for (int v = 0; v < kVectors; ++v) acc[i][v] = S::Zero();
+    for (int v = 0; v < kVectors; ++v) S::Zero(acc[i][v]);
   }
 #pragma GCC unroll 4
   for (int64_t p = 0; p < kc; ++p) {
-    typename S::V bv[kVectors];
+    typename S::Vector bv[kVectors];
 #pragma GCC unroll 4
-    for (int v = 0; v < kVectors; ++v) bv[v] = S::Load(b + v * kL);
+    for (int v = 0; v < kVectors; ++v) S::Load(bv[v], b + v * kL);
 #pragma GCC unroll 16
     for (int i = 0; i < kMr; ++i) {
-      const typename S::V x = S::Broadcast(a + i * a_rs);
+      typename S::Vector x;
+      S::Broadcast(x, a + i * a_rs);
 #pragma GCC unroll 4
-      for (int v = 0; v < kVectors; ++v) acc[i][v] = S::Fma(x, bv[v], acc[i][v]);
+      for (int v = 0; v < kVectors; ++v) S::Fma(acc[i][v], x, bv[v]);
     }
     a += a_cs;
     b += kNr;
@@ -137,17 +125,17 @@ __attribute__((always_inline)) inline void TileKernel(int64_t kc, const T* a, in
     T* out = c + i * ldc;
 #pragma GCC unroll 4
     for (int v = 0; v < kVectors; ++v) {
-      if (accumulate) acc[i][v] = S::Add(S::LoadU(out + v * kL), acc[i][v]);
-      S::StoreU(out + v * kL, acc[i][v]);
+      if (accumulate) S::AddUnaligned(acc[i][v], out + v * kL);
+      S::StoreUnaligned(out + v * kL, acc[i][v]);
     }
   }
 }
 
 // AVX2: 6 rows x 2 vectors (12 of the 16 registers hold the tile).
 template <typename T>
-__attribute__((target("avx2,fma"))) void KernelAvx2(int64_t kc, const T* a, int64_t a_rs,
-                                                    int64_t a_cs, const T* b, T* c, int64_t ldc,
-                                                    bool accumulate) {
+__attribute__((target("avx2,fma"), flatten)) void KernelAvx2(int64_t kc, const T* a, int64_t a_rs,
+                                                             int64_t a_cs, const T* b, T* c,
+                                                             int64_t ldc, bool accumulate) {
   TileKernel<Avx2<T>, T, 6, 2>(kc, a, a_rs, a_cs, b, c, ldc, accumulate);
 }
 
@@ -156,7 +144,7 @@ __attribute__((target("avx2,fma"))) void KernelAvx2(int64_t kc, const T* a, int6
 // (bench/RESULTS.md): the fewest loads per FMA but one, and A's rows read
 // in place are 6 streams, as with AVX2.
 template <typename T>
-__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma"))) void KernelAvx512(
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma"), flatten)) void KernelAvx512(
     int64_t kc, const T* a, int64_t a_rs, int64_t a_cs, const T* b, T* c, int64_t ldc,
     bool accumulate) {
   TileKernel<Avx512<T>, T, 6, 4>(kc, a, a_rs, a_cs, b, c, ldc, accumulate);

@@ -52,6 +52,8 @@ struct ScalarFunction {
 // Elements per parallel chunk for cheap elementwise loops.
 inline constexpr int64_t kElementwiseGrain = 1 << 15;
 
+// Elementwise, reduce and fusion kernels come in one variant per instruction
+// set (isa.h); these build the one KernelIsa() names.
 KernelInfo MakeElementwiseKernel(const hlo::Instruction& inst, ThreadPool& pool);
 KernelInfo MakeConvertKernel(const hlo::Instruction& inst, ThreadPool& pool);
 KernelInfo MakeDataMovementKernel(const hlo::Instruction& inst, ThreadPool& pool);
@@ -76,13 +78,6 @@ bool CanRunInPlace(const hlo::Instruction& inst, int64_t index);
 // planner never materializes it: its slot is the scalar's.
 bool IsScalarBroadcast(const hlo::Instruction& inst);
 bool AcceptsScalarBroadcast(const hlo::Instruction& user, int64_t operand);
-
-// e^x over floats, vectorized (elementwise.cc); `out` may be `x`.
-void ExpFloats(const float* x, float* out, int64_t n);
-// 1 / (1 + e^-x) over floats, through ExpFloats; `out` may be `x`.
-void LogisticFloats(const float* x, float* out, int64_t n);
-// tanh over floats, a polynomial near 0 and ExpFloats beyond; `out` may be `x`.
-void TanhFloats(const float* x, float* out, int64_t n);
 
 // Runs a loop fusion (fusion.cc): the fused computation's elementwise ops in
 // blocks that stay in cache, so its intermediates never reach memory.

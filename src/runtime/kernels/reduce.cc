@@ -1,13 +1,16 @@
 // reduce: reducers that are one binary op (add, multiply, maximum, minimum,
 // and, or) get native loops over a canonical view of the input; anything else
 // (variadic reduce, arbitrary to_apply) runs the compiled to_apply per element.
+// Compiled once per instruction set (isa.h).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "kernels/isa_kernels.h"
 #include "kernels/reduce_ops.h"
 
-namespace strata::runtime {
+STRATA_ISA_BEGIN
+namespace strata::runtime::STRATA_ISA_NAMESPACE {
 namespace {
 
 using hlo::Opcode;
@@ -185,4 +188,5 @@ KernelInfo MakeReduceKernel(const hlo::Instruction& inst, ThreadPool& pool,
           scratch};
 }
 
-}  // namespace strata::runtime
+}  // namespace strata::runtime::STRATA_ISA_NAMESPACE
+STRATA_ISA_END

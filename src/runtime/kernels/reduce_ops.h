@@ -1,15 +1,17 @@
 // The native reducers (one binary op) shared by the reduce kernel and the
 // row reductions inside fusions, so a reduction gives the same bits fused or
-// not.
+// not, built for the includer's instruction set (isa.h).
 #pragma once
 
 #include <cmath>
 #include <optional>
 
+#include "kernels/isa.h"
 #include "kernels/kernels.h"
 #include "strata/hlo/builder.h"
 
-namespace strata::runtime {
+STRATA_ISA_BEGIN
+namespace strata::runtime::STRATA_ISA_NAMESPACE {
 
 template <typename T>
 struct Reducer {
@@ -92,4 +94,5 @@ T ReduceContiguous(const T* x, int64_t n, T init, Reducer<T> f) {
 // hlo::SimpleReducer: the one binary op a reduce's to_apply applies.
 using hlo::SimpleReducer;
 
-}  // namespace strata::runtime
+}  // namespace strata::runtime::STRATA_ISA_NAMESPACE
+STRATA_ISA_END

@@ -26,7 +26,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "kernels/reduce_ops.h"
+#include "strata/hlo/builder.h"
 #include "strata/runtime/passes.h"
 
 namespace strata::runtime {
@@ -75,7 +75,7 @@ int64_t RowReduceLength(const Instruction& i, const std::vector<int64_t>& dims, 
   }
   const Instruction& init = *i.operand(1);
   if (init.opcode() != Opcode::kConstant || init.shape().rank() != 0) return 0;
-  std::optional<Opcode> reducer = SimpleReducer(*i.called.at(0));
+  std::optional<Opcode> reducer = hlo::SimpleReducer(*i.called.at(0));
   if (!reducer || *reducer == Opcode::kAnd || *reducer == Opcode::kOr) return 0;
   const int64_t rank = static_cast<int64_t>(dims.size());
   const int64_t reduced = static_cast<int64_t>(i.dimensions.size());

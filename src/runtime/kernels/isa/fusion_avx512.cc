@@ -1,0 +1,3 @@
+// fusion.cc built for avx512 (kernels/isa.h).
+#define STRATA_KERNEL_ISA 2
+#include "kernels/fusion.cc"

@@ -1,0 +1,3 @@
+// reduce.cc built for avx512 (kernels/isa.h).
+#define STRATA_KERNEL_ISA 2
+#include "kernels/reduce.cc"
