@@ -168,6 +168,8 @@ VjpFamily VjpFamilyOf(Opcode op) {
     case Opcode::kReduce:
     case Opcode::kDot:
       return VjpFamily::kReduction;
+    case Opcode::kConvolution:
+      return VjpFamily::kConvolution;
     case Opcode::kGather:
     case Opcode::kScatter:
     case Opcode::kDynamicSlice:
@@ -242,6 +244,8 @@ std::vector<Tensor> Rule(const ir::NodePtr& owner, const std::vector<Tensor>& ou
       return ReductionVjp(args);
     case VjpFamily::kIndexing:
       return IndexingVjp(args);
+    case VjpFamily::kConvolution:
+      return ConvolutionVjp(args);
     case VjpFamily::kNoGradient:
       return in;  // no gradient flows here
     case VjpFamily::kIdentity:

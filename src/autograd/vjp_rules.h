@@ -7,6 +7,7 @@
 
 #include "strata/autograd/vjp_sweep.h"
 #include "strata/core/error.h"
+#include "strata/hlo/convolution.h"
 #include "strata/lazy/op_builder.h"
 #include "strata/lazy/ops.h"
 
@@ -38,6 +39,7 @@ std::vector<Tensor> ElementwiseVjp(const RuleArgs& args);
 std::vector<Tensor> DataMovementVjp(const RuleArgs& args);
 std::vector<Tensor> ReductionVjp(const RuleArgs& args);
 std::vector<Tensor> IndexingVjp(const RuleArgs& args);
+std::vector<Tensor> ConvolutionVjp(const RuleArgs& args);  // vjp_convolution.cc
 // Variadic reduce as argmax/argmin build it (two outputs).
 std::vector<Tensor> VariadicReduceRule(const ir::NodePtr& owner, const std::vector<Tensor>& g);
 

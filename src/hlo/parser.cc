@@ -15,6 +15,7 @@
 #include <unordered_set>
 
 #include "strata/core/error.h"
+#include "strata/hlo/convolution.h"
 #include "strata/hlo/shape_inference.h"
 #include "strata/hlo/sharding.h"
 #include "strata/hlo/text.h"
@@ -261,6 +262,8 @@ struct Parser {
   Comparison ParseDirection();
   std::string ParseRngAlgorithm();
   std::string ParseFusionKind();
+  std::vector<WindowDim> ParseWindow();
+  ConvolutionDims ParseDimLabels();
   void CheckBitcast(const PendingComputation& pc, const Shape& shape, bool default_layout,
                     const std::vector<OperandRef>& operands, const Token& at);
   std::string ParseSharding();
@@ -316,6 +319,12 @@ const AttributeRule kAttributeRules[] = {
      [](Parser& p, Instruction& i) { i.padding = p.ParsePadding(); }},
     {Opcode::kCompare, "direction", true,
      [](Parser& p, Instruction& i) { i.direction = p.ParseDirection(); }},
+    {Opcode::kConvolution, "window", false,
+     [](Parser& p, Instruction& i) { i.window = p.ParseWindow(); }},
+    {Opcode::kConvolution, "dim_labels", true,
+     [](Parser& p, Instruction& i) { i.convolution = p.ParseDimLabels(); }},
+    {Opcode::kConvolution, "feature_group_count", false, INTEGER_INTO(feature_group_count)},
+    {Opcode::kConvolution, "batch_group_count", false, INTEGER_INTO(batch_group_count)},
     {Opcode::kDot, "lhs_batch_dims", false, INTEGER_LIST_INTO(dot.lhs_batch)},
     {Opcode::kDot, "rhs_batch_dims", false, INTEGER_LIST_INTO(dot.rhs_batch)},
     {Opcode::kDot, "lhs_contracting_dims", false, INTEGER_LIST_INTO(dot.lhs_contracting)},
@@ -897,6 +906,49 @@ std::string Parser::ParseFusionKind() {
     FailAt(t, "expected fusion kind kLoop, kInput, kOutput or kCustom, found {}", Describe(t));
   }
   return "";
+}
+
+// {size=3x3 stride=2x2 pad=1_1x1_1 ...}: hlo/convolution.h reads each field.
+std::vector<WindowDim> Parser::ParseWindow() {
+  Expect('{', "to start a window");
+  std::vector<WindowDim> window;
+  while (!TakeIf('}')) {
+    Token key = ExpectName("a window field (size, stride, pad, ...) or '}'");
+    Expect('=', fmt::format("after window field '{}'", key.text));
+    Token value = Take();
+    if (value.kind != TokenKind::kNumber) {
+      FailAt(value, "expected dims joined by 'x' after '{}=', found {}", key.text, Describe(value));
+    }
+    try {
+      SetWindowField(window, key.text, value.text);
+    } catch (const Error& e) {
+      FailAt(key, "{}", e.what());
+    }
+  }
+  return window;
+}
+
+// b01f_01io->b01f
+ConvolutionDims Parser::ParseDimLabels() {
+  Token labels = Take();
+  auto fail = [&]() {
+    FailAt(labels, "expected dim_labels like b01f_01io->b01f, found {}", Describe(labels));
+  };
+  // A part may start with a spatial dim ("0bf1"), which lexes as a number.
+  auto is_word = [](const Token& t) {
+    return t.kind == TokenKind::kName || t.kind == TokenKind::kNumber;
+  };
+  if (!is_word(labels)) fail();
+  const size_t split = labels.text.find('_');
+  if (split == std::string_view::npos || Take().kind != TokenKind::kArrow) fail();
+  Token output = Take();
+  if (!is_word(output)) fail();
+  try {
+    return hlo::ParseDimLabels(labels.text.substr(0, split), labels.text.substr(split + 1),
+                               output.text);
+  } catch (const Error& e) {
+    FailAt(labels, "{}", e.what());
+  }
 }
 
 // Checked by hlo::Sharding and kept in its canonical text, braces

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "strata/hlo/convolution.h"
 #include "strata/hlo/text.h"
 
 namespace strata::hlo {
@@ -54,6 +55,14 @@ std::string AttributesText(const Instruction& inst) {
     }
     case Opcode::kCompare:
       add("direction", std::string(ComparisonName(inst.direction)));
+      break;
+    case Opcode::kConvolution:
+      if (!inst.window.empty()) add("window", fmt::format("{{{}}}", WindowText(inst.window)));
+      add("dim_labels", DimLabelsText(inst.convolution));
+      if (inst.feature_group_count != 1)
+        add("feature_group_count", std::to_string(inst.feature_group_count));
+      if (inst.batch_group_count != 1)
+        add("batch_group_count", std::to_string(inst.batch_group_count));
       break;
     case Opcode::kDot:
       if (!inst.dot.lhs_batch.empty()) add("lhs_batch_dims", Braced(inst.dot.lhs_batch));

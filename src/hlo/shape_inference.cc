@@ -74,6 +74,8 @@ Shape InferShape(Opcode opcode, std::span<const Shape* const> operand_shapes,
     case Opcode::kReduce:
     case Opcode::kDot:
       return ReductionShape(inst);
+    case Opcode::kConvolution:
+      return ConvolutionShape(inst);
     case Opcode::kGather:
     case Opcode::kScatter:
       return IndexingShape(inst);

@@ -64,5 +64,6 @@ Shape ReductionShape(const View& inst);
 Shape IndexingShape(const View& inst);
 Shape ControlShape(const View& inst);
 Shape CollectiveShape(const View& inst);
+Shape ConvolutionShape(const View& inst);  // shape_convolution.cc
 
 }  // namespace strata::hlo::shape_rules

@@ -40,6 +40,18 @@ void AddAttributes(HashBuilder& h, const hlo::Attributes& a) {
     h.AddSpan(std::span<const int64_t>(*v));
   }
   h.Add(a.gather.index_vector_dim).Add(a.scatter.index_vector_dim);
+  h.Add<uint64_t>(a.window.size());
+  for (const auto& w : a.window) {
+    h.Add(w.size).Add(w.stride).Add(w.pad_low).Add(w.pad_high).Add(w.window_dilation);
+    h.Add(w.base_dilation).Add(static_cast<uint8_t>(w.window_reversal));
+  }
+  const hlo::ConvolutionDims& c = a.convolution;
+  h.Add(c.input_batch).Add(c.input_feature).Add(c.kernel_input_feature);
+  h.Add(c.kernel_output_feature).Add(c.output_batch).Add(c.output_feature);
+  for (const auto* v : {&c.input_spatial, &c.kernel_spatial, &c.output_spatial}) {
+    h.AddSpan(std::span<const int64_t>(*v));
+  }
+  h.Add(a.feature_group_count).Add(a.batch_group_count);
   if (a.literal.size_bytes() > 0) {
     AddShape(h, a.literal.shape());
     h.AddSpan(std::span<const uint8_t>(a.literal.data(), a.literal.size_bytes()));
@@ -61,9 +73,11 @@ Hash128 Value::hash() const { return HashBuilder().AddHash(node->dag_hash()).Add
 static bool IsDefault(const hlo::Attributes& a) {
   return a.dimensions.empty() && a.slice.empty() && a.dynamic_slice_sizes.empty() &&
          a.padding.empty() && a.direction == hlo::Comparison::kEq && a.dot == hlo::DotDims{} &&
-         a.gather == hlo::GatherDims{} && a.scatter == hlo::ScatterDims{} &&
-         a.literal.size_bytes() == 0 && a.rng_algorithm.empty() && a.fusion_kind.empty() &&
-         a.sharding.empty() && a.called.empty() && a.parameter_number == -1 && a.tuple_index == -1;
+         a.gather == hlo::GatherDims{} && a.scatter == hlo::ScatterDims{} && a.window.empty() &&
+         a.convolution == hlo::ConvolutionDims{} && a.feature_group_count == 1 &&
+         a.batch_group_count == 1 && a.literal.size_bytes() == 0 && a.rng_algorithm.empty() &&
+         a.fusion_kind.empty() && a.sharding.empty() && a.called.empty() &&
+         a.parameter_number == -1 && a.tuple_index == -1;
 }
 
 NodePtr Node::MakeOp(hlo::Opcode opcode, std::vector<Value> operands, hlo::Attributes attributes,

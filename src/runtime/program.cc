@@ -69,6 +69,8 @@ KernelInfo MakeKernel(const Instruction& inst, ThreadPool& pool) {
       return MakeReduceKernel(inst, pool, CompileScalar(*inst.called[0], pool));
     case Opcode::kDot:
       return MakeDotKernel(inst, pool);
+    case Opcode::kConvolution:
+      return MakeConvolutionKernel(inst, pool);
     case Opcode::kGather:
       return MakeGatherKernel(inst, pool);
     case Opcode::kScatter:

@@ -327,8 +327,19 @@ std::unique_ptr<Module> CollectivesProgram() {
 
 using ProgramFactory = std::function<std::unique_ptr<Module>()>;
 
+// Written in XLA's text form: the builder has no convolution method.
+std::unique_ptr<Module> ConvolutionProgram() {
+  return ParseModule(R"(HloModule convolution
+ENTRY main {
+  x = f32[2,5,5,3] parameter(0)
+  k = f32[3,3,3,4] parameter(1)
+  ROOT c = f32[2,3,3,4] convolution(x, k), window={size=3x3 stride=2x2 pad=1_1x1_1 rhs_dilate=1x1}, dim_labels=b01f_01io->b01f
+})");
+}
+
 std::vector<std::pair<std::string, ProgramFactory>> Programs() {
   return {{"unary", UnaryProgram},
+          {"convolution", ConvolutionProgram},
           {"binary", BinaryProgram},
           {"layout", LayoutProgram},
           {"slicing", SlicingProgram},

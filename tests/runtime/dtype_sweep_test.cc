@@ -155,6 +155,7 @@ std::vector<Row> Table() {
       {"reduce or", kIntegers | kPredOnly},
       {"reduce by select", kAll, kHalves},  // a to_apply no native loop knows
       {"dot", kNumeric, kHalves},
+      {"convolution", kNumeric, kHalves},
       {"scatter add", kNumeric, kHalves},
       {"scatter or", kIntegers | kPredOnly},
       // The fused loop runs f32 and f64; any other fusion runs as a call of
@@ -717,6 +718,19 @@ void Dot(Sweep& s, DType t) {
           /*bit_exact=*/false);
 }
 
+// A window of one over a spatial dim of one: out[b, f] = sum_i x[b, i] k[i, f],
+// a product the matrix reference gives (the window arithmetic is tested in
+// convolution_test.cc; this is every dtype's arithmetic and acceptance).
+void Convolution(Sweep& s, DType t) {
+  const std::string entry = R"(  x = $t[2,1,3] parameter(0)
+  k = $t[1,3,4] parameter(1)
+  ROOT c = $t[1,2,4] convolution(x, k), window={size=1}, dim_labels=b0f_0io->0bf
+)";
+  const Array x = Numbers(t, {2, 1, 3}), k = Numbers(t, {1, 3, 4}, 1);
+  s.Check("convolution", t, Module(entry), {x, k}, {MatMul(t, x, k, {1, 2, 4}, 3)},
+          /*bit_exact=*/false);
+}
+
 // Rows by index, and windows by two; start indices are clamped so each
 // slice fits (XLA).
 void Gather(Sweep& s, DType t) {
@@ -1042,7 +1056,7 @@ const std::map<Opcode, Case> kCases = {
     {Opcode::kDynamicUpdateSlice, DynamicUpdateSlice}, {Opcode::kConcatenate, Concatenate},
     {Opcode::kPad, Pad}, {Opcode::kReverse, Reverse}, {Opcode::kSelect, Select},
     {Opcode::kCompare, Compare}, {Opcode::kClamp, Clamp}, {Opcode::kIsFinite, IsFinite},
-    {Opcode::kReduce, Reduce}, {Opcode::kDot, Dot}, {Opcode::kGather, Gather},
+    {Opcode::kReduce, Reduce}, {Opcode::kDot, Dot}, {Opcode::kConvolution, Convolution}, {Opcode::kGather, Gather},
     {Opcode::kScatter, Scatter}, {Opcode::kTuple, Tuple},
     {Opcode::kGetTupleElement, GetTupleElement}, {Opcode::kWhile, While}, {Opcode::kCall, Call},
     {Opcode::kFusion, Fusion}, {Opcode::kOptimizationBarrier, OptimizationBarrier},

@@ -26,6 +26,7 @@ enum class VjpFamily : uint8_t {
   kDataMovement,
   kReduction,
   kIndexing,
+  kConvolution,
   kIdentity,
   kNoGradient,
   kNone,

@@ -41,6 +41,29 @@ struct ScatterDims {
   bool operator==(const ScatterDims&) const = default;
 };
 
+// One spatial dimension of a convolution's window (XLA's WindowDimension):
+// the window spans `size` elements `window_dilation` apart and moves by
+// `stride` over the input, which is padded by pad_low / pad_high (negative
+// trims) after `base_dilation - 1` holes are put between its elements.
+struct WindowDim {
+  int64_t size = 1, stride = 1, pad_low = 0, pad_high = 0;
+  int64_t window_dilation = 1, base_dilation = 1;
+  bool window_reversal = false;
+  bool operator==(const WindowDim&) const = default;
+};
+// Which dimension of each operand and of the result is the batch, the
+// feature and each spatial dim (XLA's ConvolutionDimensionNumbers; the text
+// form is dim_labels=b01f_01io->b01f). Spatial dims pair up by position.
+struct ConvolutionDims {
+  int64_t input_batch = 0, input_feature = 0;
+  std::vector<int64_t> input_spatial = {};
+  int64_t kernel_input_feature = 0, kernel_output_feature = 0;
+  std::vector<int64_t> kernel_spatial = {};
+  int64_t output_batch = 0, output_feature = 0;
+  std::vector<int64_t> output_spatial = {};
+  bool operator==(const ConvolutionDims&) const = default;
+};
+
 // Groups of partition ids that exchange data in a collective (XLA's
 // replica_groups over global device ids: strata's SPMD programs run one
 // replica of N partitions). Empty means one group of every partition.
@@ -61,6 +84,10 @@ struct Attributes {
   std::vector<PadRange> padding;             // pad
   Comparison direction = Comparison::kEq;    // compare
   DotDims dot;                               // dot
+  std::vector<WindowDim> window;             // convolution: one per spatial dim
+  ConvolutionDims convolution;               // convolution
+  int64_t feature_group_count = 1;           // convolution
+  int64_t batch_group_count = 1;             // convolution
   GatherDims gather;                         // gather
   ScatterDims scatter;                       // scatter
   Literal literal;                           // constant

@@ -50,6 +50,7 @@ namespace strata::hlo {
   V(kConcatenate, "concatenate", Other) \
   V(kPad, "pad", Other) \
   V(kReverse, "reverse", Other) \
+  V(kConvolution, "convolution", Other) \
   V(kSelect, "select", Other) \
   V(kCompare, "compare", Other) \
   V(kClamp, "clamp", Other) \

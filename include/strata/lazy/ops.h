@@ -96,6 +96,30 @@ Tensor astype(const Tensor& x, DType dtype);
 // torch.matmul: 1-D and 2-D operands, and batched with broadcast batch dims.
 Tensor matmul(const Tensor& a, const Tensor& b);
 
+// ---- convolution (ops_convolution.cc) ---------------------------------------------
+// XLA's convolution: any dim_labels, window (strides, padding, dilations,
+// reversal), feature and batch groups; the shape rule's errors name what
+// does not fit. Differentiable in the input and the kernel.
+Tensor conv_general(const Tensor& input, const Tensor& kernel, std::vector<hlo::WindowDim> window,
+                    const hlo::ConvolutionDims& dims, int64_t feature_group_count = 1,
+                    int64_t batch_group_count = 1);
+// torch.nn.functional.convNd: input [N, C, *spatial] (or [C, *spatial],
+// unbatched), weight [O, C / groups, *kernel]; stride, padding and dilation
+// give one value per spatial dim or one for all. conv1d / conv2d / conv3d
+// check the rank. No bias: add it (bias.reshape({O, 1, ...})).
+Tensor conv(const Tensor& input, const Tensor& weight, std::vector<int64_t> stride = {1},
+            std::vector<int64_t> padding = {0}, std::vector<int64_t> dilation = {1},
+            int64_t groups = 1);
+Tensor conv1d(const Tensor& input, const Tensor& weight, std::vector<int64_t> stride = {1},
+              std::vector<int64_t> padding = {0}, std::vector<int64_t> dilation = {1},
+              int64_t groups = 1);
+Tensor conv2d(const Tensor& input, const Tensor& weight, std::vector<int64_t> stride = {1},
+              std::vector<int64_t> padding = {0}, std::vector<int64_t> dilation = {1},
+              int64_t groups = 1);
+Tensor conv3d(const Tensor& input, const Tensor& weight, std::vector<int64_t> stride = {1},
+              std::vector<int64_t> padding = {0}, std::vector<int64_t> dilation = {1},
+              int64_t groups = 1);
+
 // ---- reductions (dims may be negative; empty dims = all) -------------------------
 Tensor sum(const Tensor& x, std::vector<int64_t> dims = {}, bool keepdim = false);
 Tensor mean(const Tensor& x, std::vector<int64_t> dims = {}, bool keepdim = false);

@@ -60,6 +60,7 @@ KernelInfo MakeDataMovementKernel(const hlo::Instruction& inst, ThreadPool& pool
 KernelInfo MakeReduceKernel(const hlo::Instruction& inst, ThreadPool& pool,
                             ScalarFunction to_apply);
 KernelInfo MakeDotKernel(const hlo::Instruction& inst, ThreadPool& pool);
+KernelInfo MakeConvolutionKernel(const hlo::Instruction& inst, ThreadPool& pool);
 KernelInfo MakeGatherKernel(const hlo::Instruction& inst, ThreadPool& pool);
 KernelInfo MakeScatterKernel(const hlo::Instruction& inst, ThreadPool& pool,
                              ScalarFunction to_apply);

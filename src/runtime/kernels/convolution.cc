@@ -1,0 +1,250 @@
+// convolution, any dim_labels, window, dilation, feature and batch groups.
+// For floats the work is a GEMM per group. The output positions are cut in
+// blocks of rows. Each block's input patches are gathered into a row each
+// ("im2col": the window's elements, each with the group's input features
+// innermost). The block is then multiplied by the kernel, packed once per run
+// as [window elements x input features, output features]. Integers run a
+// direct loop.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "kernels/gemm.h"
+#include "kernels/kernels.h"
+
+namespace strata::runtime {
+namespace {
+
+// Row-major strides of `dims`.
+std::vector<int64_t> StridesOf(const std::vector<int64_t>& dims) {
+  std::vector<int64_t> strides(dims.size(), 1);
+  for (int64_t i = static_cast<int64_t>(dims.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * dims[i + 1];
+  return strides;
+}
+
+// Everything a run needs, in elements, taken from the instruction once.
+struct Geometry {
+  int64_t spatial = 0;
+  int64_t groups = 1;          // feature groups x batch groups (one of them is 1)
+  bool batch_grouped = false;  // the groups split the batch, not the input features
+  int64_t batch = 0;           // output batch
+  int64_t group_inputs = 0;    // input features each group reads (the kernel's)
+  int64_t group_outputs = 0;   // output features each group writes
+  std::vector<hlo::WindowDim> window;
+  std::vector<int64_t> in_size, out_size;  // per spatial dim
+  int64_t in_batch_stride = 0, in_feature_stride = 0;
+  std::vector<int64_t> in_spatial_stride;
+  int64_t kernel_in_stride = 0, kernel_out_stride = 0;
+  std::vector<int64_t> kernel_spatial_stride;
+  int64_t out_batch_stride = 0, out_feature_stride = 0;
+  std::vector<int64_t> out_spatial_stride;
+  int64_t positions = 1;  // output positions per batch element
+  int64_t taps = 1;       // window elements
+};
+
+Geometry GeometryOf(const hlo::Instruction& inst) {
+  const hlo::ConvolutionDims& d = inst.convolution;
+  const Shape& in = inst.operand(0)->shape();
+  const Shape& kernel = inst.operand(1)->shape();
+  const Shape& out = inst.shape();
+  const std::vector<int64_t> is = StridesOf(in.dims()), ks = StridesOf(kernel.dims()),
+                             os = StridesOf(out.dims());
+  Geometry g;
+  g.spatial = static_cast<int64_t>(d.input_spatial.size());
+  g.batch_grouped = inst.batch_group_count > 1;
+  g.groups = inst.feature_group_count * inst.batch_group_count;
+  g.batch = out.dim(d.output_batch);
+  g.group_inputs = kernel.dim(d.kernel_input_feature);
+  g.group_outputs = kernel.dim(d.kernel_output_feature) / g.groups;
+  g.window = inst.window;
+  g.in_batch_stride = is[d.input_batch];
+  g.in_feature_stride = is[d.input_feature];
+  g.kernel_in_stride = ks[d.kernel_input_feature];
+  g.kernel_out_stride = ks[d.kernel_output_feature];
+  g.out_batch_stride = os[d.output_batch];
+  g.out_feature_stride = os[d.output_feature];
+  for (int64_t s = 0; s < g.spatial; ++s) {
+    g.in_size.push_back(in.dim(d.input_spatial[s]));
+    g.out_size.push_back(out.dim(d.output_spatial[s]));
+    g.in_spatial_stride.push_back(is[d.input_spatial[s]]);
+    g.kernel_spatial_stride.push_back(ks[d.kernel_spatial[s]]);
+    g.out_spatial_stride.push_back(os[d.output_spatial[s]]);
+    g.positions *= g.out_size.back();
+    g.taps *= g.window[s].size;
+  }
+  return g;
+}
+
+// Where output position `p` (row-major over the output's spatial dims)
+// reads tap `t` (row-major over the window): the input's spatial offset in
+// elements, or -1 in padding or a dilation hole. Kernel offset of the tap.
+struct Tap {
+  int64_t input = 0;  // -1: no element
+  int64_t kernel = 0;
+};
+Tap TapOf(const Geometry& g, int64_t p, int64_t t) {
+  Tap tap;
+  for (int64_t s = g.spatial - 1; s >= 0; --s) {
+    const hlo::WindowDim& w = g.window[s];
+    const int64_t o = p % g.out_size[s], k = t % w.size;
+    p /= g.out_size[s];
+    t /= w.size;
+    tap.kernel += (w.window_reversal ? w.size - 1 - k : k) * g.kernel_spatial_stride[s];
+    if (tap.input < 0) continue;
+    const int64_t dilated = o * w.stride - w.pad_low + k * w.window_dilation;
+    if (dilated < 0 || dilated % w.base_dilation != 0 ||
+        dilated / w.base_dilation >= g.in_size[s]) {
+      tap.input = -1;
+      continue;
+    }
+    tap.input += dilated / w.base_dilation * g.in_spatial_stride[s];
+  }
+  return tap;
+}
+
+int64_t OutputOffset(const Geometry& g, int64_t p) {
+  int64_t offset = 0;
+  for (int64_t s = g.spatial - 1; s >= 0; --s) {
+    offset += p % g.out_size[s] * g.out_spatial_stride[s];
+    p /= g.out_size[s];
+  }
+  return offset;
+}
+
+// Group q's first input element (batch or feature offset) and output feature.
+int64_t GroupInputOffset(const Geometry& g, int64_t q) {
+  return g.batch_grouped ? q * g.batch * g.in_batch_stride
+                         : q * g.group_inputs * g.in_feature_stride;
+}
+
+constexpr int64_t kBlockRows = 192;  // output positions per im2col block (a multiple of 6)
+
+template <typename T>
+Kernel GemmConvolution(const Geometry& g, ThreadPool* pool) {
+  return [g, pool](const KernelArgs& args) {
+    const T* in = reinterpret_cast<const T*>(args.operands[0]);
+    const T* kernel = reinterpret_cast<const T*>(args.operands[1]);
+    T* out = reinterpret_cast<T*>(args.outputs[0]);
+    const int64_t depth = g.taps * g.group_inputs;  // the GEMM's k
+    const int64_t rows = g.batch * g.positions;
+    if (rows == 0 || g.group_outputs == 0) return;
+    std::vector<Tap> taps(g.taps);
+    for (int64_t t = 0; t < g.taps; ++t) taps[t].kernel = TapOf(g, 0, t).kernel;
+    for (int64_t q = 0; q < g.groups; ++q) {
+      const T* group_in = in + GroupInputOffset(g, q);
+      T* group_out = out + q * g.group_outputs * g.out_feature_stride;
+      if (depth == 0) {  // an empty window or no input features: zeros
+        for (int64_t r = 0; r < rows; ++r) {
+          T* o =
+              group_out + r / g.positions * g.out_batch_stride + OutputOffset(g, r % g.positions);
+          for (int64_t f = 0; f < g.group_outputs; ++f) o[f * g.out_feature_stride] = T(0);
+        }
+        continue;
+      }
+      // The group's kernel as [tap x input feature, output feature].
+      std::vector<T> packed(depth * g.group_outputs);
+      for (int64_t t = 0; t < g.taps; ++t) {
+        for (int64_t i = 0; i < g.group_inputs; ++i) {
+          const T* k = kernel + taps[t].kernel + i * g.kernel_in_stride +
+                       q * g.group_outputs * g.kernel_out_stride;
+          T* row = &packed[(t * g.group_inputs + i) * g.group_outputs];
+          for (int64_t f = 0; f < g.group_outputs; ++f) row[f] = k[f * g.kernel_out_stride];
+        }
+      }
+      const int64_t blocks = (rows + kBlockRows - 1) / kBlockRows;
+      pool->ParallelFor(blocks, 1, [&](int64_t b0, int64_t b1) {
+        std::vector<T> patches(kBlockRows * depth), product(kBlockRows * g.group_outputs);
+        for (int64_t b = b0; b < b1; ++b) {
+          const int64_t r0 = b * kBlockRows, m = std::min(kBlockRows, rows - r0);
+          for (int64_t r = 0; r < m; ++r) {
+            const int64_t n = (r0 + r) / g.positions, p = (r0 + r) % g.positions;
+            const T* base = group_in + n * g.in_batch_stride;
+            T* row = &patches[r * depth];
+            for (int64_t t = 0; t < g.taps; ++t) {
+              T* dst = row + t * g.group_inputs;
+              const int64_t at = TapOf(g, p, t).input;
+              if (at < 0) {
+                std::fill_n(dst, g.group_inputs, T(0));
+              } else if (g.in_feature_stride == 1) {
+                std::memcpy(dst, base + at, g.group_inputs * sizeof(T));
+              } else {
+                for (int64_t i = 0; i < g.group_inputs; ++i)
+                  dst[i] = base[at + i * g.in_feature_stride];
+              }
+            }
+          }
+          Gemm<T>(m, g.group_outputs, depth, {patches.data(), depth, 1},
+                  {packed.data(), g.group_outputs, 1}, product.data(), g.group_outputs);
+          for (int64_t r = 0; r < m; ++r) {
+            const int64_t n = (r0 + r) / g.positions, p = (r0 + r) % g.positions;
+            T* o = group_out + n * g.out_batch_stride + OutputOffset(g, p);
+            const T* src = &product[r * g.group_outputs];
+            for (int64_t f = 0; f < g.group_outputs; ++f) o[f * g.out_feature_stride] = src[f];
+          }
+        }
+      });
+    }
+  };
+}
+
+// Integers: each output element summed directly, wrapping as XLA's do.
+template <typename T>
+Kernel DirectConvolution(const Geometry& g, ThreadPool* pool) {
+  return [g, pool](const KernelArgs& args) {
+    const T* in = reinterpret_cast<const T*>(args.operands[0]);
+    const T* kernel = reinterpret_cast<const T*>(args.operands[1]);
+    T* out = reinterpret_cast<T*>(args.outputs[0]);
+    const int64_t features = g.groups * g.group_outputs;
+    pool->ParallelFor(g.batch * g.positions, 64, [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r) {
+        const int64_t n = r / g.positions, p = r % g.positions;
+        for (int64_t f = 0; f < features; ++f) {
+          const int64_t q = f / std::max<int64_t>(g.group_outputs, 1);
+          const T* base = in + GroupInputOffset(g, q) + n * g.in_batch_stride;
+          T acc = T(0);
+          for (int64_t t = 0; t < g.taps; ++t) {
+            const Tap tap = TapOf(g, p, t);
+            if (tap.input < 0) continue;
+            for (int64_t i = 0; i < g.group_inputs; ++i) {
+              const T x = base[tap.input + i * g.in_feature_stride];
+              const T k = kernel[tap.kernel + i * g.kernel_in_stride + f * g.kernel_out_stride];
+              acc = WrappingAdd(acc, WrappingMultiply(x, k));
+            }
+          }
+          out[n * g.out_batch_stride + OutputOffset(g, p) + f * g.out_feature_stride] = acc;
+        }
+      }
+    });
+  };
+}
+
+}  // namespace
+
+KernelInfo MakeConvolutionKernel(const hlo::Instruction& inst, ThreadPool& pool) {
+  const Geometry g = GeometryOf(inst);
+  const DType dtype = inst.shape().dtype();
+  switch (dtype) {
+    case DType::kF32:
+      return {GemmConvolution<float>(g, &pool)};
+    case DType::kF64:
+      return {GemmConvolution<double>(g, &pool)};
+    case DType::kS8:
+      return {DirectConvolution<int8_t>(g, &pool)};
+    case DType::kS32:
+      return {DirectConvolution<int32_t>(g, &pool)};
+    case DType::kS64:
+      return {DirectConvolution<int64_t>(g, &pool)};
+    case DType::kU8:
+      return {DirectConvolution<uint8_t>(g, &pool)};
+    case DType::kU32:
+      return {DirectConvolution<uint32_t>(g, &pool)};
+    case DType::kU64:
+      return {DirectConvolution<uint64_t>(g, &pool)};
+    default:
+      UnsupportedType(inst, dtype);
+  }
+}
+
+}  // namespace strata::runtime

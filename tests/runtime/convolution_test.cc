@@ -1,0 +1,221 @@
+// convolution as XLA's text writes it, run by the CPU runtime, against a
+// reference loop written here from XLA's operation semantics: every output
+// element summed over its window and its group's input features, index by
+// index (no im2col, no GEMM).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "strata/core/error.h"
+#include "strata/hlo/convolution.h"
+#include "strata/hlo/text.h"
+#include "strata/runtime/device.h"
+#include "strata/runtime/executable.h"
+
+namespace strata {
+namespace {
+
+using hlo::Instruction;
+
+std::vector<int64_t> Strides(const std::vector<int64_t>& dims) {
+  std::vector<int64_t> s(dims.size(), 1);
+  for (int64_t i = static_cast<int64_t>(dims.size()) - 2; i >= 0; --i)
+    s[i] = s[i + 1] * dims[i + 1];
+  return s;
+}
+
+// out[index] for every output index, straight from the semantics.
+std::vector<double> Reference(const Instruction& conv, const std::vector<double>& x,
+                              const std::vector<double>& k) {
+  const hlo::ConvolutionDims& d = conv.convolution;
+  const auto& xd = conv.operand(0)->shape().dims();
+  const auto& kd = conv.operand(1)->shape().dims();
+  const auto& od = conv.shape().dims();
+  const auto xs = Strides(xd), ks = Strides(kd), os = Strides(od);
+  const int64_t spatial = static_cast<int64_t>(d.input_spatial.size());
+  const int64_t fgc = conv.feature_group_count, bgc = conv.batch_group_count;
+  const int64_t out_features = od[d.output_feature];
+  const int64_t per_feature_group = out_features / fgc, per_batch_group = out_features / bgc;
+  const int64_t group_inputs = kd[d.kernel_input_feature];
+  const int64_t out_batch = od[d.output_batch];
+  std::vector<double> out(conv.shape().num_elements());
+  std::vector<int64_t> oi(od.size(), 0);
+  for (int64_t flat = 0; flat < static_cast<int64_t>(out.size()); ++flat) {
+    int64_t rest = flat;
+    for (int64_t i = static_cast<int64_t>(od.size()) - 1; i >= 0; --i) {
+      oi[i] = rest % od[i];
+      rest /= od[i];
+    }
+    const int64_t o = oi[d.output_feature];
+    const int64_t feature_base = (o / per_feature_group) * group_inputs;
+    const int64_t batch = oi[d.output_batch] + (bgc > 1 ? (o / per_batch_group) * out_batch : 0);
+    double acc = 0;
+    int64_t taps = 1;
+    for (int64_t s = 0; s < spatial; ++s) taps *= conv.window[s].size;
+    for (int64_t t = 0; t < taps; ++t) {
+      std::vector<int64_t> kw(spatial);
+      int64_t r = t;
+      for (int64_t s = spatial - 1; s >= 0; --s) {
+        kw[s] = r % conv.window[s].size;
+        r /= conv.window[s].size;
+      }
+      int64_t x_at = batch * xs[d.input_batch], k_at = o * ks[d.kernel_output_feature];
+      bool inside = true;
+      for (int64_t s = 0; s < spatial && inside; ++s) {
+        const hlo::WindowDim& w = conv.window[s];
+        const int64_t pos =
+            oi[d.output_spatial[s]] * w.stride - w.pad_low + kw[s] * w.window_dilation;
+        inside = pos >= 0 && pos % w.base_dilation == 0 &&
+                 pos / w.base_dilation < xd[d.input_spatial[s]];
+        x_at += pos / w.base_dilation * xs[d.input_spatial[s]];
+        k_at += (w.window_reversal ? w.size - 1 - kw[s] : kw[s]) * ks[d.kernel_spatial[s]];
+      }
+      if (!inside) continue;
+      for (int64_t i = 0; i < group_inputs; ++i) {
+        acc += x[x_at + (feature_base * (bgc > 1 ? 0 : 1) + i) * xs[d.input_feature]] *
+               k[k_at + i * ks[d.kernel_input_feature]];
+      }
+    }
+    out[flat] = acc;
+  }
+  return out;
+}
+
+std::vector<double> Random(int64_t n, int seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> dist(-4, 4);  // small integers: exact in f32 sums
+  std::vector<double> v(n);
+  for (auto& e : v) e = dist(rng);
+  return v;
+}
+
+// Parses `text` (a module with parameters x, k and a convolution root),
+// runs it on random values in f32 and compares with the reference.
+void CheckAgainstReference(const std::string& text) {
+  SCOPED_TRACE(text);
+  auto m = hlo::ParseModule(text);
+  const Instruction& conv = *m->entry()->root();
+  ASSERT_EQ(conv.opcode(), hlo::Opcode::kConvolution);
+  const Shape& xs = conv.operand(0)->shape();
+  const Shape& ks = conv.operand(1)->shape();
+  const std::vector<double> x = Random(xs.num_elements(), 1), k = Random(ks.num_elements(), 2);
+  const std::vector<double> expected = Reference(conv, x, k);
+  auto exe = runtime::Executable::Compile(*m);
+  const auto* device = runtime::Client::Default().device(0);
+  auto out = exe->Run({runtime::Buffer::FromVector<float>(std::vector<float>(x.begin(), x.end()),
+                                                          xs.dims(), device),
+                       runtime::Buffer::FromVector<float>(std::vector<float>(k.begin(), k.end()),
+                                                          ks.dims(), device)});
+  const std::vector<float> got = out[0].ToVector<float>();
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], expected[i]) << "element " << i;
+  // The printer writes the attributes back in a form the parser reads to the same module.
+  EXPECT_EQ(hlo::ToText(*hlo::ParseModule(hlo::ToText(*m))), hlo::ToText(*m));
+}
+
+std::string Module(const std::string& x, const std::string& k, const std::string& out,
+                   const std::string& attributes) {
+  return "HloModule conv\n\nENTRY %main (x: " + x + ", k: " + k + ") -> " + out +
+         " {\n  %x = " + x + " parameter(0)\n  %k = " + k +
+         " parameter(1)\n  ROOT %convolution.3 = " + out + " convolution(" + x + " %x, " + k +
+         " %k), " + attributes + ", metadata={op_name=\"jit(f)/conv_general_dilated\"}\n}\n";
+}
+
+TEST(Convolution, ChannelsLastWithStrideAndPadding) {
+  CheckAgainstReference(
+      Module("f32[2,7,6,3]", "f32[3,3,3,4]", "f32[2,4,3,4]",
+             "window={size=3x3 stride=2x2 pad=1_1x1_1}, dim_labels=b01f_01io->b01f"));
+}
+
+TEST(Convolution, ChannelsFirstAsPyTorchWritesIt) {
+  CheckAgainstReference(Module("f32[2,3,8,8]", "f32[5,3,3,2]", "f32[2,5,6,7]",
+                               "window={size=3x2}, dim_labels=bf01_oi01->bf01"));
+}
+
+TEST(Convolution, DilationsReversalAndUnevenPadding) {
+  // rhs_dilate spreads the window, lhs_dilate puts holes in the input (a
+  // transposed convolution), rhs_reversal flips the window in dim 0.
+  CheckAgainstReference(Module(
+      "f32[1,2,5,6]", "f32[3,2,2,3]", "f32[1,3,10,2]",
+      "window={size=2x3 stride=1x2 pad=2_1x0_-1 lhs_dilate=2x1 rhs_dilate=2x1 rhs_reversal=1x0}, "
+      "dim_labels=bf01_oi01->bf01"));
+}
+
+TEST(Convolution, FeatureGroupsAndDepthwise) {
+  CheckAgainstReference(
+      Module("f32[2,6,5,5]", "f32[4,3,2,2]", "f32[2,4,4,4]",
+             "window={size=2x2}, dim_labels=bf01_oi01->bf01, feature_group_count=2"));
+  CheckAgainstReference(
+      Module("f32[1,5,5,4]", "f32[3,3,1,8]", "f32[1,3,3,8]",
+             "window={size=3x3}, dim_labels=b01f_01io->b01f, feature_group_count=4"));
+}
+
+TEST(Convolution, BatchGroupsAsAWeightGradientWritesThem) {
+  CheckAgainstReference(
+      Module("f32[4,6,6,2]", "f32[3,3,2,4]", "f32[2,4,4,4]",
+             "window={size=3x3}, dim_labels=b01f_01io->b01f, batch_group_count=2"));
+}
+
+TEST(Convolution, OneAndThreeSpatialDimsAndOddLabelOrders) {
+  CheckAgainstReference(Module("f32[3,4,9]", "f32[2,4,3]", "f32[3,2,4]",
+                               "window={size=3 stride=2}, dim_labels=bf0_oi0->bf0"));
+  CheckAgainstReference(Module("f32[2,4,4,3,2]", "f32[2,2,2,2,3]", "f32[2,3,3,2,3]",
+                               "window={size=2x2x2}, dim_labels=b012f_012io->b012f"));
+  // Feature first, batch in the middle, spatial dims swapped in the output.
+  CheckAgainstReference(Module("f32[3,6,2,5]", "f32[3,2,3,2]", "f32[6,4,2,2]",
+                               "window={size=3x2 pad=0_0x1_1}, dim_labels=f0b1_0oi1->10bf"));
+}
+
+TEST(Convolution, IntegersSumExactly) {
+  auto m = hlo::ParseModule(R"(HloModule m
+ENTRY main {
+  x = s32[1,1,4] parameter(0)
+  k = s32[1,1,2] parameter(1)
+  ROOT c = s32[1,1,3] convolution(x, k), window={size=2}, dim_labels=bf0_oi0->bf0
+})");
+  auto exe = runtime::Executable::Compile(*m);
+  const auto* device = runtime::Client::Default().device(0);
+  auto out = exe->Run({runtime::Buffer::FromVector<int32_t>({1, 2, 3, 4}, {1, 1, 4}, device),
+                       runtime::Buffer::FromVector<int32_t>({10, -1}, {1, 1, 2}, device)});
+  EXPECT_EQ(out[0].ToVector<int32_t>(), (std::vector<int32_t>{8, 17, 26}));  // 10 x_i - x_{i+1}
+}
+
+TEST(Convolution, BadAttributesAreErrorsNamingTheLine) {
+  using ::testing::HasSubstr;
+  auto error = [](const std::string& attributes, const std::string& out = "f32[1,2,3,3]") {
+    try {
+      hlo::ParseModule(
+          "HloModule m\nENTRY main {\n  x = f32[1,3,5,5] parameter(0)\n"
+          "  k = f32[2,3,3,3] parameter(1)\n  ROOT c = " +
+          out + " convolution(x, k), " + attributes + "\n}\n");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error("window={size=3x3}, dim_labels=bf01_oi01->bf01"), "no error");
+  EXPECT_THAT(error("window={size=3x3}, dim_labels=bf01_oi01->bf0"), HasSubstr("line 5"));
+  EXPECT_THAT(error("window={size=3x3}, dim_labels=bf01_oi01->bf0"), HasSubstr("must agree"));
+  EXPECT_THAT(error("window={size=3x3}, dim_labels=bf00_oi01->bf01"), HasSubstr("repeats '0'"));
+  EXPECT_THAT(error("window={size=3x3}, dim_labels=bf01_ox01->bf01"), HasSubstr("label 'x'"));
+  EXPECT_THAT(error("window={size=3x3}, dim_labels=bf01"), HasSubstr("expected dim_labels like"));
+  EXPECT_THAT(error("window={size=2x3}, dim_labels=bf01_oi01->bf01"),
+              HasSubstr("window size 2 of spatial dim 0 differs from the kernel's 3"));
+  EXPECT_THAT(error("window={size=3x3 stride=0x1}, dim_labels=bf01_oi01->bf01"),
+              HasSubstr("'stride' must be at least 1"));
+  EXPECT_THAT(error("window={size=3x3 pad=1x1}, dim_labels=bf01_oi01->bf01"),
+              HasSubstr("low_high"));
+  EXPECT_THAT(error("window={size=3x3 stride=2}, dim_labels=bf01_oi01->bf01"),
+              HasSubstr("has 1 dims"));
+  EXPECT_THAT(error("window={size=3x3 speed=1x1}, dim_labels=bf01_oi01->bf01"),
+              HasSubstr("unknown window field 'speed'"));
+  EXPECT_THAT(error("window={size=3x3}, dim_labels=bf01_oi01->bf01, feature_group_count=2"),
+              HasSubstr("feature_group_count 2 must equal the kernel's 3 input features"));
+  EXPECT_THAT(error("window={size=3x3}, dim_labels=bf01_oi01->bf01", "f32[1,2,4,4]"),
+              HasSubstr("f32[1,2,3,3]"));  // the declared shape is checked
+  EXPECT_THAT(error("dim_labels=bf01_oi01->bf01"), HasSubstr("the window has 0 dims"));
+}
+
+}  // namespace
+}  // namespace strata
