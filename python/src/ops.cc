@@ -52,6 +52,45 @@ std::vector<Tensor> TensorList(py::handle items, const char* op) {
   return out;
 }
 
+// torch's int-or-tuple arguments (stride=2, padding=(1, 0)).
+std::vector<int64_t> IntOrTuple(py::handle value, const char* op, const char* what) {
+  if (py::isinstance<py::int_>(value)) return {value.cast<int64_t>()};
+  if (py::isinstance<py::sequence>(value) && !py::isinstance<py::str>(value)) {
+    std::vector<int64_t> out;
+    for (py::handle v : value) {
+      if (!py::isinstance<py::int_>(v)) break;
+      out.push_back(v.cast<int64_t>());
+    }
+    if (out.size() == py::len(value)) return out;
+  }
+  throw py::type_error(fmt::format("strata.nn.functional.{}: {} takes an int or a tuple of ints",
+                                   op, what));
+}
+
+// torch.nn.functional.convNd(input, weight, bias, stride, padding, dilation, groups).
+template <Tensor (*conv)(const Tensor&, const Tensor&, std::vector<int64_t>, std::vector<int64_t>,
+                         std::vector<int64_t>, int64_t)>
+void BindConvolution(py::module_& m, const char* name) {
+  m.def(
+      name,
+      [name](const Tensor& x, const Tensor& w, std::optional<Tensor> bias, py::handle stride,
+             py::handle padding, py::handle dilation, int64_t groups) {
+        Tensor y = conv(x, w, IntOrTuple(stride, name, "stride"),
+                        IntOrTuple(padding, name, "padding"), IntOrTuple(dilation, name, "dilation"),
+                        groups);
+        if (!bias) return y;
+        std::vector<int64_t> dims(y.rank(), 1);
+        dims[y.rank() == x.rank() && x.rank() == w.rank() ? 1 : 0] = bias->shape().num_elements();
+        if (bias->rank() != 1 || bias->shape().dim(0) != w.shape().dim(0)) {
+          Fail("[{}] bias must be [{}] (one per output channel), got {}", name, w.shape().dim(0),
+               bias->shape().ToString());
+        }
+        return y + reshape(*bias, dims);
+      },
+      py::arg("input"), py::arg("weight"), py::arg("bias") = py::none(), py::arg("stride") = 1,
+      py::arg("padding") = 0, py::arg("dilation") = 1, py::arg("groups") = 1);
+}
+
 }  // namespace
 
 void BindOps(py::module_& m) {
@@ -392,6 +431,9 @@ void BindOps(py::module_& m) {
       py::arg("seq_len"), py::arg("head_dim"), py::arg("theta") = 10000.0,
       py::arg("dtype") = py::none());
   m.def("apply_rotary", &nn::apply_rotary, py::arg("x"), py::arg("cos"), py::arg("sin"));
+  BindConvolution<&conv1d>(m, "conv1d");
+  BindConvolution<&conv2d>(m, "conv2d");
+  BindConvolution<&conv3d>(m, "conv3d");
 }
 
 }  // namespace strata::python

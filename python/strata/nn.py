@@ -12,7 +12,8 @@ from ._strata.nn import LlamaForCausalLM  # noqa: F401  the C++ model
 functional = types.ModuleType("strata.nn.functional", "torch.nn.functional's functions")
 for _name in ["linear", "relu", "gelu", "silu", "softmax", "log_softmax", "mse_loss",
               "cross_entropy", "rms_norm", "layer_norm", "dropout", "one_hot",
-              "scaled_dot_product_attention", "sigmoid", "tanh"]:
+              "scaled_dot_product_attention", "sigmoid", "tanh", "conv1d", "conv2d",
+              "conv3d"]:
     setattr(functional, _name, getattr(_strata, _name))
 
 _seed = [0, 0]  # (seed, draws): where modules made without a key take their keys from
@@ -183,6 +184,51 @@ class Linear(Module):
 
     def extra_repr(self):
         return f"in_features={self.in_features}, out_features={self.out_features}"
+
+
+class _ConvNd(Module):
+    """torch.nn.ConvNd: weight [out, in / groups, *kernel] and bias [out], both
+    ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in = in / groups * prod(kernel)
+    (PyTorch's default initialization)."""
+
+    _rank = 0
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
+                 groups=1, bias=True, key=None, dtype=None):
+        super().__init__()
+        dtype = dtype or _strata.float32
+        kernel = (kernel_size,) * self._rank if isinstance(kernel_size, int) else tuple(kernel_size)
+        if in_channels % groups or out_channels % groups:
+            raise _strata.Error(f"[Conv{self._rank}d] in_channels ({in_channels}) and "
+                                f"out_channels ({out_channels}) must divide by groups ({groups})")
+        fan_in = in_channels // groups * math.prod(kernel)
+        bound = 1 / math.sqrt(fan_in)
+        kw, kb = _strata.split_key(_next_key(key), 2)
+        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, kernel
+        self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
+        self.weight = _strata.uniform(kw, (out_channels, in_channels // groups, *kernel), -bound,
+                                      bound, dtype=dtype)
+        self.bias = _strata.uniform(kb, (out_channels,), -bound, bound, dtype=dtype) if bias else None
+
+    def forward(self, x):
+        conv = getattr(_strata, f"conv{self._rank}d")
+        return conv(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+    def extra_repr(self):
+        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+                f"stride={self.stride}, padding={self.padding}")
+
+
+class Conv1d(_ConvNd):
+    _rank = 1
+
+
+class Conv2d(_ConvNd):
+    _rank = 2
+
+
+class Conv3d(_ConvNd):
+    _rank = 3
 
 
 class Embedding(Module):

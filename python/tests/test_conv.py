@@ -1,0 +1,129 @@
+"""Convolutions against PyTorch: torch.nn.functional.conv1d/2d/3d's values
+and both gradients, nn.Conv2d against torch.nn.Conv2d with the same weights,
+and a small CNN trained for a few steps with the same losses."""
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import strata
+import strata.nn.functional as SF
+from conftest import close, rng
+
+CASES = [
+    # (rank, input shape, weight shape, stride, padding, dilation, groups)
+    (1, (2, 3, 11), (4, 3, 3), 2, 1, 1, 1),
+    (1, (1, 4, 9), (4, 1, 2), 1, 0, 3, 4),
+    (2, (2, 3, 9, 8), (5, 3, 3, 3), 1, 1, 1, 1),
+    (2, (2, 4, 10, 9), (6, 2, 3, 2), (2, 1), (1, 0), (1, 2), 2),
+    (2, (1, 6, 7, 7), (6, 1, 3, 3), 2, 1, 1, 6),  # depthwise
+    (2, (3, 8, 6, 6), (4, 8, 1, 1), 1, 0, 1, 1),  # pointwise
+    (2, (4, 5), (2, 4, 3, 2), 1, 0, 1, 1),  # unbatched: [C, H, W]
+    (3, (1, 2, 5, 6, 4), (3, 2, 2, 3, 2), (1, 2, 1), (1, 0, 1), 1, 1),
+]
+
+
+@pytest.mark.parametrize("rank,xs,ws,stride,padding,dilation,groups", CASES)
+def test_conv_values_and_gradients_match_torch(rank, xs, ws, stride, padding, dilation, groups):
+    if len(xs) == 2:
+        xs = (ws[1],) + xs  # unbatched input [C, H, W]
+    r = rng(rank + len(xs))
+    x = r.standard_normal(xs).astype(np.float32)
+    w = r.standard_normal(ws).astype(np.float32) * 0.3
+    b = r.standard_normal(ws[0]).astype(np.float32)
+    tconv = getattr(F, f"conv{rank}d")
+    sconv = getattr(SF, f"conv{rank}d")
+    tx, tw, tb = (torch.tensor(v, requires_grad=True) for v in (x, w, b))
+    ty = tconv(tx, tw, tb, stride, padding, dilation, groups)
+    weights = torch.tensor(r.standard_normal(tuple(ty.shape)).astype(np.float32))
+    (ty * weights).sum().backward()
+
+    def f(x, w, b):
+        y = sconv(x, w, b, stride, padding, dilation, groups)
+        return (y * strata.tensor(weights.numpy())).sum(), y
+
+    (_, y), grads = strata.value_and_grad(f, argnums=(0, 1, 2), has_aux=True)(
+        strata.tensor(x), strata.tensor(w), strata.tensor(b))
+    close(y, ty, rtol=1e-4, atol=1e-4)
+    close(grads, (tx.grad, tw.grad, tb.grad), rtol=1e-4, atol=1e-4)
+
+
+def test_conv2d_module_matches_torch_with_the_same_weights():
+    conv = strata.nn.Conv2d(3, 4, 3, stride=2, padding=1)
+    ref = torch.nn.Conv2d(3, 4, 3, stride=2, padding=1)
+    with torch.no_grad():
+        ref.weight.copy_(torch.tensor(conv.weight.numpy()))
+        ref.bias.copy_(torch.tensor(conv.bias.numpy()))
+    x = rng(3).standard_normal((2, 3, 9, 9)).astype(np.float32)
+    close(conv(strata.tensor(x)), ref(torch.tensor(x)), rtol=1e-4, atol=1e-5)
+    assert conv.weight.shape == (4, 3, 3, 3)
+    bound = 1 / np.sqrt(3 * 9)  # PyTorch's default: U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+    assert np.abs(conv.weight.numpy()).max() <= bound
+    assert np.abs(conv.weight.numpy()).max() > 0.8 * bound
+
+
+def test_bad_convolution_arguments_raise_strata_errors():
+    x = strata.zeros((1, 4, 5, 5))
+    with pytest.raises(strata.Error, match=r"\[conv2d\] input f32\[1,4,5,5\] has 4 channels"):
+        SF.conv2d(x, strata.zeros((2, 3, 3, 3)))
+    with pytest.raises(strata.Error, match="bias must be"):
+        SF.conv2d(x, strata.zeros((2, 4, 3, 3)), strata.zeros((3,)))
+    with pytest.raises(strata.Error, match="larger than the padded input"):
+        SF.conv2d(x, strata.zeros((2, 4, 7, 7)))
+    with pytest.raises(TypeError, match="stride takes an int or a tuple"):
+        SF.conv2d(x, strata.zeros((2, 4, 3, 3)), stride="2")
+    with pytest.raises(strata.Error, match="must divide by groups"):
+        strata.nn.Conv2d(4, 6, 3, groups=4)
+
+
+class SmallCnn(strata.nn.Module):
+    """Two convolutions (the second strided), global average pooling, a linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = strata.nn.Conv2d(1, 4, 3, padding=1, key=strata.random_key(1))
+        self.conv2 = strata.nn.Conv2d(4, 8, 3, stride=2, padding=1, key=strata.random_key(2))
+        self.head = strata.nn.Linear(8, 3, key=strata.random_key(3))
+
+    def forward(self, x):
+        h = strata.relu(self.conv1(x))
+        h = strata.relu(self.conv2(h))
+        return self.head(h.mean(dim=(2, 3)))
+
+
+def test_a_small_cnn_trains_with_torchs_losses():
+    model = SmallCnn()
+    twin = torch.nn.ModuleDict({
+        "conv1": torch.nn.Conv2d(1, 4, 3, padding=1),
+        "conv2": torch.nn.Conv2d(4, 8, 3, stride=2, padding=1),
+        "head": torch.nn.Linear(8, 3)})
+    with torch.no_grad():
+        for name, p in twin.named_parameters():
+            p.copy_(torch.tensor(dict(model.named_parameters())[name].numpy()))
+
+    def forward(x):
+        h = torch.relu(twin["conv1"](x))
+        h = torch.relu(twin["conv2"](h))
+        return twin["head"](h.mean(dim=(2, 3)))
+
+    x = rng(7).standard_normal((6, 1, 8, 8)).astype(np.float32)
+    target = np.array([0, 1, 2, 1, 0, 2])
+    opt = strata.optim.SGD(model.parameters(), lr=0.2, momentum=0.9)
+    topt = torch.optim.SGD(twin.parameters(), lr=0.2, momentum=0.9)
+    losses = []
+    for _ in range(20):
+        for p in model.parameters():
+            p.requires_grad_()
+        loss = SF.cross_entropy(model(strata.tensor(x)), target)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        tloss = F.cross_entropy(forward(torch.tensor(x)), torch.tensor(target))
+        topt.zero_grad()
+        tloss.backward()
+        topt.step()
+        close(loss, tloss, rtol=1e-4, atol=1e-5)
+        losses.append(loss.item())
+    assert losses[-1] < 0.5 * losses[0], losses  # it learns
+    close({n: p for n, p in model.named_parameters()}, dict(twin.named_parameters()),
+          rtol=1e-3, atol=1e-4)
