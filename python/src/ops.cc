@@ -63,8 +63,8 @@ std::vector<int64_t> IntOrTuple(py::handle value, const char* op, const char* wh
     }
     if (out.size() == py::len(value)) return out;
   }
-  throw py::type_error(fmt::format("strata.nn.functional.{}: {} takes an int or a tuple of ints",
-                                   op, what));
+  throw py::type_error(
+      fmt::format("strata.nn.functional.{}: {} takes an int or a tuple of ints", op, what));
 }
 
 // torch.nn.functional.convNd(input, weight, bias, stride, padding, dilation, groups).
@@ -75,9 +75,9 @@ void BindConvolution(py::module_& m, const char* name) {
       name,
       [name](const Tensor& x, const Tensor& w, std::optional<Tensor> bias, py::handle stride,
              py::handle padding, py::handle dilation, int64_t groups) {
-        Tensor y = conv(x, w, IntOrTuple(stride, name, "stride"),
-                        IntOrTuple(padding, name, "padding"), IntOrTuple(dilation, name, "dilation"),
-                        groups);
+        Tensor y =
+            conv(x, w, IntOrTuple(stride, name, "stride"), IntOrTuple(padding, name, "padding"),
+                 IntOrTuple(dilation, name, "dilation"), groups);
         if (!bias) return y;
         std::vector<int64_t> dims(y.rank(), 1);
         dims[y.rank() == x.rank() && x.rank() == w.rank() ? 1 : 0] = bias->shape().num_elements();
@@ -89,6 +89,48 @@ void BindConvolution(py::module_& m, const char* name) {
       },
       py::arg("input"), py::arg("weight"), py::arg("bias") = py::none(), py::arg("stride") = 1,
       py::arg("padding") = 0, py::arg("dilation") = 1, py::arg("groups") = 1);
+}
+
+using Pool = Tensor (*)(const Tensor&, std::vector<int64_t>, std::vector<int64_t>,
+                        std::vector<int64_t>, std::vector<int64_t>);
+using AveragePool = Tensor (*)(const Tensor&, std::vector<int64_t>, std::vector<int64_t>,
+                               std::vector<int64_t>, bool);
+
+// torch.nn.functional.max_poolNd / avg_poolNd; ceil_mode, return_indices and
+// divisor_override are not supported (an Error when set).
+void BindPooling(py::module_& m, const char* max_name, Pool max_pool, const char* avg_name,
+                 AveragePool avg_pool) {
+  auto unsupported = [](const char* op, const char* what) {
+    Fail("[{}] {} is not supported", op, what);
+  };
+  m.def(
+      max_name,
+      [=](const Tensor& x, py::handle kernel, py::handle stride, py::handle padding,
+          py::handle dilation, bool ceil_mode, bool return_indices) {
+        if (ceil_mode) unsupported(max_name, "ceil_mode=True");
+        if (return_indices) unsupported(max_name, "return_indices=True");
+        return max_pool(
+            x, IntOrTuple(kernel, max_name, "kernel_size"),
+            stride.is_none() ? std::vector<int64_t>{} : IntOrTuple(stride, max_name, "stride"),
+            IntOrTuple(padding, max_name, "padding"), IntOrTuple(dilation, max_name, "dilation"));
+      },
+      py::arg("input"), py::arg("kernel_size"), py::arg("stride") = py::none(),
+      py::arg("padding") = 0, py::arg("dilation") = 1, py::arg("ceil_mode") = false,
+      py::arg("return_indices") = false);
+  m.def(
+      avg_name,
+      [=](const Tensor& x, py::handle kernel, py::handle stride, py::handle padding, bool ceil_mode,
+          bool count_include_pad, py::handle divisor_override) {
+        if (ceil_mode) unsupported(avg_name, "ceil_mode=True");
+        if (!divisor_override.is_none()) unsupported(avg_name, "divisor_override");
+        return avg_pool(
+            x, IntOrTuple(kernel, avg_name, "kernel_size"),
+            stride.is_none() ? std::vector<int64_t>{} : IntOrTuple(stride, avg_name, "stride"),
+            IntOrTuple(padding, avg_name, "padding"), count_include_pad);
+      },
+      py::arg("input"), py::arg("kernel_size"), py::arg("stride") = py::none(),
+      py::arg("padding") = 0, py::arg("ceil_mode") = false, py::arg("count_include_pad") = true,
+      py::arg("divisor_override") = py::none());
 }
 
 }  // namespace
@@ -434,6 +476,9 @@ void BindOps(py::module_& m) {
   BindConvolution<&conv1d>(m, "conv1d");
   BindConvolution<&conv2d>(m, "conv2d");
   BindConvolution<&conv3d>(m, "conv3d");
+  BindPooling(m, "max_pool1d", &max_pool1d, "avg_pool1d", &avg_pool1d);
+  BindPooling(m, "max_pool2d", &max_pool2d, "avg_pool2d", &avg_pool2d);
+  BindPooling(m, "max_pool3d", &max_pool3d, "avg_pool3d", &avg_pool3d);
 }
 
 }  // namespace strata::python

@@ -13,7 +13,8 @@ functional = types.ModuleType("strata.nn.functional", "torch.nn.functional's fun
 for _name in ["linear", "relu", "gelu", "silu", "softmax", "log_softmax", "mse_loss",
               "cross_entropy", "rms_norm", "layer_norm", "dropout", "one_hot",
               "scaled_dot_product_attention", "sigmoid", "tanh", "conv1d", "conv2d",
-              "conv3d"]:
+              "conv3d", "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d",
+              "avg_pool3d"]:
     setattr(functional, _name, getattr(_strata, _name))
 
 _seed = [0, 0]  # (seed, draws): where modules made without a key take their keys from
@@ -229,6 +230,31 @@ class Conv2d(_ConvNd):
 
 class Conv3d(_ConvNd):
     _rank = 3
+
+
+class MaxPool2d(Module):
+    """torch.nn.MaxPool2d (without ceil_mode / return_indices)."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1):
+        super().__init__()
+        self.kernel_size, self.stride, self.padding, self.dilation = (kernel_size, stride, padding,
+                                                                      dilation)
+
+    def forward(self, x):
+        return _strata.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation)
+
+
+class AvgPool2d(Module):
+    """torch.nn.AvgPool2d (without ceil_mode / divisor_override)."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, count_include_pad=True):
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.count_include_pad = count_include_pad
+
+    def forward(self, x):
+        return _strata.avg_pool2d(x, self.kernel_size, self.stride, self.padding,
+                                  count_include_pad=self.count_include_pad)
 
 
 class Embedding(Module):

@@ -1,6 +1,8 @@
-"""Convolutions against PyTorch: torch.nn.functional.conv1d/2d/3d's values
-and both gradients, nn.Conv2d against torch.nn.Conv2d with the same weights,
-and a small CNN trained for a few steps with the same losses."""
+"""Convolutions and pooling against PyTorch: torch.nn.functional.conv1d/2d/3d
+and max/avg pooling, their values and gradients; nn.Conv2d against
+torch.nn.Conv2d with the same weights; and a small CNN (two convolutions,
+max pooling, global average pooling, a linear head) trained for 20 steps
+with the same losses."""
 import numpy as np
 import pytest
 import torch
@@ -76,8 +78,46 @@ def test_bad_convolution_arguments_raise_strata_errors():
         strata.nn.Conv2d(4, 6, 3, groups=4)
 
 
+POOLS = [
+    # (torch name, input shape, kwargs)
+    ("max_pool2d", (2, 3, 9, 8), dict(kernel_size=3, stride=2, padding=1)),
+    ("max_pool2d", (1, 2, 7, 7), dict(kernel_size=2, stride=1, dilation=2)),
+    ("max_pool1d", (2, 3, 10), dict(kernel_size=3, stride=3)),
+    ("max_pool3d", (1, 2, 4, 6, 5), dict(kernel_size=(2, 3, 2), stride=(2, 2, 1), padding=(1, 1, 0))),
+    ("avg_pool2d", (2, 3, 9, 8), dict(kernel_size=3, stride=2, padding=1)),
+    ("avg_pool2d", (2, 3, 9, 8), dict(kernel_size=3, stride=2, padding=1, count_include_pad=False)),
+    ("avg_pool1d", (2, 2, 9), dict(kernel_size=4, stride=2)),
+    ("avg_pool3d", (1, 2, 4, 4, 6), dict(kernel_size=2)),
+    ("max_pool2d", (3, 6, 6), dict(kernel_size=2)),  # unbatched
+]
+
+
+@pytest.mark.parametrize("name,xs,kwargs", POOLS)
+def test_pooling_values_and_gradients_match_torch(name, xs, kwargs):
+    x = rng(len(xs)).standard_normal(xs).astype(np.float32)
+    tx = torch.tensor(x, requires_grad=True)
+    ty = getattr(F, name)(tx, **kwargs)
+    weights = torch.tensor(rng(9).standard_normal(tuple(ty.shape)).astype(np.float32))
+    (ty * weights).sum().backward()
+    sfn = getattr(SF, name)
+    g = strata.grad(lambda v: (sfn(v, **kwargs) * strata.tensor(weights.numpy())).sum())(
+        strata.tensor(x))
+    close(sfn(strata.tensor(x), **kwargs), ty, rtol=1e-5, atol=1e-6)
+    close(g, tx.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_unsupported_pooling_options_raise():
+    x = strata.zeros((1, 2, 6, 6))
+    with pytest.raises(strata.Error, match="ceil_mode=True is not supported"):
+        SF.max_pool2d(x, 2, ceil_mode=True)
+    with pytest.raises(strata.Error, match="return_indices=True is not supported"):
+        SF.max_pool2d(x, 2, return_indices=True)
+    with pytest.raises(strata.Error, match=r"\[avg_pool2d\] padding \(2\) must be at most half"):
+        SF.avg_pool2d(x, 2, padding=2)
+
+
 class SmallCnn(strata.nn.Module):
-    """Two convolutions (the second strided), global average pooling, a linear head."""
+    """Two convolutions, max pooling, global average pooling, a linear head."""
 
     def __init__(self):
         super().__init__()
@@ -86,7 +126,7 @@ class SmallCnn(strata.nn.Module):
         self.head = strata.nn.Linear(8, 3, key=strata.random_key(3))
 
     def forward(self, x):
-        h = strata.relu(self.conv1(x))
+        h = SF.max_pool2d(strata.relu(self.conv1(x)), 2)
         h = strata.relu(self.conv2(h))
         return self.head(h.mean(dim=(2, 3)))
 
@@ -102,7 +142,7 @@ def test_a_small_cnn_trains_with_torchs_losses():
             p.copy_(torch.tensor(dict(model.named_parameters())[name].numpy()))
 
     def forward(x):
-        h = torch.relu(twin["conv1"](x))
+        h = F.max_pool2d(torch.relu(twin["conv1"](x)), 2)
         h = torch.relu(twin["conv2"](h))
         return twin["head"](h.mean(dim=(2, 3)))
 

@@ -170,6 +170,8 @@ VjpFamily VjpFamilyOf(Opcode op) {
       return VjpFamily::kReduction;
     case Opcode::kConvolution:
       return VjpFamily::kConvolution;
+    case Opcode::kReduceWindow:
+      return VjpFamily::kReduceWindow;
     case Opcode::kGather:
     case Opcode::kScatter:
     case Opcode::kDynamicSlice:
@@ -190,6 +192,7 @@ VjpFamily VjpFamilyOf(Opcode op) {
     // Loops carry their own gradient rule (scan); the rest never appear in
     // a lazy graph or have no rule yet.
     case Opcode::kBitcastConvert:
+    case Opcode::kSelectAndScatter:  // max pooling's gradient; not differentiated again
     case Opcode::kGetTupleElement:
     case Opcode::kWhile:
     case Opcode::kCall:
@@ -246,6 +249,8 @@ std::vector<Tensor> Rule(const ir::NodePtr& owner, const std::vector<Tensor>& ou
       return IndexingVjp(args);
     case VjpFamily::kConvolution:
       return ConvolutionVjp(args);
+    case VjpFamily::kReduceWindow:
+      return ReduceWindowVjp(args);
     case VjpFamily::kNoGradient:
       return in;  // no gradient flows here
     case VjpFamily::kIdentity:

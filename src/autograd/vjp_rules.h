@@ -39,7 +39,8 @@ std::vector<Tensor> ElementwiseVjp(const RuleArgs& args);
 std::vector<Tensor> DataMovementVjp(const RuleArgs& args);
 std::vector<Tensor> ReductionVjp(const RuleArgs& args);
 std::vector<Tensor> IndexingVjp(const RuleArgs& args);
-std::vector<Tensor> ConvolutionVjp(const RuleArgs& args);  // vjp_convolution.cc
+std::vector<Tensor> ConvolutionVjp(const RuleArgs& args);   // vjp_convolution.cc
+std::vector<Tensor> ReduceWindowVjp(const RuleArgs& args);  // vjp_pooling.cc
 // Variadic reduce as argmax/argmin build it (two outputs).
 std::vector<Tensor> VariadicReduceRule(const ir::NodePtr& owner, const std::vector<Tensor>& g);
 

@@ -56,6 +56,15 @@ std::string AttributesText(const Instruction& inst) {
     case Opcode::kCompare:
       add("direction", std::string(ComparisonName(inst.direction)));
       break;
+    case Opcode::kReduceWindow:
+      add("window", fmt::format("{{{}}}", WindowText(inst.window)));
+      add("to_apply", inst.called.at(0)->name());
+      break;
+    case Opcode::kSelectAndScatter:
+      add("window", fmt::format("{{{}}}", WindowText(inst.window)));
+      add("select", inst.called.at(0)->name());
+      add("scatter", inst.called.at(1)->name());
+      break;
     case Opcode::kConvolution:
       if (!inst.window.empty()) add("window", fmt::format("{{{}}}", WindowText(inst.window)));
       add("dim_labels", DimLabelsText(inst.convolution));

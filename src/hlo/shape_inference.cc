@@ -73,6 +73,8 @@ Shape InferShape(Opcode opcode, std::span<const Shape* const> operand_shapes,
       return DataMovementShape(inst);
     case Opcode::kReduce:
     case Opcode::kDot:
+    case Opcode::kReduceWindow:
+    case Opcode::kSelectAndScatter:
       return ReductionShape(inst);
     case Opcode::kConvolution:
       return ConvolutionShape(inst);

@@ -5,9 +5,13 @@
 #include <set>
 
 #include "shape_rules.h"
+#include "strata/hlo/convolution.h"
 
 namespace strata::hlo::shape_rules {
 namespace {
+
+void CheckReducer(const View& inst, const Computation& f, const std::vector<Shape>& results,
+                  std::string_view role);
 
 Shape InferReduce(const View& inst) {
   int64_t n = inst.operand_count() / 2;
@@ -38,27 +42,113 @@ Shape InferReduce(const View& inst) {
     }
     results.push_back(Shape(x.dtype(), out_dims));
   }
-  // to_apply: (acc_0..acc_{n-1}, x_0..x_{n-1}) -> acc scalars.
-  const Computation& f = *inst.attrs.called[0];
+  CheckReducer(inst, *inst.attrs.called[0], results, "to_apply");
+  return n == 1 ? results[0] : Shape::Tuple(results);
+}
+
+// A reducer of N values: (acc_0..acc_{n-1}, x_0..x_{n-1}) -> the N acc
+// scalars (a tuple when N > 1).
+void CheckReducer(const View& inst, const Computation& f, const std::vector<Shape>& results,
+                  std::string_view role) {
+  const int64_t n = static_cast<int64_t>(results.size());
   auto params = f.parameters();
   if (static_cast<int64_t>(params.size()) != 2 * n) {
-    Reject(inst, "to_apply {} must take {} scalar parameters, takes {}", f.name(), 2 * n,
+    Reject(inst, "{} {} must take {} scalar parameters, takes {}", role, f.name(), 2 * n,
            params.size());
   }
   std::vector<Shape> scalars;
   for (int64_t i = 0; i < n; ++i) scalars.push_back(Shape::Scalar(results[i].dtype()));
   for (int64_t i = 0; i < 2 * n; ++i) {
     if (params[i]->shape() != scalars[i % n]) {
-      Reject(inst, "to_apply {} parameter {} must be {}, is {}", f.name(), i,
+      Reject(inst, "{} {} parameter {} must be {}, is {}", role, f.name(), i,
              scalars[i % n].ToString(), params[i]->shape().ToString());
     }
   }
   Shape expected_root = n == 1 ? scalars[0] : Shape::Tuple(scalars);
   if (f.root() && f.root()->shape() != expected_root) {
-    Reject(inst, "to_apply {} must return {}, returns {}", f.name(), expected_root.ToString(),
+    Reject(inst, "{} {} must return {}, returns {}", role, f.name(), expected_root.ToString(),
            f.root()->shape().ToString());
   }
+}
+
+// The window's positions over each dim of `operand` (as a convolution's).
+std::vector<int64_t> WindowedDims(const View& inst, const Shape& operand) {
+  const std::vector<WindowDim>& window = inst.attrs.window;
+  if (static_cast<int64_t>(window.size()) != operand.rank()) {
+    Reject(inst, "the window has {} dims, the operand {}", window.size(), operand.rank());
+  }
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < operand.rank(); ++d) {
+    const WindowDim& w = window[d];
+    if (w.window_reversal) Reject(inst, "window dim {} is reversed (only convolutions reverse)", d);
+    const int64_t dilated = operand.dim(d) == 0 ? 0 : (operand.dim(d) - 1) * w.base_dilation + 1;
+    if (dilated + w.pad_low + w.pad_high < 0) {
+      Reject(inst, "dim {}: padding {}_{} trims more than its {} elements", d, w.pad_low,
+             w.pad_high, dilated);
+    }
+    dims.push_back(ConvolutionOutputSize(operand.dim(d), w));
+  }
+  return dims;
+}
+
+// reduce-window(x_0..x_{n-1}, init_0..init_{n-1}): each window reduced by to_apply.
+Shape InferReduceWindow(const View& inst) {
+  const int64_t n = inst.operand_count() / 2;
+  if (inst.operand_count() < 2 || inst.operand_count() % 2 != 0) {
+    Reject(inst, "expected N operands and N init values, got {} operands", inst.operand_count());
+  }
+  if (inst.attrs.called.size() != 1) Reject(inst, "expected one to_apply computation");
+  const Shape& first = ArrayOperand(inst, 0);
+  const std::vector<int64_t> dims = WindowedDims(inst, first);
+  std::vector<Shape> results;
+  for (int64_t i = 0; i < n; ++i) {
+    const Shape& x = ArrayOperand(inst, i);
+    const Shape& init = ArrayOperand(inst, n + i);
+    if (x.dims() != first.dims()) {
+      Reject(inst, "operand {} has dimensions {} but operand 0 has {}", i, DimsToString(x.dims()),
+             DimsToString(first.dims()));
+    }
+    if (!init.is_scalar() || init.dtype() != x.dtype()) {
+      Reject(inst, "init value {} must be a {} scalar, got {}", i, DTypeName(x.dtype()),
+             init.ToString());
+    }
+    results.push_back(Shape(x.dtype(), dims));
+  }
+  CheckReducer(inst, *inst.attrs.called[0], results, "to_apply");
   return n == 1 ? results[0] : Shape::Tuple(results);
+}
+
+// select-and-scatter(operand, source, init): each window of operand picks an
+// element by `select` ((a, b) -> pred: keep a), which gathers that window's
+// source value by `scatter`; the result is operand-shaped, starting at init.
+Shape InferSelectAndScatter(const View& inst) {
+  ExpectOperands(inst, 3);
+  if (inst.attrs.called.size() != 2) Reject(inst, "expected select and scatter computations");
+  const Shape& operand = ArrayOperand(inst, 0);
+  const Shape& source = ArrayOperand(inst, 1);
+  const Shape& init = ArrayOperand(inst, 2);
+  for (const WindowDim& w : inst.attrs.window) {
+    if (w.base_dilation != 1) Reject(inst, "the window cannot dilate the operand (lhs_dilate)");
+  }
+  const std::vector<int64_t> windows = WindowedDims(inst, operand);
+  if (source.dims() != windows) {
+    Reject(inst, "source has dimensions {}; the window's positions over the operand are {}",
+           DimsToString(source.dims()), DimsToString(windows));
+  }
+  if (source.dtype() != operand.dtype() || !init.is_scalar() || init.dtype() != operand.dtype()) {
+    Reject(inst, "operand, source and init must share one element type ({} scalar init)",
+           DTypeName(operand.dtype()));
+  }
+  const Computation& select = *inst.attrs.called[0];
+  const Shape scalar = Shape::Scalar(operand.dtype());
+  auto params = select.parameters();
+  if (params.size() != 2 || params[0]->shape() != scalar || params[1]->shape() != scalar ||
+      !select.root() || select.root()->shape() != Shape::Scalar(DType::kPred)) {
+    Reject(inst, "select {} must take two {} scalars and return pred", select.name(),
+           DTypeName(operand.dtype()));
+  }
+  CheckReducer(inst, *inst.attrs.called[1], {scalar}, "scatter");
+  return operand;
 }
 
 Shape InferDot(const View& inst) {
@@ -114,6 +204,10 @@ Shape ReductionShape(const View& inst) {
       return InferReduce(inst);
     case Opcode::kDot:
       return InferDot(inst);
+    case Opcode::kReduceWindow:
+      return InferReduceWindow(inst);
+    case Opcode::kSelectAndScatter:
+      return InferSelectAndScatter(inst);
     default:
       Reject(inst, "is not a reduction");
   }

@@ -410,6 +410,22 @@ hlo::Computation* ScalarCombiner(hlo::Opcode op, DType dtype) {
   return slot.get();
 }
 
+hlo::Computation* ScalarComparator(hlo::Comparison direction, DType dtype) {
+  static std::mutex mutex;
+  static auto* cache =
+      new std::map<std::pair<hlo::Comparison, DType>, std::unique_ptr<hlo::Computation>>();
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& slot = (*cache)[{direction, dtype}];
+  if (!slot) {
+    hlo::NameScope names;
+    hlo::Builder b(fmt::format("compare_{}_{}", hlo::ComparisonName(direction), DTypeName(dtype)));
+    auto* x = b.Parameter(0, Shape::Scalar(dtype), "a");
+    auto* y = b.Parameter(1, Shape::Scalar(dtype), "b");
+    slot = b.Build(b.Compare(x, y, direction));
+  }
+  return slot.get();
+}
+
 hlo::Computation* ArgCombiner(bool is_max, DType value, DType index) {
   static std::mutex mutex;
   static auto* cache =

@@ -71,6 +71,11 @@ KernelInfo MakeKernel(const Instruction& inst, ThreadPool& pool) {
       return MakeDotKernel(inst, pool);
     case Opcode::kConvolution:
       return MakeConvolutionKernel(inst, pool);
+    case Opcode::kReduceWindow:
+      return MakeReduceWindowKernel(inst, pool, CompileScalar(*inst.called[0], pool));
+    case Opcode::kSelectAndScatter:
+      return MakeSelectAndScatterKernel(inst, pool, CompileScalar(*inst.called[0], pool),
+                                        CompileScalar(*inst.called[1], pool));
     case Opcode::kGather:
       return MakeGatherKernel(inst, pool);
     case Opcode::kScatter:

@@ -337,9 +337,36 @@ ENTRY main {
 })");
 }
 
+std::unique_ptr<Module> PoolingProgram() {
+  return ParseModule(R"(HloModule pooling
+max {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, b)
+}
+ge {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = pred[] compare(a, b), direction=GE
+}
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY main {
+  x = f32[2,6,6,3] parameter(0)
+  lowest = f32[] constant(-inf)
+  pooled = f32[2,3,3,3] reduce-window(x, lowest), window={size=1x3x3x1 stride=1x2x2x1 pad=0_0x1_1x1_1x0_0}, to_apply=max
+  zero = f32[] constant(0)
+  ROOT grad = f32[2,6,6,3] select-and-scatter(x, pooled, zero), window={size=1x3x3x1 stride=1x2x2x1 pad=0_0x1_1x1_1x0_0}, select=ge, scatter=add
+})");
+}
+
 std::vector<std::pair<std::string, ProgramFactory>> Programs() {
   return {{"unary", UnaryProgram},
           {"convolution", ConvolutionProgram},
+          {"pooling", PoolingProgram},
           {"binary", BinaryProgram},
           {"layout", LayoutProgram},
           {"slicing", SlicingProgram},

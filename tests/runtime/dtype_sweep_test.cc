@@ -156,6 +156,8 @@ std::vector<Row> Table() {
       {"reduce by select", kAll, kHalves},  // a to_apply no native loop knows
       {"dot", kNumeric, kHalves},
       {"convolution", kNumeric, kHalves},
+      {"reduce-window add", kNumeric, kHalves},
+      {"select-and-scatter", kNumeric, kHalves},
       {"scatter add", kNumeric, kHalves},
       {"scatter or", kIntegers | kPredOnly},
       // The fused loop runs f32 and f64; any other fusion runs as a call of
@@ -718,6 +720,48 @@ void Dot(Sweep& s, DType t) {
           /*bit_exact=*/false);
 }
 
+// Pairs along dim 1 summed (the same wraparound as reduce add).
+void ReduceWindow(Sweep& s, DType t) {
+  Array x = Numbers(t, {3, 4});
+  Set(x, 0, Max(t));
+  const std::string entry = R"(  x = $t[3,4] parameter(0)
+  init = $t[] parameter(1)
+  ROOT pairs = $t[3,2] reduce-window(x, init), window={size=1x2 stride=1x2}, to_apply=r
+)";
+  s.Check("reduce-window add", t, Module(entry, Reducer("add")), {x, Scalar(t, 0)},
+          {Tabulate(t, {3, 2},
+                    [&](const Index& i) {
+                      return Apply(Opcode::kAdd, t, Get(x, i[0] * 4 + 2 * i[1]),
+                                   Get(x, i[0] * 4 + 2 * i[1] + 1));
+                    })},
+          /*bit_exact=*/false);
+}
+
+// Each pair's source value lands on the element select keeps: the first
+// while it is >= the second (not when either is NaN), added to init 0.
+void SelectAndScatter(Sweep& s, DType t) {
+  const Array x = Numbers(t, {3, 4}), source = Numbers(t, {3, 2}, 1);
+  const std::string entry = R"(  x = $t[3,4] parameter(0)
+  source = $t[3,2] parameter(1)
+  init = $t[] parameter(2)
+  ROOT spread = $t[3,4] select-and-scatter(x, source, init), window={size=1x2 stride=1x2}, select=ge, scatter=r
+)";
+  const std::string select =
+      "ge {\n  a = $t[] parameter(0)\n  b = $t[] parameter(1)\n  ROOT c = "
+      "pred[] compare(a, b), direction=GE\n}\n";
+  s.Check("select-and-scatter", t, Module(entry, select + Reducer("add")),
+          {x, source, Scalar(t, 0)},
+          {Tabulate(t, {3, 4},
+                    [&](const Index& i) {
+                      const int64_t first = i[0] * 4 + (i[1] / 2) * 2;
+                      const bool first_wins = Get(x, first) >= Get(x, first + 1);  // NaN: no
+                      const bool chosen = (i[1] % 2 == 0) == first_wins;
+                      return chosen ? Apply(Opcode::kAdd, t, 0, Get(source, i[0] * 2 + i[1] / 2))
+                                    : Real(0);
+                    })},
+          /*bit_exact=*/false);
+}
+
 // A window of one over a spatial dim of one: out[b, f] = sum_i x[b, i] k[i, f],
 // a product the matrix reference gives (the window arithmetic is tested in
 // convolution_test.cc; this is every dtype's arithmetic and acceptance).
@@ -1056,7 +1100,8 @@ const std::map<Opcode, Case> kCases = {
     {Opcode::kDynamicUpdateSlice, DynamicUpdateSlice}, {Opcode::kConcatenate, Concatenate},
     {Opcode::kPad, Pad}, {Opcode::kReverse, Reverse}, {Opcode::kSelect, Select},
     {Opcode::kCompare, Compare}, {Opcode::kClamp, Clamp}, {Opcode::kIsFinite, IsFinite},
-    {Opcode::kReduce, Reduce}, {Opcode::kDot, Dot}, {Opcode::kConvolution, Convolution}, {Opcode::kGather, Gather},
+    {Opcode::kReduce, Reduce}, {Opcode::kDot, Dot}, {Opcode::kConvolution, Convolution}, {Opcode::kReduceWindow, ReduceWindow},
+    {Opcode::kSelectAndScatter, SelectAndScatter}, {Opcode::kGather, Gather},
     {Opcode::kScatter, Scatter}, {Opcode::kTuple, Tuple},
     {Opcode::kGetTupleElement, GetTupleElement}, {Opcode::kWhile, While}, {Opcode::kCall, Call},
     {Opcode::kFusion, Fusion}, {Opcode::kOptimizationBarrier, OptimizationBarrier},

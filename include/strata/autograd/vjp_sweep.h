@@ -27,6 +27,7 @@ enum class VjpFamily : uint8_t {
   kReduction,
   kIndexing,
   kConvolution,
+  kReduceWindow,
   kIdentity,
   kNoGradient,
   kNone,

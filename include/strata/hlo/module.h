@@ -84,7 +84,8 @@ struct Attributes {
   std::vector<PadRange> padding;             // pad
   Comparison direction = Comparison::kEq;    // compare
   DotDims dot;                               // dot
-  std::vector<WindowDim> window;             // convolution: one per spatial dim
+  std::vector<WindowDim> window;             // convolution: one per spatial dim; reduce-window,
+                                             // select-and-scatter: one per operand dim
   ConvolutionDims convolution;               // convolution
   int64_t feature_group_count = 1;           // convolution
   int64_t batch_group_count = 1;             // convolution
@@ -98,7 +99,8 @@ struct Attributes {
   SourceTargetPairs source_target_pairs;     // collective-permute
   int64_t channel_id = 0;                    // collectives; 0: none written
   bool use_global_device_ids = false;        // all-reduce, all-gather, reduce-scatter
-  // Called computations: reduce / scatter / all-reduce / reduce-scatter to_apply = [0]; while
+  // Called computations: reduce / reduce-window / scatter / all-reduce / reduce-scatter
+  // to_apply = [0]; select-and-scatter select = [0], scatter = [1]; while
   // condition = [0], body = [1]; call = [0]; fusion = [0] (the fused computation: the CPU
   // runtime's FuseElementwise pass makes kLoop ones and runs them as one loop; any other
   // fusion runs as a call of it).

@@ -51,6 +51,8 @@ namespace strata::hlo {
   V(kPad, "pad", Other) \
   V(kReverse, "reverse", Other) \
   V(kConvolution, "convolution", Other) \
+  V(kReduceWindow, "reduce-window", Other) \
+  V(kSelectAndScatter, "select-and-scatter", Other) \
   V(kSelect, "select", Other) \
   V(kCompare, "compare", Other) \
   V(kClamp, "clamp", Other) \

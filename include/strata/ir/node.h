@@ -245,5 +245,7 @@ hlo::Computation* ScalarCombiner(hlo::Opcode op, DType dtype);
 // (value_a, index_a, value_b, index_b) -> (value, index) keeping the larger
 // (or smaller) value and, on ties, the smaller index: argmax / argmin.
 hlo::Computation* ArgCombiner(bool is_max, DType value, DType index);
+// (a, b) -> compare(a, b, direction): select-and-scatter's select (keep a).
+hlo::Computation* ScalarComparator(hlo::Comparison direction, DType dtype);
 
 }  // namespace strata::ir

@@ -120,6 +120,29 @@ Tensor conv3d(const Tensor& input, const Tensor& weight, std::vector<int64_t> st
               std::vector<int64_t> padding = {0}, std::vector<int64_t> dilation = {1},
               int64_t groups = 1);
 
+// ---- pooling (ops_pooling.cc) ------------------------------------------------------
+// XLA's reduce-window with the identity of `op` (add, maximum, minimum) as
+// init: one window dim per dim of x. Differentiable (max / min through
+// select-and-scatter, without input dilation).
+Tensor reduce_window(const Tensor& x, hlo::Opcode op, std::vector<hlo::WindowDim> window);
+// torch.nn.functional.max_poolNd / avg_poolNd on [N, C, *spatial] (or
+// [C, *spatial]): kernel, stride (empty: the kernel), padding and (max)
+// dilation give one value per spatial dim or one for all. Padding is -inf for
+// max; avg divides by the whole window (count_include_pad) or by the input
+// elements it covers. ceil_mode is not supported.
+Tensor max_pool1d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride = {},
+                  std::vector<int64_t> padding = {0}, std::vector<int64_t> dilation = {1});
+Tensor max_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride = {},
+                  std::vector<int64_t> padding = {0}, std::vector<int64_t> dilation = {1});
+Tensor max_pool3d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride = {},
+                  std::vector<int64_t> padding = {0}, std::vector<int64_t> dilation = {1});
+Tensor avg_pool1d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride = {},
+                  std::vector<int64_t> padding = {0}, bool count_include_pad = true);
+Tensor avg_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride = {},
+                  std::vector<int64_t> padding = {0}, bool count_include_pad = true);
+Tensor avg_pool3d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride = {},
+                  std::vector<int64_t> padding = {0}, bool count_include_pad = true);
+
 // ---- reductions (dims may be negative; empty dims = all) -------------------------
 Tensor sum(const Tensor& x, std::vector<int64_t> dims = {}, bool keepdim = false);
 Tensor mean(const Tensor& x, std::vector<int64_t> dims = {}, bool keepdim = false);

@@ -61,6 +61,10 @@ KernelInfo MakeReduceKernel(const hlo::Instruction& inst, ThreadPool& pool,
                             ScalarFunction to_apply);
 KernelInfo MakeDotKernel(const hlo::Instruction& inst, ThreadPool& pool);
 KernelInfo MakeConvolutionKernel(const hlo::Instruction& inst, ThreadPool& pool);
+KernelInfo MakeReduceWindowKernel(const hlo::Instruction& inst, ThreadPool& pool,
+                                  ScalarFunction to_apply);
+KernelInfo MakeSelectAndScatterKernel(const hlo::Instruction& inst, ThreadPool& pool,
+                                      ScalarFunction select, ScalarFunction scatter);
 KernelInfo MakeGatherKernel(const hlo::Instruction& inst, ThreadPool& pool);
 KernelInfo MakeScatterKernel(const hlo::Instruction& inst, ThreadPool& pool,
                              ScalarFunction to_apply);

@@ -1,0 +1,142 @@
+// Pooling: XLA's reduce-window, and PyTorch's max / avg pooling on it.
+#include <fmt/ranges.h>
+
+#include <limits>
+
+#include "strata/lazy/op_builder.h"
+
+namespace strata {
+
+using hlo::Opcode;
+using lazy::Op;
+using lazy::Wrap;
+
+Tensor reduce_window(const Tensor& x, Opcode op, std::vector<hlo::WindowDim> window) {
+  if (op != Opcode::kAdd && op != Opcode::kMaximum && op != Opcode::kMinimum) {
+    Fail("[reduce_window] reduces by add, maximum or minimum, got {}", hlo::OpcodeName(op));
+  }
+  if (x.dtype() == DType::kPred) Fail("[reduce_window] is not defined for bool tensors");
+  if (op != Opcode::kAdd && !IsFloating(x.dtype())) {
+    Fail("[reduce_window] {} takes floats (its identity is an infinity), got {}",
+         hlo::OpcodeName(op), x.shape().ToString());
+  }
+  double identity = 0;
+  if (op != Opcode::kAdd) {
+    const double inf = std::numeric_limits<double>::infinity();
+    identity = op == Opcode::kMaximum ? -inf : inf;
+  }
+  hlo::Attributes a;
+  a.window = std::move(window);
+  a.called = {ir::ScalarCombiner(op, x.dtype())};
+  ir::Value init = lazy::ScalarValue(identity, x.dtype(), {});
+  return Wrap(Op(Opcode::kReduceWindow, {x.value(), init}, std::move(a)));
+}
+
+namespace {
+
+std::vector<int64_t> PerDim(std::string_view op, std::string_view what,
+                            const std::vector<int64_t>& values, int64_t spatial, int64_t least) {
+  if (values.size() != 1 && static_cast<int64_t>(values.size()) != spatial) {
+    Fail("[{}] {} takes one value or one per spatial dim ({}), got {} values", op, what, spatial,
+         values.size());
+  }
+  std::vector<int64_t> out = values.size() == 1 ? std::vector<int64_t>(spatial, values[0]) : values;
+  for (int64_t v : out) {
+    if (v < least)
+      Fail("[{}] {} must be at least {}, got {}", op, what, least, fmt::join(out, ", "));
+  }
+  return out;
+}
+
+// The window of a torch pooling over x's trailing `spatial` dims (the
+// leading batch and channel dims take windows of one).
+std::vector<hlo::WindowDim> PoolWindow(std::string_view op, const Tensor& x, int64_t spatial,
+                                       const std::vector<int64_t>& kernel,
+                                       const std::vector<int64_t>& stride,
+                                       const std::vector<int64_t>& padding,
+                                       const std::vector<int64_t>& dilation) {
+  if (x.rank() != spatial + 1 && x.rank() != spatial + 2) {
+    Fail("[{}] expected input of rank {} (batch, channels, {} spatial dims) or {}, got {}", op,
+         spatial + 2, spatial, spatial + 1, x.shape().ToString());
+  }
+  const std::vector<int64_t> k = PerDim(op, "kernel_size", kernel, spatial, 1);
+  const std::vector<int64_t> s = stride.empty() ? k : PerDim(op, "stride", stride, spatial, 1);
+  const std::vector<int64_t> p = PerDim(op, "padding", padding, spatial, 0);
+  const std::vector<int64_t> d = PerDim(op, "dilation", dilation, spatial, 1);
+  std::vector<hlo::WindowDim> window(x.rank());
+  const int64_t first = x.rank() - spatial;
+  for (int64_t i = 0; i < spatial; ++i) {
+    hlo::WindowDim& w = window[first + i];
+    if (2 * p[i] > k[i]) {
+      Fail("[{}] padding ({}) must be at most half the kernel size ({}) in spatial dim {}", op,
+           p[i], k[i], i);
+    }
+    const int64_t size = x.shape().dim(first + i);
+    if (size + 2 * p[i] < (k[i] - 1) * d[i] + 1) {
+      Fail(
+          "[{}] the window ({} with dilation {}) is larger than the padded input ({} + 2 x {}) "
+          "in spatial dim {} of {}",
+          op, k[i], d[i], size, p[i], i, x.shape().ToString());
+    }
+    w.size = k[i];
+    w.stride = s[i];
+    w.pad_low = w.pad_high = p[i];
+    w.window_dilation = d[i];
+  }
+  return window;
+}
+
+Tensor MaxPool(std::string_view op, const Tensor& x, int64_t spatial,
+               const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride,
+               const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation) {
+  if (!IsFloating(x.dtype())) Fail("[{}] takes floats, got {}", op, x.shape().ToString());
+  return reduce_window(x, Opcode::kMaximum,
+                       PoolWindow(op, x, spatial, kernel, stride, padding, dilation));
+}
+
+Tensor AvgPool(std::string_view op, const Tensor& x, int64_t spatial,
+               const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride,
+               const std::vector<int64_t>& padding, bool count_include_pad) {
+  if (!IsFloating(x.dtype())) Fail("[{}] takes floats, got {}", op, x.shape().ToString());
+  std::vector<hlo::WindowDim> window = PoolWindow(op, x, spatial, kernel, stride, padding, {1});
+  Tensor sum = reduce_window(x, Opcode::kAdd, window);
+  bool padded = false;
+  int64_t elements = 1;
+  for (const hlo::WindowDim& w : window) {
+    elements *= w.size;
+    padded = padded || w.pad_low > 0;
+  }
+  if (count_include_pad || !padded) return sum / static_cast<double>(elements);
+  // The input elements each window covers: the same windows over ones.
+  Tensor ones = full(x.shape().dims(), 1.0, x.dtype());
+  return sum / reduce_window(ones, Opcode::kAdd, std::move(window));
+}
+
+}  // namespace
+
+Tensor max_pool1d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride,
+                  std::vector<int64_t> padding, std::vector<int64_t> dilation) {
+  return MaxPool("max_pool1d", x, 1, kernel, stride, padding, dilation);
+}
+Tensor max_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride,
+                  std::vector<int64_t> padding, std::vector<int64_t> dilation) {
+  return MaxPool("max_pool2d", x, 2, kernel, stride, padding, dilation);
+}
+Tensor max_pool3d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride,
+                  std::vector<int64_t> padding, std::vector<int64_t> dilation) {
+  return MaxPool("max_pool3d", x, 3, kernel, stride, padding, dilation);
+}
+Tensor avg_pool1d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride,
+                  std::vector<int64_t> padding, bool count_include_pad) {
+  return AvgPool("avg_pool1d", x, 1, kernel, stride, padding, count_include_pad);
+}
+Tensor avg_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride,
+                  std::vector<int64_t> padding, bool count_include_pad) {
+  return AvgPool("avg_pool2d", x, 2, kernel, stride, padding, count_include_pad);
+}
+Tensor avg_pool3d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride,
+                  std::vector<int64_t> padding, bool count_include_pad) {
+  return AvgPool("avg_pool3d", x, 3, kernel, stride, padding, count_include_pad);
+}
+
+}  // namespace strata

@@ -1,0 +1,93 @@
+// Gradients of pooling against central finite differences in f64:
+// PyTorch-style max and avg pooling with strides, padding and dilation, and
+// XLA's reduce-window sums with input dilation.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "gradient_check.h"
+#include "strata/core/error.h"
+
+namespace strata {
+namespace {
+
+Tensor Weighted(const Tensor& y) {
+  const int64_t n = y.shape().num_elements();
+  Tensor w = reshape(arange(0, static_cast<double>(n), 1, DType::kF64), y.shape().dims());
+  return sum(y * cos(w));
+}
+
+// Distinct values a step apart, so no window holds a tie and finite
+// differences of a max stay on one side of it.
+std::vector<double> Distinct(int64_t n) {
+  std::vector<double> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<double>((i * 37) % n) * 0.01 - 0.3;
+  return v;
+}
+
+TEST(PoolingGradients, MaxPooling) {
+  CheckGradients(
+      "max_pool2d 3x3 stride 2 pad 1",
+      [](const std::vector<Tensor>& t) { return Weighted(max_pool2d(t[0], {3}, {2}, {1})); },
+      {{{2, 3, 7, 6}, Distinct(2 * 3 * 7 * 6)}});
+  CheckGradients(
+      "max_pool1d dilation 2",
+      [](const std::vector<Tensor>& t) { return Weighted(max_pool1d(t[0], {2}, {1}, {0}, {2})); },
+      {{{1, 2, 9}, Distinct(18)}});
+  CheckGradients("max_pool3d, unbatched",
+                 [](const std::vector<Tensor>& t) { return Weighted(max_pool3d(t[0], {2})); },
+                 {{{2, 4, 4, 4}, Distinct(128)}});
+}
+
+TEST(PoolingGradients, AveragePooling) {
+  CheckGradients("avg_pool2d 3x2 stride 2x1 pad 1x0",
+                 [](const std::vector<Tensor>& t) {
+                   return Weighted(avg_pool2d(t[0], {3, 2}, {2, 1}, {1, 0}));
+                 },
+                 {{{2, 2, 6, 5}}});
+  CheckGradients("avg_pool2d without the padding in the count",
+                 [](const std::vector<Tensor>& t) {
+                   return Weighted(avg_pool2d(t[0], {2}, {2}, {1}, /*count_include_pad=*/false));
+                 },
+                 {{{1, 2, 5, 5}}});
+}
+
+TEST(PoolingGradients, ReduceWindowSumWithDilations) {
+  std::vector<hlo::WindowDim> window(2);
+  window[0] = {2, 1, 1, 0, 1, 2, false};   // size 2, pad 1_0, lhs_dilate 2
+  window[1] = {3, 2, 0, -1, 2, 1, false};  // size 3, stride 2, pad 0_-1, rhs_dilate 2
+  CheckGradients("reduce_window add",
+                 [&](const std::vector<Tensor>& t) {
+                   return Weighted(reduce_window(t[0], hlo::Opcode::kAdd, window));
+                 },
+                 {{{3, 9}}});
+}
+
+TEST(PoolingGradients, BadArgumentsNameTheOp) {
+  using ::testing::HasSubstr;
+  Tensor x = zeros({1, 2, 5, 5}, DType::kF32);
+  auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message([&] { max_pool2d(x, {2}); }), "no error");
+  EXPECT_THAT(message([&] { max_pool2d(x, {2}, {}, {2}); }),
+              HasSubstr("[max_pool2d] padding (2) must be at most half the kernel size (2)"));
+  EXPECT_THAT(message([&] { max_pool2d(x, {7}); }), HasSubstr("is larger than the padded input"));
+  EXPECT_THAT(message([&] { avg_pool1d(x, {2}); }),
+              HasSubstr("[avg_pool1d] expected input of rank 3"));
+  EXPECT_THAT(message([&] {
+                max_pool2d(zeros({1, 2, 5, 5}, DType::kS32), {2});
+              }),
+              HasSubstr("takes floats"));
+  EXPECT_THAT(message([&] {
+                max_pool2d(x, {2, 2, 2});
+              }),
+              HasSubstr("kernel_size takes one value or one per spatial dim (2), got 3"));
+}
+
+}  // namespace
+}  // namespace strata
