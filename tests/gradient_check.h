@@ -24,6 +24,14 @@ struct Input {
   std::vector<double> values;  // random when empty
 };
 
+// A scalar of every element of y, each weighted by sin(its index), so a wrong
+// cotangent anywhere changes it.
+inline Tensor WeightedSum(const Tensor& y) {
+  const int64_t n = y.shape().num_elements();
+  Tensor w = reshape(arange(0, static_cast<double>(n), 1, DType::kF64), y.shape().dims());
+  return sum(y * sin(w));
+}
+
 // Compares gradients(fn) with (f(x + h) - f(x - h)) / 2h for every element.
 inline void CheckGradients(const std::string& name, const Fn& fn, std::vector<Input> inputs,
                            double tolerance = 1e-6) {

@@ -13,22 +13,12 @@ namespace {
 void CheckReducer(const View& inst, const Computation& f, const std::vector<Shape>& results,
                   std::string_view role);
 
-Shape InferReduce(const View& inst) {
-  int64_t n = inst.operand_count() / 2;
-  if (inst.operand_count() < 2 || inst.operand_count() % 2 != 0) {
-    Reject(inst, "expected N operands and N init values, got {} operands", inst.operand_count());
-  }
-  if (inst.attrs.called.size() != 1) Reject(inst, "expected one to_apply computation");
-  const Shape& first = ArrayOperand(inst, 0);
-  CheckDimensions(inst, inst.attrs.dimensions, first.rank(), "reduced dimension");
+// The N results of reducing N operands shaped like `first` with N scalar
+// inits (operands 0..N-1, then the inits) to `out_dims`.
+std::vector<Shape> ReducedShapes(const View& inst, const Shape& first,
+                                 const std::vector<int64_t>& out_dims) {
+  const int64_t n = inst.operand_count() / 2;
   std::vector<Shape> results;
-  std::vector<int64_t> out_dims;
-  for (int64_t d = 0; d < first.rank(); ++d) {
-    if (std::find(inst.attrs.dimensions.begin(), inst.attrs.dimensions.end(), d) ==
-        inst.attrs.dimensions.end()) {
-      out_dims.push_back(first.dim(d));
-    }
-  }
   for (int64_t i = 0; i < n; ++i) {
     const Shape& x = ArrayOperand(inst, i);
     const Shape& init = ArrayOperand(inst, n + i);
@@ -42,6 +32,25 @@ Shape InferReduce(const View& inst) {
     }
     results.push_back(Shape(x.dtype(), out_dims));
   }
+  return results;
+}
+
+Shape InferReduce(const View& inst) {
+  int64_t n = inst.operand_count() / 2;
+  if (inst.operand_count() < 2 || inst.operand_count() % 2 != 0) {
+    Reject(inst, "expected N operands and N init values, got {} operands", inst.operand_count());
+  }
+  if (inst.attrs.called.size() != 1) Reject(inst, "expected one to_apply computation");
+  const Shape& first = ArrayOperand(inst, 0);
+  CheckDimensions(inst, inst.attrs.dimensions, first.rank(), "reduced dimension");
+  std::vector<int64_t> out_dims;
+  for (int64_t d = 0; d < first.rank(); ++d) {
+    if (std::find(inst.attrs.dimensions.begin(), inst.attrs.dimensions.end(), d) ==
+        inst.attrs.dimensions.end()) {
+      out_dims.push_back(first.dim(d));
+    }
+  }
+  const std::vector<Shape> results = ReducedShapes(inst, first, out_dims);
   CheckReducer(inst, *inst.attrs.called[0], results, "to_apply");
   return n == 1 ? results[0] : Shape::Tuple(results);
 }
@@ -100,20 +109,7 @@ Shape InferReduceWindow(const View& inst) {
   if (inst.attrs.called.size() != 1) Reject(inst, "expected one to_apply computation");
   const Shape& first = ArrayOperand(inst, 0);
   const std::vector<int64_t> dims = WindowedDims(inst, first);
-  std::vector<Shape> results;
-  for (int64_t i = 0; i < n; ++i) {
-    const Shape& x = ArrayOperand(inst, i);
-    const Shape& init = ArrayOperand(inst, n + i);
-    if (x.dims() != first.dims()) {
-      Reject(inst, "operand {} has dimensions {} but operand 0 has {}", i, DimsToString(x.dims()),
-             DimsToString(first.dims()));
-    }
-    if (!init.is_scalar() || init.dtype() != x.dtype()) {
-      Reject(inst, "init value {} must be a {} scalar, got {}", i, DTypeName(x.dtype()),
-             init.ToString());
-    }
-    results.push_back(Shape(x.dtype(), dims));
-  }
+  const std::vector<Shape> results = ReducedShapes(inst, first, dims);
   CheckReducer(inst, *inst.attrs.called[0], results, "to_apply");
   return n == 1 ? results[0] : Shape::Tuple(results);
 }

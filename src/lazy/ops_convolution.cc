@@ -22,22 +22,6 @@ Tensor conv_general(const Tensor& input, const Tensor& kernel, std::vector<hlo::
 
 namespace {
 
-// One value per spatial dim: `values` as given, or its one value repeated.
-std::vector<int64_t> PerDim(std::string_view op, std::string_view what,
-                            const std::vector<int64_t>& values, int64_t spatial, int64_t least) {
-  if (values.size() != 1 && static_cast<int64_t>(values.size()) != spatial) {
-    Fail("[{}] {} takes one value or one per spatial dim ({}), got {} values", op, what, spatial,
-         values.size());
-  }
-  std::vector<int64_t> out(spatial, values.empty() ? least : values[0]);
-  if (values.size() > 1) out = values;
-  for (int64_t v : out) {
-    if (v < least)
-      Fail("[{}] {} must be at least {}, got {}", op, what, least, fmt::join(out, ", "));
-  }
-  return out;
-}
-
 Tensor TorchConvolution(std::string_view op, const Tensor& input, const Tensor& weight,
                         const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
                         const std::vector<int64_t>& dilation, int64_t groups, int64_t spatial) {
@@ -74,9 +58,9 @@ Tensor TorchConvolution(std::string_view op, const Tensor& input, const Tensor& 
         op, input.shape().ToString(), channels, weight.shape().ToString(), weight.shape().dim(1),
         groups);
   }
-  const std::vector<int64_t> s = PerDim(op, "stride", stride, k, 1);
-  const std::vector<int64_t> p = PerDim(op, "padding", padding, k, 0);
-  const std::vector<int64_t> d = PerDim(op, "dilation", dilation, k, 1);
+  const std::vector<int64_t> s = lazy::PerSpatialDim(op, "stride", stride, k, 1);
+  const std::vector<int64_t> p = lazy::PerSpatialDim(op, "padding", padding, k, 0);
+  const std::vector<int64_t> d = lazy::PerSpatialDim(op, "dilation", dilation, k, 1);
   std::vector<hlo::WindowDim> window(k);
   hlo::ConvolutionDims dims{0, 1, {}, 1, 0, {}, 0, 1, {}};
   for (int64_t i = 0; i < k; ++i) {
@@ -100,6 +84,25 @@ Tensor TorchConvolution(std::string_view op, const Tensor& input, const Tensor& 
 }
 
 }  // namespace
+
+namespace lazy {
+
+std::vector<int64_t> PerSpatialDim(std::string_view op, std::string_view what,
+                                   const std::vector<int64_t>& values, int64_t spatial,
+                                   int64_t least) {
+  if (values.size() != 1 && static_cast<int64_t>(values.size()) != spatial) {
+    Fail("[{}] {} takes one value or one per spatial dim ({}), got {} values", op, what, spatial,
+         values.size());
+  }
+  std::vector<int64_t> out = values.size() == 1 ? std::vector<int64_t>(spatial, values[0]) : values;
+  for (int64_t v : out) {
+    if (v < least)
+      Fail("[{}] {} must be at least {}, got {}", op, what, least, fmt::join(out, ", "));
+  }
+  return out;
+}
+
+}  // namespace lazy
 
 Tensor conv(const Tensor& input, const Tensor& weight, std::vector<int64_t> stride,
             std::vector<int64_t> padding, std::vector<int64_t> dilation, int64_t groups) {

@@ -34,20 +34,6 @@ Tensor reduce_window(const Tensor& x, Opcode op, std::vector<hlo::WindowDim> win
 
 namespace {
 
-std::vector<int64_t> PerDim(std::string_view op, std::string_view what,
-                            const std::vector<int64_t>& values, int64_t spatial, int64_t least) {
-  if (values.size() != 1 && static_cast<int64_t>(values.size()) != spatial) {
-    Fail("[{}] {} takes one value or one per spatial dim ({}), got {} values", op, what, spatial,
-         values.size());
-  }
-  std::vector<int64_t> out = values.size() == 1 ? std::vector<int64_t>(spatial, values[0]) : values;
-  for (int64_t v : out) {
-    if (v < least)
-      Fail("[{}] {} must be at least {}, got {}", op, what, least, fmt::join(out, ", "));
-  }
-  return out;
-}
-
 // The window of a torch pooling over x's trailing `spatial` dims (the
 // leading batch and channel dims take windows of one).
 std::vector<hlo::WindowDim> PoolWindow(std::string_view op, const Tensor& x, int64_t spatial,
@@ -59,10 +45,11 @@ std::vector<hlo::WindowDim> PoolWindow(std::string_view op, const Tensor& x, int
     Fail("[{}] expected input of rank {} (batch, channels, {} spatial dims) or {}, got {}", op,
          spatial + 2, spatial, spatial + 1, x.shape().ToString());
   }
-  const std::vector<int64_t> k = PerDim(op, "kernel_size", kernel, spatial, 1);
-  const std::vector<int64_t> s = stride.empty() ? k : PerDim(op, "stride", stride, spatial, 1);
-  const std::vector<int64_t> p = PerDim(op, "padding", padding, spatial, 0);
-  const std::vector<int64_t> d = PerDim(op, "dilation", dilation, spatial, 1);
+  const std::vector<int64_t> k = lazy::PerSpatialDim(op, "kernel_size", kernel, spatial, 1);
+  const std::vector<int64_t> s =
+      stride.empty() ? k : lazy::PerSpatialDim(op, "stride", stride, spatial, 1);
+  const std::vector<int64_t> p = lazy::PerSpatialDim(op, "padding", padding, spatial, 0);
+  const std::vector<int64_t> d = lazy::PerSpatialDim(op, "dilation", dilation, spatial, 1);
   std::vector<hlo::WindowDim> window(x.rank());
   const int64_t first = x.rank() - spatial;
   for (int64_t i = 0; i < spatial; ++i) {

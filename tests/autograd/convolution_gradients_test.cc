@@ -11,46 +11,40 @@
 namespace strata {
 namespace {
 
-// A scalar of every output element, each weighted differently, so a wrong
-// cotangent anywhere changes it.
-Tensor Weighted(const Tensor& y) {
-  const int64_t n = y.shape().num_elements();
-  Tensor w = reshape(arange(0, static_cast<double>(n), 1, DType::kF64), y.shape().dims());
-  return sum(y * sin(w));
-}
-
 TEST(ConvolutionGradients, Conv2dStridePaddingDilationGroups) {
   CheckGradients(
       "conv2d stride 2 pad 1",
-      [](const std::vector<Tensor>& t) { return Weighted(conv2d(t[0], t[1], {2}, {1})); },
+      [](const std::vector<Tensor>& t) { return WeightedSum(conv2d(t[0], t[1], {2}, {1})); },
       {{{2, 3, 5, 6}}, {{4, 3, 3, 2}}});
   CheckGradients("conv2d dilation 2, stride 1x2, pad 2x0",
                  [](const std::vector<Tensor>& t) {
-                   return Weighted(conv2d(t[0], t[1], {1, 2}, {2, 0}, {2, 1}));
+                   return WeightedSum(conv2d(t[0], t[1], {1, 2}, {2, 0}, {2, 1}));
                  },
                  {{{1, 2, 5, 7}}, {{3, 2, 2, 3}}});
-  CheckGradients(
-      "conv2d groups 2",
-      [](const std::vector<Tensor>& t) { return Weighted(conv2d(t[0], t[1], {1}, {1}, {1}, 2)); },
-      {{{2, 4, 4, 4}}, {{6, 2, 3, 3}}});
-  CheckGradients(
-      "conv2d depthwise, stride 2",
-      [](const std::vector<Tensor>& t) { return Weighted(conv2d(t[0], t[1], {2}, {1}, {1}, 3)); },
-      {{{1, 3, 5, 5}}, {{6, 1, 3, 3}}});
+  CheckGradients("conv2d groups 2",
+                 [](const std::vector<Tensor>& t) {
+                   return WeightedSum(conv2d(t[0], t[1], {1}, {1}, {1}, 2));
+                 },
+                 {{{2, 4, 4, 4}}, {{6, 2, 3, 3}}});
+  CheckGradients("conv2d depthwise, stride 2",
+                 [](const std::vector<Tensor>& t) {
+                   return WeightedSum(conv2d(t[0], t[1], {2}, {1}, {1}, 3));
+                 },
+                 {{{1, 3, 5, 5}}, {{6, 1, 3, 3}}});
 }
 
 TEST(ConvolutionGradients, Conv1dAndConv3dAndUnbatched) {
   CheckGradients(
       "conv1d stride 3 pad 2",
-      [](const std::vector<Tensor>& t) { return Weighted(conv1d(t[0], t[1], {3}, {2})); },
+      [](const std::vector<Tensor>& t) { return WeightedSum(conv1d(t[0], t[1], {3}, {2})); },
       {{{2, 3, 10}}, {{2, 3, 4}}});
   CheckGradients("conv3d",
                  [](const std::vector<Tensor>& t) {
-                   return Weighted(conv3d(t[0], t[1], {1, 2, 1}, {0, 1, 1}));
+                   return WeightedSum(conv3d(t[0], t[1], {1, 2, 1}, {0, 1, 1}));
                  },
                  {{{1, 2, 3, 4, 3}}, {{2, 2, 2, 2, 2}}});
   CheckGradients("unbatched conv2d",
-                 [](const std::vector<Tensor>& t) { return Weighted(conv2d(t[0], t[1])); },
+                 [](const std::vector<Tensor>& t) { return WeightedSum(conv2d(t[0], t[1])); },
                  {{{2, 4, 4}}, {{3, 2, 2, 2}}});
 }
 
@@ -61,17 +55,18 @@ TEST(ConvolutionGradients, GeneralFormInputDilationReversalAndLabels) {
   window[1] = {3, 2, 0, -1, 1, 1, false};  // size 3, stride 2, pad 0_-1
   CheckGradients("conv_general b01f_01io->b01f",
                  [&](const std::vector<Tensor>& t) {
-                   return Weighted(conv_general(t[0], t[1], window, nhwc));
+                   return WeightedSum(conv_general(t[0], t[1], window, nhwc));
                  },
                  {{{2, 4, 7, 3}}, {{2, 3, 3, 2}}});
   hlo::ConvolutionDims odd{2, 0, {1, 3}, 0, 2, {3, 1}, 1, 3, {2, 0}};  // f0b1_i1o0->10bf
   std::vector<hlo::WindowDim> small(2);
   small[0].size = 2;
   small[1] = {2, 1, 1, 1, 1, 1, false};
-  CheckGradients(
-      "conv_general f0b1_i1o0->10bf",
-      [&](const std::vector<Tensor>& t) { return Weighted(conv_general(t[0], t[1], small, odd)); },
-      {{{3, 4, 2, 3}}, {{3, 2, 2, 2}}});
+  CheckGradients("conv_general f0b1_i1o0->10bf",
+                 [&](const std::vector<Tensor>& t) {
+                   return WeightedSum(conv_general(t[0], t[1], small, odd));
+                 },
+                 {{{3, 4, 2, 3}}, {{3, 2, 2, 2}}});
 }
 
 TEST(ConvolutionGradients, BatchGroups) {
@@ -81,7 +76,7 @@ TEST(ConvolutionGradients, BatchGroups) {
   window[1].stride = 2;
   CheckGradients("batch_group_count 2",
                  [&](const std::vector<Tensor>& t) {
-                   return Weighted(conv_general(t[0], t[1], window, nchw, 1, 2));
+                   return WeightedSum(conv_general(t[0], t[1], window, nchw, 1, 2));
                  },
                  {{{4, 2, 3, 4}}, {{4, 2, 2, 2}}});
 }

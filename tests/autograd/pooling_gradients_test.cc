@@ -10,12 +10,6 @@
 namespace strata {
 namespace {
 
-Tensor Weighted(const Tensor& y) {
-  const int64_t n = y.shape().num_elements();
-  Tensor w = reshape(arange(0, static_cast<double>(n), 1, DType::kF64), y.shape().dims());
-  return sum(y * cos(w));
-}
-
 // Distinct values a step apart, so no window holds a tie and finite
 // differences of a max stay on one side of it.
 std::vector<double> Distinct(int64_t n) {
@@ -27,26 +21,27 @@ std::vector<double> Distinct(int64_t n) {
 TEST(PoolingGradients, MaxPooling) {
   CheckGradients(
       "max_pool2d 3x3 stride 2 pad 1",
-      [](const std::vector<Tensor>& t) { return Weighted(max_pool2d(t[0], {3}, {2}, {1})); },
+      [](const std::vector<Tensor>& t) { return WeightedSum(max_pool2d(t[0], {3}, {2}, {1})); },
       {{{2, 3, 7, 6}, Distinct(2 * 3 * 7 * 6)}});
-  CheckGradients(
-      "max_pool1d dilation 2",
-      [](const std::vector<Tensor>& t) { return Weighted(max_pool1d(t[0], {2}, {1}, {0}, {2})); },
-      {{{1, 2, 9}, Distinct(18)}});
+  CheckGradients("max_pool1d dilation 2",
+                 [](const std::vector<Tensor>& t) {
+                   return WeightedSum(max_pool1d(t[0], {2}, {1}, {0}, {2}));
+                 },
+                 {{{1, 2, 9}, Distinct(18)}});
   CheckGradients("max_pool3d, unbatched",
-                 [](const std::vector<Tensor>& t) { return Weighted(max_pool3d(t[0], {2})); },
+                 [](const std::vector<Tensor>& t) { return WeightedSum(max_pool3d(t[0], {2})); },
                  {{{2, 4, 4, 4}, Distinct(128)}});
 }
 
 TEST(PoolingGradients, AveragePooling) {
   CheckGradients("avg_pool2d 3x2 stride 2x1 pad 1x0",
                  [](const std::vector<Tensor>& t) {
-                   return Weighted(avg_pool2d(t[0], {3, 2}, {2, 1}, {1, 0}));
+                   return WeightedSum(avg_pool2d(t[0], {3, 2}, {2, 1}, {1, 0}));
                  },
                  {{{2, 2, 6, 5}}});
   CheckGradients("avg_pool2d without the padding in the count",
                  [](const std::vector<Tensor>& t) {
-                   return Weighted(avg_pool2d(t[0], {2}, {2}, {1}, /*count_include_pad=*/false));
+                   return WeightedSum(avg_pool2d(t[0], {2}, {2}, {1}, /*count_include_pad=*/false));
                  },
                  {{{1, 2, 5, 5}}});
 }
@@ -57,7 +52,7 @@ TEST(PoolingGradients, ReduceWindowSumWithDilations) {
   window[1] = {3, 2, 0, -1, 2, 1, false};  // size 3, stride 2, pad 0_-1, rhs_dilate 2
   CheckGradients("reduce_window add",
                  [&](const std::vector<Tensor>& t) {
-                   return Weighted(reduce_window(t[0], hlo::Opcode::kAdd, window));
+                   return WeightedSum(reduce_window(t[0], hlo::Opcode::kAdd, window));
                  },
                  {{{3, 9}}});
 }

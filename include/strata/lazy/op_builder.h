@@ -54,4 +54,11 @@ Tensor CompareOp(std::string_view name, hlo::Comparison direction, const Tensor&
                  const Tensor& b);
 Tensor UnaryOp(std::string_view name, hlo::Opcode opcode, const Tensor& x, bool float_only);
 
+// A PyTorch convolution's or pooling's per-dim argument (stride=2 or (2, 1)):
+// `values` as given or its one value repeated, each at least `least`
+// (ops_convolution.cc).
+std::vector<int64_t> PerSpatialDim(std::string_view op, std::string_view what,
+                                   const std::vector<int64_t>& values, int64_t spatial,
+                                   int64_t least);
+
 }  // namespace strata::lazy

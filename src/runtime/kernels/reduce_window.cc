@@ -7,6 +7,7 @@
 #include <optional>
 #include <vector>
 
+#include "kernels/elementwise_ops.h"
 #include "kernels/kernels.h"
 #include "kernels/reduce_ops.h"
 #include "strata/hlo/convolution.h"
@@ -15,7 +16,8 @@ namespace strata::runtime {
 namespace {
 
 using hlo::Opcode;
-using STRATA_ISA_NAMESPACE::Reducer;
+using STRATA_ISA_NAMESPACE::Reducer;  // this file is built once, baseline
+using STRATA_ISA_NAMESPACE::elementwise::CompareValues;
 
 // The windows of `window` over an operand of `dims`: output position `o`
 // reads tap `t` at TapOffset(o, t) (-1 in padding or a dilation hole).
@@ -100,25 +102,6 @@ std::optional<hlo::Comparison> SimpleSelect(const hlo::Computation& c) {
 }
 
 template <typename T>
-bool Keep(hlo::Comparison c, T a, T b) {
-  switch (c) {
-    case hlo::Comparison::kEq:
-      return a == b;
-    case hlo::Comparison::kNe:
-      return a != b;
-    case hlo::Comparison::kLt:
-      return a < b;
-    case hlo::Comparison::kLe:
-      return a <= b;
-    case hlo::Comparison::kGt:
-      return a > b;
-    case hlo::Comparison::kGe:
-      return a >= b;
-  }
-  return true;
-}
-
-template <typename T>
 Kernel NativeSelectAndScatter(const Windows& windows, hlo::Comparison select, int64_t n) {
   return [windows, select, n](const KernelArgs& a) {
     const T* x = reinterpret_cast<const T*>(a.operands[0]);
@@ -131,7 +114,7 @@ Kernel NativeSelectAndScatter(const Windows& windows, hlo::Comparison select, in
       int64_t chosen = -1;
       for (int64_t t = 0; t < windows.taps; ++t) {
         const int64_t at = windows.TapOffset(o, t);
-        if (at >= 0 && (chosen < 0 || !Keep(select, x[chosen], x[at]))) chosen = at;
+        if (at >= 0 && (chosen < 0 || !CompareValues(select, x[chosen], x[at]))) chosen = at;
       }
       if (chosen >= 0) out[chosen] = WrappingAdd(out[chosen], source[o]);
     }
