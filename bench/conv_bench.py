@@ -69,7 +69,7 @@ def main():
         def s_backward():
             grads = strata.grad(lambda a, b: (SF.conv2d(a, b, None, stride, pad) * sg).sum(),
                                 argnums=(0, 1))(sx, sw)
-            strata.sync(list(grads))
+            strata.sync(*grads)
 
         layouts = {}
         for layout in ("nchw", "channels_last"):

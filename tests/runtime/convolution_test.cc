@@ -167,6 +167,13 @@ TEST(Convolution, OneAndThreeSpatialDimsAndOddLabelOrders) {
                                "window={size=3x2 pad=0_0x1_1}, dim_labels=f0b1_0oi1->10bf"));
 }
 
+TEST(Convolution, ManyOutputFeaturesOverFewPositionsSplitByColumns) {
+  // 9 output positions: the kernel cuts the 130 features into column pieces
+  // so both pool threads work (each element summed in the same order).
+  CheckAgainstReference(Module("f32[1,5,5,4]", "f32[3,3,4,130]", "f32[1,3,3,130]",
+                               "window={size=3x3}, dim_labels=b01f_01io->b01f"));
+}
+
 TEST(Convolution, IntegersSumExactly) {
   auto m = hlo::ParseModule(R"(HloModule m
 ENTRY main {

@@ -153,12 +153,22 @@ Kernel GemmConvolution(const Geometry& g, ThreadPool* pool) {
           for (int64_t f = 0; f < g.group_outputs; ++f) row[f] = k[f * g.kernel_out_stride];
         }
       }
+      // Tasks are row blocks, each cut into column pieces when there are
+      // too few blocks for the pool (a small image with many features).
       const int64_t blocks = (rows + kBlockRows - 1) / kBlockRows;
-      pool->ParallelFor(blocks, 1, [&](int64_t b0, int64_t b1) {
-        std::vector<T> patches(kBlockRows * depth), product(kBlockRows * g.group_outputs);
-        for (int64_t b = b0; b < b1; ++b) {
+      const int64_t want = 2 * pool->num_threads();
+      const int64_t pieces =
+          blocks >= want ? 1 : std::min((g.group_outputs + 63) / 64, (want + blocks - 1) / blocks);
+      const int64_t width = ((g.group_outputs + pieces - 1) / pieces + 63) / 64 * 64;
+      const int64_t columns = (g.group_outputs + width - 1) / width;
+      pool->ParallelFor(blocks * columns, 1, [&](int64_t t0, int64_t t1) {
+        std::vector<T> patches(kBlockRows * depth), product(kBlockRows * width);
+        int64_t patched = -1;  // the block `patches` holds
+        for (int64_t task = t0; task < t1; ++task) {
+          const int64_t b = task / columns, c0 = task % columns * width;
+          const int64_t c1 = std::min(g.group_outputs, c0 + width), nc = c1 - c0;
           const int64_t r0 = b * kBlockRows, m = std::min(kBlockRows, rows - r0);
-          for (int64_t r = 0; r < m; ++r) {
+          for (int64_t r = 0; r < m && patched != b; ++r) {
             const int64_t n = (r0 + r) / g.positions, p = (r0 + r) % g.positions;
             const T* base = group_in + n * g.in_batch_stride;
             T* row = &patches[r * depth];
@@ -175,13 +185,15 @@ Kernel GemmConvolution(const Geometry& g, ThreadPool* pool) {
               }
             }
           }
-          Gemm<T>(m, g.group_outputs, depth, {patches.data(), depth, 1},
-                  {packed.data(), g.group_outputs, 1}, product.data(), g.group_outputs);
+          patched = b;
+          Gemm<T>(m, nc, depth, {patches.data(), depth, 1},
+                  {packed.data() + c0, g.group_outputs, 1}, product.data(), nc);
           for (int64_t r = 0; r < m; ++r) {
             const int64_t n = (r0 + r) / g.positions, p = (r0 + r) % g.positions;
-            T* o = group_out + n * g.out_batch_stride + OutputOffset(g, p);
-            const T* src = &product[r * g.group_outputs];
-            for (int64_t f = 0; f < g.group_outputs; ++f) o[f * g.out_feature_stride] = src[f];
+            T* o =
+                group_out + n * g.out_batch_stride + OutputOffset(g, p) + c0 * g.out_feature_stride;
+            const T* src = &product[r * nc];
+            for (int64_t f = 0; f < nc; ++f) o[f * g.out_feature_stride] = src[f];
           }
         }
       });
