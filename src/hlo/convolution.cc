@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <limits>
 
 #include "strata/core/error.h"
 
@@ -166,11 +167,28 @@ std::string DimLabelsText(const ConvolutionDims& dims) {
 }
 
 int64_t ConvolutionOutputSize(int64_t input_size, const WindowDim& w) {
-  const int64_t dilated_input = input_size == 0 ? 0 : (input_size - 1) * w.base_dilation + 1;
-  const int64_t padded = dilated_input + w.pad_low + w.pad_high;
-  const int64_t dilated_window = (w.size - 1) * w.window_dilation + 1;
+  // In 128 bits: the text may hold any int64 sizes, dilations and pads.
+  using Wide = __int128;
+  const Wide dilated_input = input_size == 0 ? 0 : Wide(input_size - 1) * w.base_dilation + 1;
+  const Wide padded = dilated_input + w.pad_low + w.pad_high;
+  const Wide dilated_window = Wide(w.size - 1) * w.window_dilation + 1;
   if (padded < dilated_window) return 0;
-  return (padded - dilated_window) / w.stride + 1;
+  const Wide out = (padded - dilated_window) / w.stride + 1;
+  if (out > std::numeric_limits<int64_t>::max()) {
+    Fail(
+        "a window over {} elements (size {}, stride {}, pad {}_{}, dilations {} and {}) has more "
+        "than 2^63 positions",
+        input_size, w.size, w.stride, w.pad_low, w.pad_high, w.base_dilation, w.window_dilation);
+  }
+  return static_cast<int64_t>(out);
+}
+
+int64_t DilatedSize(int64_t size, int64_t dilation) {
+  const __int128 dilated = size == 0 ? 0 : __int128(size - 1) * dilation + 1;
+  if (dilated > std::numeric_limits<int64_t>::max()) {
+    Fail("{} elements dilated by {} overflow 64 bits", size, dilation);
+  }
+  return static_cast<int64_t>(dilated);
 }
 
 }  // namespace strata::hlo

@@ -75,8 +75,9 @@ Shape ConvolutionShape(const View& inst) {
   for (int64_t s = 0; s < spatial; ++s) {
     const WindowDim& w = window[s];
     const int64_t size = input.dim(d.input_spatial[s]);
-    const int64_t dilated = size == 0 ? 0 : (size - 1) * w.base_dilation + 1;
-    if (dilated + w.pad_low + w.pad_high < 0) {
+    const int64_t dilated = DilatedSize(size, w.base_dilation);
+    DilatedSize(w.size, w.window_dilation);  // throws past int64
+    if (static_cast<__int128>(dilated) + w.pad_low + w.pad_high < 0) {
       Reject(inst, "spatial dim {}: padding {}_{} trims more than the input's {} elements", s,
              w.pad_low, w.pad_high, dilated);
     }

@@ -87,11 +87,16 @@ std::vector<int64_t> WindowedDims(const View& inst, const Shape& operand) {
     Reject(inst, "the window has {} dims, the operand {}", window.size(), operand.rank());
   }
   std::vector<int64_t> dims;
+  int64_t taps = 1;
   for (int64_t d = 0; d < operand.rank(); ++d) {
     const WindowDim& w = window[d];
+    if (__builtin_mul_overflow(taps, w.size, &taps)) {
+      Reject(inst, "the window's sizes multiply past 2^63 elements");
+    }
     if (w.window_reversal) Reject(inst, "window dim {} is reversed (only convolutions reverse)", d);
-    const int64_t dilated = operand.dim(d) == 0 ? 0 : (operand.dim(d) - 1) * w.base_dilation + 1;
-    if (dilated + w.pad_low + w.pad_high < 0) {
+    const int64_t dilated = DilatedSize(operand.dim(d), w.base_dilation);
+    DilatedSize(w.size, w.window_dilation);  // throws past int64
+    if (static_cast<__int128>(dilated) + w.pad_low + w.pad_high < 0) {
       Reject(inst, "dim {}: padding {}_{} trims more than its {} elements", d, w.pad_low,
              w.pad_high, dilated);
     }

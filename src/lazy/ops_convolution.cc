@@ -68,8 +68,8 @@ Tensor TorchConvolution(std::string_view op, const Tensor& input, const Tensor& 
     window[i].stride = s[i];
     window[i].pad_low = window[i].pad_high = p[i];
     window[i].window_dilation = d[i];
-    const int64_t dilated = (window[i].size - 1) * d[i] + 1;
-    if (x.shape().dim(i + 2) + 2 * p[i] < dilated) {
+    const __int128 dilated = __int128(window[i].size - 1) * d[i] + 1;
+    if (x.shape().dim(i + 2) + 2 * __int128(p[i]) < dilated) {
       Fail(
           "[{}] the kernel ({} with dilation {}) is larger than the padded input ({} + 2 x {}) "
           "in spatial dim {} of {}",

@@ -54,12 +54,12 @@ std::vector<hlo::WindowDim> PoolWindow(std::string_view op, const Tensor& x, int
   const int64_t first = x.rank() - spatial;
   for (int64_t i = 0; i < spatial; ++i) {
     hlo::WindowDim& w = window[first + i];
-    if (2 * p[i] > k[i]) {
+    if (p[i] > k[i] / 2) {
       Fail("[{}] padding ({}) must be at most half the kernel size ({}) in spatial dim {}", op,
            p[i], k[i], i);
     }
     const int64_t size = x.shape().dim(first + i);
-    if (size + 2 * p[i] < (k[i] - 1) * d[i] + 1) {
+    if (size + 2 * __int128(p[i]) < __int128(k[i] - 1) * d[i] + 1) {
       Fail(
           "[{}] the window ({} with dilation {}) is larger than the padded input ({} + 2 x {}) "
           "in spatial dim {} of {}",

@@ -222,6 +222,13 @@ TEST(Convolution, BadAttributesAreErrorsNamingTheLine) {
   EXPECT_THAT(error("window={size=3x3}, dim_labels=bf01_oi01->bf01", "f32[1,2,4,4]"),
               HasSubstr("f32[1,2,3,3]"));  // the declared shape is checked
   EXPECT_THAT(error("dim_labels=bf01_oi01->bf01"), HasSubstr("the window has 0 dims"));
+  // Sizes, dilations and pads near 2^63 are errors, not overflow.
+  EXPECT_THAT(
+      error("window={size=3x3 rhs_dilate=4611686018427387904x1}, dim_labels=bf01_oi01->bf01"),
+      HasSubstr("overflow 64 bits"));
+  EXPECT_THAT(error("window={size=3x3 pad=9223372036854775807_9223372036854775807x0_0}, "
+                    "dim_labels=bf01_oi01->bf01"),
+              HasSubstr("more than 2^63 positions"));
 }
 
 }  // namespace

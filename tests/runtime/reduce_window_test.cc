@@ -247,6 +247,9 @@ TEST(ReduceWindow, BadAttributesAreErrors) {
   EXPECT_THAT(error("f32[4,6] select-and-scatter(%x, %s, %init), window={size=2x3 stride=2x3}, "
                     "select=%add_f32, scatter=%add_f32"),
               HasSubstr("select add_f32 must take two f32 scalars and return pred"));
+  EXPECT_THAT(error("f32[1,1] reduce-window(%x, %init), window={size=4294967296x4294967296 "
+                    "pad=2147483646_2147483646x2147483645_2147483645}, to_apply=%add_f32"),
+              HasSubstr("multiply past 2^63"));
 }
 
 }  // namespace

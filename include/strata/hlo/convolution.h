@@ -30,7 +30,10 @@ ConvolutionDims ParseDimLabels(std::string_view input, std::string_view kernel,
 std::string DimLabelsText(const ConvolutionDims& dims);
 
 // The size of a spatial dim of the result: the window's positions over the
-// dilated, padded input (0 when it does not fit once).
+// dilated, padded input (0 when it does not fit once). Throws strata::Error
+// when that exceeds int64.
 int64_t ConvolutionOutputSize(int64_t input_size, const WindowDim& w);
+// (size - 1) * dilation + 1 (0 for size 0); throws strata::Error past int64.
+int64_t DilatedSize(int64_t size, int64_t dilation);
 
 }  // namespace strata::hlo
