@@ -119,6 +119,43 @@ int64_t GroupInputOffset(const Geometry& g, int64_t q) {
                          : q * g.group_inputs * g.in_feature_stride;
 }
 
+// The group's input features strided (PyTorch's NCHW) make im2col gather
+// them one element at a time. Copied once per run into [batch, spatial...,
+// features], each patch row is a memcpy; `h` is then the copy's geometry.
+template <typename T>
+const T* ChannelsLast(const Geometry& g, const T* group_in, std::vector<T>& copy, Geometry& h,
+                      ThreadPool& pool) {
+  h = g;
+  if (g.in_feature_stride == 1 || g.group_inputs == 1) return group_in;
+  int64_t spatial = 1;
+  for (int64_t size : g.in_size) spatial *= size;
+  std::vector<int64_t> offsets(spatial, 0);  // each spatial position's offset in the input
+  for (int64_t sp = 0; sp < spatial; ++sp) {
+    for (int64_t d = g.spatial - 1, rest = sp; d >= 0; --d) {
+      offsets[sp] += rest % g.in_size[d] * g.in_spatial_stride[d];
+      rest /= g.in_size[d];
+    }
+  }
+  copy.resize(g.batch * spatial * g.group_inputs);
+  const int64_t features = g.group_inputs;
+  pool.ParallelFor(g.batch * features, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t task = lo; task < hi; ++task) {
+      const int64_t n = task / features, i = task % features;
+      const T* src = group_in + n * g.in_batch_stride + i * g.in_feature_stride;
+      T* dst = copy.data() + n * spatial * features + i;
+      for (int64_t sp = 0; sp < spatial; ++sp) dst[sp * features] = src[offsets[sp]];
+    }
+  });
+  h.in_feature_stride = 1;
+  h.in_batch_stride = spatial * features;
+  int64_t stride = features;
+  for (int64_t d = g.spatial - 1; d >= 0; --d) {
+    h.in_spatial_stride[d] = stride;
+    stride *= g.in_size[d];
+  }
+  return copy.data();
+}
+
 constexpr int64_t kBlockRows = 192;  // output positions per im2col block (a multiple of 6)
 
 template <typename T>
@@ -132,8 +169,10 @@ Kernel GemmConvolution(const Geometry& g, ThreadPool* pool) {
     if (rows == 0 || g.group_outputs == 0) return;
     std::vector<Tap> taps(g.taps);
     for (int64_t t = 0; t < g.taps; ++t) taps[t].kernel = TapOf(g, 0, t).kernel;
+    std::vector<T> copy;
+    Geometry h;
     for (int64_t q = 0; q < g.groups; ++q) {
-      const T* group_in = in + GroupInputOffset(g, q);
+      const T* group_in = ChannelsLast(g, in + GroupInputOffset(g, q), copy, h, *pool);
       T* group_out = out + q * g.group_outputs * g.out_feature_stride;
       if (depth == 0) {  // an empty window or no input features: zeros
         for (int64_t r = 0; r < rows; ++r) {
@@ -170,18 +209,18 @@ Kernel GemmConvolution(const Geometry& g, ThreadPool* pool) {
           const int64_t r0 = b * kBlockRows, m = std::min(kBlockRows, rows - r0);
           for (int64_t r = 0; r < m && patched != b; ++r) {
             const int64_t n = (r0 + r) / g.positions, p = (r0 + r) % g.positions;
-            const T* base = group_in + n * g.in_batch_stride;
+            const T* base = group_in + n * h.in_batch_stride;
             T* row = &patches[r * depth];
             for (int64_t t = 0; t < g.taps; ++t) {
               T* dst = row + t * g.group_inputs;
-              const int64_t at = TapOf(g, p, t).input;
+              const int64_t at = TapOf(h, p, t).input;
               if (at < 0) {
                 std::fill_n(dst, g.group_inputs, T(0));
-              } else if (g.in_feature_stride == 1) {
+              } else if (h.in_feature_stride == 1) {
                 std::memcpy(dst, base + at, g.group_inputs * sizeof(T));
               } else {
                 for (int64_t i = 0; i < g.group_inputs; ++i)
-                  dst[i] = base[at + i * g.in_feature_stride];
+                  dst[i] = base[at + i * h.in_feature_stride];
               }
             }
           }
