@@ -32,6 +32,14 @@ inline Tensor WeightedSum(const Tensor& y) {
   return sum(y * sin(w));
 }
 
+// Distinct values a step apart (n and 37 coprime), so no window or row holds
+// a tie and a finite-difference step never reorders them.
+inline std::vector<double> Distinct(int64_t n) {
+  std::vector<double> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<double>((i * 37) % n) * 0.01 - 0.3;
+  return v;
+}
+
 // Compares gradients(fn) with (f(x + h) - f(x - h)) / 2h for every element.
 inline void CheckGradients(const std::string& name, const Fn& fn, std::vector<Input> inputs,
                            double tolerance = 1e-6) {

@@ -92,11 +92,11 @@ void BindConvolution(py::module_& m, const char* name) {
 }
 
 using Pool = Tensor (*)(const Tensor&, std::vector<int64_t>, std::vector<int64_t>,
-                        std::vector<int64_t>, std::vector<int64_t>);
+                        std::vector<int64_t>, std::vector<int64_t>, bool);
 using AveragePool = Tensor (*)(const Tensor&, std::vector<int64_t>, std::vector<int64_t>,
-                               std::vector<int64_t>, bool);
+                               std::vector<int64_t>, bool, bool);
 
-// torch.nn.functional.max_poolNd / avg_poolNd; ceil_mode, return_indices and
+// torch.nn.functional.max_poolNd / avg_poolNd; return_indices and
 // divisor_override are not supported (an Error when set).
 void BindPooling(py::module_& m, const char* max_name, Pool max_pool, const char* avg_name,
                  AveragePool avg_pool) {
@@ -107,12 +107,12 @@ void BindPooling(py::module_& m, const char* max_name, Pool max_pool, const char
       max_name,
       [=](const Tensor& x, py::handle kernel, py::handle stride, py::handle padding,
           py::handle dilation, bool ceil_mode, bool return_indices) {
-        if (ceil_mode) unsupported(max_name, "ceil_mode=True");
         if (return_indices) unsupported(max_name, "return_indices=True");
         return max_pool(
             x, IntOrTuple(kernel, max_name, "kernel_size"),
             stride.is_none() ? std::vector<int64_t>{} : IntOrTuple(stride, max_name, "stride"),
-            IntOrTuple(padding, max_name, "padding"), IntOrTuple(dilation, max_name, "dilation"));
+            IntOrTuple(padding, max_name, "padding"), IntOrTuple(dilation, max_name, "dilation"),
+            ceil_mode);
       },
       py::arg("input"), py::arg("kernel_size"), py::arg("stride") = py::none(),
       py::arg("padding") = 0, py::arg("dilation") = 1, py::arg("ceil_mode") = false,
@@ -121,12 +121,11 @@ void BindPooling(py::module_& m, const char* max_name, Pool max_pool, const char
       avg_name,
       [=](const Tensor& x, py::handle kernel, py::handle stride, py::handle padding, bool ceil_mode,
           bool count_include_pad, py::handle divisor_override) {
-        if (ceil_mode) unsupported(avg_name, "ceil_mode=True");
         if (!divisor_override.is_none()) unsupported(avg_name, "divisor_override");
         return avg_pool(
             x, IntOrTuple(kernel, avg_name, "kernel_size"),
             stride.is_none() ? std::vector<int64_t>{} : IntOrTuple(stride, avg_name, "stride"),
-            IntOrTuple(padding, avg_name, "padding"), count_include_pad);
+            IntOrTuple(padding, avg_name, "padding"), count_include_pad, ceil_mode);
       },
       py::arg("input"), py::arg("kernel_size"), py::arg("stride") = py::none(),
       py::arg("padding") = 0, py::arg("ceil_mode") = false, py::arg("count_include_pad") = true,
@@ -379,6 +378,48 @@ void BindOps(py::module_& m) {
         return take_along_dim(x, TensorArg(index).get(), dim);
       },
       py::arg("x"), py::arg("indices"), py::arg("dim"));
+  m.def(
+      "scatter_add",
+      [](const Tensor& x, int64_t dim, py::handle index, const Tensor& src) {
+        return scatter_add(x, dim, TensorArg(index).get(), src);
+      },
+      py::arg("x"), py::arg("dim"), py::arg("index"), py::arg("src"));
+
+  // ---- sorting (the Python package wraps sort and topk's pairs as named tuples) ----
+  m.def(
+      "_sort",
+      [](const Tensor& x, int64_t dim, bool descending, bool stable) {
+        ValuesIndices r = sort(x, dim, descending, stable);
+        return std::make_pair(r.values, r.indices);
+      },
+      py::arg("x"), py::arg("dim") = -1, py::arg("descending") = false, py::kw_only(),
+      py::arg("stable") = false);
+  m.def("argsort", &argsort, py::arg("x"), py::arg("dim") = -1, py::arg("descending") = false,
+        py::kw_only(), py::arg("stable") = false);
+  m.def(
+      "_topk",
+      [](const Tensor& x, int64_t k, int64_t dim, bool largest, bool sorted) {
+        ValuesIndices r = topk(x, k, dim, largest, sorted);
+        return std::make_pair(r.values, r.indices);
+      },
+      py::arg("x"), py::arg("k"), py::arg("dim") = -1, py::arg("largest") = true,
+      py::arg("sorted") = true);
+  // ---- cumulative ----
+  m.def("cumsum", &cumsum, py::arg("x"), py::arg("dim"));
+  m.def("cumprod", &cumprod, py::arg("x"), py::arg("dim"));
+  m.def("logcumsumexp", &logcumsumexp, py::arg("x"), py::arg("dim"));
+  using Cumulative = ValuesIndices (*)(const Tensor&, int64_t);
+  const std::pair<const char*, Cumulative> running_extremes[] = {{"_cummax", &cummax},
+                                                                 {"_cummin", &cummin}};
+  for (const auto& [name, op] : running_extremes) {
+    m.def(
+        name,
+        [op = op](const Tensor& x, int64_t dim) {
+          ValuesIndices r = op(x, dim);
+          return std::make_pair(r.values, r.indices);
+        },
+        py::arg("x"), py::arg("dim"));
+  }
   for (const char* name : {"cat", "concatenate", "concat"}) {
     m.def(
         name,

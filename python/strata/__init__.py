@@ -30,7 +30,8 @@ _METHODS = [
     "clamp", "sum", "mean", "amax", "amin", "argmax", "argmin", "reshape", "transpose",
     "permute", "expand", "broadcast_to", "squeeze", "unsqueeze", "flatten", "index_select",
     "take_along_dim", "split", "chunk", "softmax", "log_softmax", "index_add", "add",
-    "subtract", "multiply", "divide",
+    "subtract", "multiply", "divide", "scatter_add", "argsort", "cumsum", "cumprod",
+    "logcumsumexp",
 ]
 for _name in _METHODS:
     setattr(Tensor, _name, _strata._instancemethod(getattr(_strata, _name)))
@@ -61,6 +62,42 @@ def _min(self, dim=None, keepdim=False):
     return _strata.amin(self, dim, keepdim), _strata.argmin(self, dim, keepdim)
 
 
+# torch.return_types: sort and topk give (values, indices) with those names.
+import collections as _collections  # noqa: E402
+
+_SortResult = _collections.namedtuple("sort", ["values", "indices"])
+_TopkResult = _collections.namedtuple("topk", ["values", "indices"])
+
+
+def sort(x, dim=-1, descending=False, *, stable=False):
+    """torch.sort: (values, indices) along dim; NaN sorts as the largest, ties keep
+    their order (strata's sort is always stable)."""
+    return _SortResult(*_strata._sort(x, dim, descending, stable=stable))
+
+
+def topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002  torch's argument name
+    """torch.topk: the k largest (or smallest) values along dim and their indices."""
+    return _TopkResult(*_strata._topk(x, k, dim, largest, sorted))
+
+
+_CummaxResult = _collections.namedtuple("cummax", ["values", "indices"])
+_CumminResult = _collections.namedtuple("cummin", ["values", "indices"])
+
+
+def cummax(x, dim):
+    """torch.cummax: the running maximum along dim and where it was found."""
+    return _CummaxResult(*_strata._cummax(x, dim))
+
+
+def cummin(x, dim):
+    """torch.cummin: the running minimum along dim and where it was found."""
+    return _CumminResult(*_strata._cummin(x, dim))
+
+
+Tensor.cummax = cummax
+Tensor.cummin = cummin
+Tensor.sort = sort
+Tensor.topk = topk
 Tensor.max = _max
 Tensor.min = _min
 max = amax  # noqa: A001,F405  strata.max(x, dim) reduces, as numpy.max

@@ -233,27 +233,31 @@ class Conv3d(_ConvNd):
 
 
 class MaxPool2d(Module):
-    """torch.nn.MaxPool2d (without ceil_mode / return_indices)."""
+    """torch.nn.MaxPool2d (without return_indices)."""
 
-    def __init__(self, kernel_size, stride=None, padding=0, dilation=1):
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
         super().__init__()
         self.kernel_size, self.stride, self.padding, self.dilation = (kernel_size, stride, padding,
                                                                       dilation)
+        self.ceil_mode = ceil_mode
 
     def forward(self, x):
-        return _strata.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation)
+        return _strata.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation,
+                                  ceil_mode=self.ceil_mode)
 
 
 class AvgPool2d(Module):
-    """torch.nn.AvgPool2d (without ceil_mode / divisor_override)."""
+    """torch.nn.AvgPool2d (without divisor_override)."""
 
-    def __init__(self, kernel_size, stride=None, padding=0, count_include_pad=True):
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
+                 count_include_pad=True):
         super().__init__()
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
-        self.count_include_pad = count_include_pad
+        self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
 
     def forward(self, x):
         return _strata.avg_pool2d(x, self.kernel_size, self.stride, self.padding,
+                                  ceil_mode=self.ceil_mode,
                                   count_include_pad=self.count_include_pad)
 
 

@@ -89,6 +89,16 @@ POOLS = [
     ("avg_pool1d", (2, 2, 9), dict(kernel_size=4, stride=2)),
     ("avg_pool3d", (1, 2, 4, 4, 6), dict(kernel_size=2)),
     ("max_pool2d", (3, 6, 6), dict(kernel_size=2)),  # unbatched
+    # ceil_mode: the windows past the input, and the one torch drops because
+    # it would start in the right padding (7 + 2 - 3 = 6 steps of 2 from -1).
+    ("max_pool2d", (2, 3, 9, 8), dict(kernel_size=3, stride=2, ceil_mode=True)),
+    ("max_pool1d", (1, 2, 7), dict(kernel_size=3, stride=2, padding=1, ceil_mode=True)),
+    ("max_pool3d", (1, 1, 5, 6, 4), dict(kernel_size=2, stride=(3, 2, 3), ceil_mode=True)),
+    ("avg_pool2d", (2, 3, 9, 8), dict(kernel_size=3, stride=2, padding=1, ceil_mode=True)),
+    ("avg_pool2d", (2, 3, 10, 7), dict(kernel_size=(3, 2), stride=2, padding=1, ceil_mode=True,
+                                       count_include_pad=False)),
+    ("avg_pool1d", (2, 2, 9), dict(kernel_size=4, stride=3, ceil_mode=True)),
+    ("avg_pool1d", (1, 2, 7), dict(kernel_size=3, stride=2, padding=1, ceil_mode=True)),
 ]
 
 
@@ -106,10 +116,16 @@ def test_pooling_values_and_gradients_match_torch(name, xs, kwargs):
     close(g, tx.grad, rtol=1e-5, atol=1e-6)
 
 
+def test_pooling_modules_take_ceil_mode():
+    x = rng(5).standard_normal((1, 2, 7, 7)).astype(np.float32)
+    for s_pool, t_pool in ((strata.nn.MaxPool2d(2, ceil_mode=True), torch.nn.MaxPool2d(2, ceil_mode=True)),
+                           (strata.nn.AvgPool2d(3, 2, 1, ceil_mode=True),
+                            torch.nn.AvgPool2d(3, 2, 1, ceil_mode=True))):
+        close(s_pool(strata.tensor(x)), t_pool(torch.tensor(x)))
+
+
 def test_unsupported_pooling_options_raise():
     x = strata.zeros((1, 2, 6, 6))
-    with pytest.raises(strata.Error, match="ceil_mode=True is not supported"):
-        SF.max_pool2d(x, 2, ceil_mode=True)
     with pytest.raises(strata.Error, match="return_indices=True is not supported"):
         SF.max_pool2d(x, 2, return_indices=True)
     with pytest.raises(strata.Error, match=r"\[avg_pool2d\] padding \(2\) must be at most half"):

@@ -172,6 +172,8 @@ VjpFamily VjpFamilyOf(Opcode op) {
       return VjpFamily::kConvolution;
     case Opcode::kReduceWindow:
       return VjpFamily::kReduceWindow;
+    case Opcode::kSort:
+      return VjpFamily::kSort;
     case Opcode::kGather:
     case Opcode::kScatter:
     case Opcode::kDynamicSlice:
@@ -195,6 +197,7 @@ VjpFamily VjpFamilyOf(Opcode op) {
     case Opcode::kSelectAndScatter:  // max pooling's gradient; not differentiated again
     case Opcode::kGetTupleElement:
     case Opcode::kWhile:
+    case Opcode::kConditional:
     case Opcode::kCall:
     case Opcode::kFusion:
     case Opcode::kAllReduce:
@@ -228,6 +231,7 @@ std::vector<Tensor> Rule(const ir::NodePtr& owner, const std::vector<Tensor>& ou
     return in;
   }
   if (VjpFamilyOf(node.opcode()) == VjpFamily::kIdentity) return out_grads;
+  if (node.opcode() == Opcode::kSort) return SortRule(owner, out_grads);
   if (node.opcode() == Opcode::kReduce && node.num_outputs() > 1) {
     return VariadicReduceRule(owner, out_grads);
   }
@@ -252,7 +256,8 @@ std::vector<Tensor> Rule(const ir::NodePtr& owner, const std::vector<Tensor>& ou
     case VjpFamily::kReduceWindow:
       return ReduceWindowVjp(args);
     case VjpFamily::kNoGradient:
-      return in;  // no gradient flows here
+      return in;            // no gradient flows here
+    case VjpFamily::kSort:  // SortRule, above
     case VjpFamily::kIdentity:
     case VjpFamily::kNone:
       break;

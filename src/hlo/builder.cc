@@ -143,9 +143,11 @@ Instruction* Builder::Select(Instruction* pred, Instruction* on_true, Instructio
   return Finish(Make(Opcode::kSelect, Shape(), {pred, on_true, on_false}));
 }
 
-Instruction* Builder::Compare(Instruction* a, Instruction* b, Comparison direction) {
+Instruction* Builder::Compare(Instruction* a, Instruction* b, Comparison direction,
+                              ComparisonType type) {
   Instruction* c = Make(Opcode::kCompare, Shape(), {a, b});
   c->direction = direction;
+  c->comparison_type = type;
   return Finish(c);
 }
 
@@ -179,9 +181,26 @@ Instruction* Builder::Reduce(std::vector<Instruction*> operands, std::vector<Ins
 }
 
 Instruction* Builder::Dot(Instruction* lhs, Instruction* rhs, DotDims dims) {
-  Instruction* d = Make(Opcode::kDot, Shape(), {lhs, rhs});
+  Instruction* d = Make(Opcode::kDot, Shape::Scalar(lhs->shape().dtype()), {lhs, rhs});
   d->dot = std::move(dims);
   return Finish(d);
+}
+
+Instruction* Builder::Sort(std::vector<Instruction*> operands, int64_t dimension,
+                           Computation* comparator, bool is_stable) {
+  Instruction* s = Make(Opcode::kSort, Shape(), std::move(operands));
+  s->dimensions = {dimension};
+  s->is_stable = is_stable;
+  s->called = {comparator};
+  return Finish(s);
+}
+
+Instruction* Builder::Conditional(Instruction* selector, std::vector<Computation*> branches,
+                                  std::vector<Instruction*> operands) {
+  operands.insert(operands.begin(), selector);
+  Instruction* c = Make(Opcode::kConditional, Shape(), std::move(operands));
+  c->called = std::move(branches);
+  return Finish(c);
 }
 
 Instruction* Builder::Gather(Instruction* operand, Instruction* indices, GatherDims dims) {

@@ -260,6 +260,7 @@ struct Parser {
   std::vector<SliceRange> ParseSlice();
   std::vector<PadRange> ParsePadding();
   Comparison ParseDirection();
+  ComparisonType ParseComparisonType();
   std::string ParseRngAlgorithm();
   std::string ParseFusionKind();
   std::vector<WindowDim> ParseWindow();
@@ -271,6 +272,7 @@ struct Parser {
   SourceTargetPairs ParseSourceTargetPairs();
   bool ParseBool();
   Computation* ParseCalledComputation();
+  std::vector<Computation*> ParseCalledList();
   Literal ParseLiteral(const Shape& shape, const Token& shape_token);
   void ParseLiteralLevel(const Shape& shape, int64_t level, std::vector<Token>& values);
 };
@@ -319,6 +321,12 @@ const AttributeRule kAttributeRules[] = {
      [](Parser& p, Instruction& i) { i.padding = p.ParsePadding(); }},
     {Opcode::kCompare, "direction", true,
      [](Parser& p, Instruction& i) { i.direction = p.ParseDirection(); }},
+    {Opcode::kCompare, "type", false,
+     [](Parser& p, Instruction& i) { i.comparison_type = p.ParseComparisonType(); }},
+    {Opcode::kSort, "dimensions", true, INTEGER_LIST_INTO(dimensions)},
+    {Opcode::kSort, "is_stable", false,
+     [](Parser& p, Instruction& i) { i.is_stable = p.ParseBool(); }},
+    {Opcode::kSort, "to_apply", true, CALLED_INTO(0)},
     {Opcode::kConvolution, "window", false,
      [](Parser& p, Instruction& i) { i.window = p.ParseWindow(); }},
     {Opcode::kConvolution, "dim_labels", true,
@@ -349,6 +357,10 @@ const AttributeRule kAttributeRules[] = {
     {Opcode::kScatter, "index_vector_dim", true, INTEGER_INTO(scatter.index_vector_dim)},
     {Opcode::kScatter, "to_apply", true, CALLED_INTO(0)},
     {Opcode::kGetTupleElement, "index", true, INTEGER_INTO(tuple_index)},
+    {Opcode::kConditional, "true_computation", false, CALLED_INTO(0)},
+    {Opcode::kConditional, "false_computation", false, CALLED_INTO(1)},
+    {Opcode::kConditional, "branch_computations", false,
+     [](Parser& p, Instruction& i) { i.called = p.ParseCalledList(); }},
     {Opcode::kWhile, "condition", true, CALLED_INTO(0)},
     {Opcode::kWhile, "body", true, CALLED_INTO(1)},
     {Opcode::kCall, "to_apply", true, CALLED_INTO(0)},
@@ -717,16 +729,16 @@ void Parser::ParseAttributes(Instruction& inst, const Token& opcode_token,
       SkipValue(key);
       continue;
     }
-    if (std::find(std::begin(kSkippedAttributes), std::end(kSkippedAttributes), key.text) !=
-        std::end(kSkippedAttributes)) {
-      SkipValue(key);
-      continue;
-    }
     const AttributeRule* rule = nullptr;
     bool known = false;
     for (const AttributeRule& r : kAttributeRules) {
       known = known || r.key == key.text;
       if (r.key == key.text && r.opcode == inst.opcode()) rule = &r;
+    }
+    if (!rule && std::find(std::begin(kSkippedAttributes), std::end(kSkippedAttributes),
+                           key.text) != std::end(kSkippedAttributes)) {
+      SkipValue(key);
+      continue;
     }
     if (!rule && known) {
       FailAt(key, "attribute '{}' does not apply to {}", key.text, OpcodeName(inst.opcode()));
@@ -892,6 +904,18 @@ Comparison Parser::ParseDirection() {
     FailAt(t, "expected a comparison direction (EQ, NE, LT, LE, GT or GE), found {}", Describe(t));
   }
   return *direction;
+}
+
+// XLA's compare type: FLOAT, SIGNED and UNSIGNED name the element type's own
+// order; TOTALORDER orders floats totally (NaNs and signed zeros included).
+ComparisonType Parser::ParseComparisonType() {
+  Token t = Take();
+  if (t.IsName("TOTALORDER")) return ComparisonType::kTotalOrder;
+  if (t.IsName("FLOAT") || t.IsName("SIGNED") || t.IsName("UNSIGNED")) {
+    return ComparisonType::kDefault;
+  }
+  FailAt(t, "expected a comparison type (FLOAT, TOTALORDER, SIGNED or UNSIGNED), found {}",
+         Describe(t));
 }
 
 std::string Parser::ParseRngAlgorithm() {
@@ -1072,6 +1096,18 @@ bool Parser::ParseBool() {
   if (t.IsName("true")) return true;
   if (t.IsName("false")) return false;
   FailAt(t, "expected true or false, found {}", Describe(t));
+}
+
+// "{%a, %b, %c}": a conditional's branch computations.
+std::vector<Computation*> Parser::ParseCalledList() {
+  Expect('{', "before the branch computations");
+  std::vector<Computation*> called;
+  if (!Peek().Is('}')) {
+    called.push_back(ParseCalledComputation());
+    while (TakeIf(',')) called.push_back(ParseCalledComputation());
+  }
+  Expect('}', "after the branch computations");
+  return called;
 }
 
 Computation* Parser::ParseCalledComputation() {

@@ -55,6 +55,22 @@ std::string AttributesText(const Instruction& inst) {
     }
     case Opcode::kCompare:
       add("direction", std::string(ComparisonName(inst.direction)));
+      if (inst.comparison_type == ComparisonType::kTotalOrder) add("type", "TOTALORDER");
+      break;
+    case Opcode::kConditional:
+      if (inst.operand(0)->shape().dtype() == DType::kPred && inst.called.size() == 2) {
+        add("true_computation", inst.called[0]->name());
+        add("false_computation", inst.called[1]->name());
+      } else {
+        std::vector<std::string> names;
+        for (const Computation* c : inst.called) names.push_back(c->name());
+        add("branch_computations", fmt::format("{{{}}}", fmt::join(names, ", ")));
+      }
+      break;
+    case Opcode::kSort:
+      add("dimensions", Braced(inst.dimensions));
+      if (inst.is_stable) add("is_stable", "true");
+      add("to_apply", inst.called.at(0)->name());
       break;
     case Opcode::kReduceWindow:
       add("window", fmt::format("{{{}}}", WindowText(inst.window)));

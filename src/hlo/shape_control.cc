@@ -62,6 +62,42 @@ Shape ControlShape(const View& inst) {
       }
       return state;
     }
+    case Opcode::kConditional: {
+      // conditional(selector, operand_0, ..): a pred selector runs branch 0
+      // (true) or 1 (false); an s32 index runs that branch, the last when out
+      // of range. Branch i takes operand i and every branch returns one shape.
+      const int64_t branches = static_cast<int64_t>(inst.attrs.called.size());
+      if (inst.operand_count() < 1) Reject(inst, "expected a branch selector");
+      const Shape& selector = inst.operand_shape(0);
+      const bool predicated = selector == Shape::Scalar(DType::kPred);
+      if (!predicated && selector != Shape::Scalar(DType::kS32)) {
+        Reject(inst, "the branch selector must be pred[] or s32[], got {}", selector.ToString());
+      }
+      if (predicated && branches != 2) {
+        Reject(inst,
+               "a pred selector needs true_computation and false_computation, got {} "
+               "computations",
+               branches);
+      }
+      if (branches < 1) Reject(inst, "expected branch_computations");
+      if (inst.operand_count() != branches + 1) {
+        Reject(inst, "expected one operand per branch ({}) after the selector, got {}", branches,
+               inst.operand_count() - 1);
+      }
+      Shape result;
+      for (int64_t i = 0; i < branches; ++i) {
+        const Computation& branch = *inst.attrs.called[i];
+        Shape r = CheckCalledSignature(inst, branch, {inst.operand_shape(i + 1)},
+                                       fmt::format("branch {}", i));
+        if (i == 0) {
+          result = r;
+        } else if (r != result) {
+          Reject(inst, "branch {} ({}) returns {}, branch 0 ({}) returns {}", i, branch.name(),
+                 r.ToString(), inst.attrs.called[0]->name(), result.ToString());
+        }
+      }
+      return result;
+    }
     case Opcode::kOptimizationBarrier:
       // The identity, opaque to the passes (recomputation is not CSE'd away).
       ExpectOperands(inst, 1);

@@ -83,7 +83,7 @@ Shape ConvolutionShape(const View& inst) {
     }
     dims[d.output_spatial[s]] = ConvolutionOutputSize(size, w);
   }
-  return Shape(input.dtype(), dims);
+  return Shape(AccumulationType(inst, input.dtype(), dims), dims);
 }
 
 }  // namespace strata::hlo::shape_rules

@@ -78,6 +78,8 @@ Shape InferShape(Opcode opcode, std::span<const Shape* const> operand_shapes,
       return ReductionShape(inst);
     case Opcode::kConvolution:
       return ConvolutionShape(inst);
+    case Opcode::kSort:
+      return SortShape(inst);
     case Opcode::kGather:
     case Opcode::kScatter:
       return IndexingShape(inst);
@@ -87,6 +89,7 @@ Shape InferShape(Opcode opcode, std::span<const Shape* const> operand_shapes,
     case Opcode::kTuple:
     case Opcode::kGetTupleElement:
     case Opcode::kWhile:
+    case Opcode::kConditional:
     case Opcode::kCall:
     case Opcode::kFusion:
     case Opcode::kOptimizationBarrier:

@@ -193,7 +193,7 @@ Shape InferDot(const View& inst) {
   for (int64_t i = 0; i < rhs.rank(); ++i) {
     if (std::find(rhs_used.begin(), rhs_used.end(), i) == rhs_used.end()) out.push_back(rhs.dim(i));
   }
-  return Shape(lhs.dtype(), out);
+  return Shape(AccumulationType(inst, lhs.dtype(), out), out);
 }
 
 }  // namespace

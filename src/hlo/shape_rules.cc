@@ -65,4 +65,16 @@ void CheckStartIndices(const View& inst, int64_t first, int64_t rank) {
   }
 }
 
+DType AccumulationType(const View& inst, DType operands, const std::vector<int64_t>& dims) {
+  const Shape& declared = inst.declared;
+  if (!declared.is_array() || declared.dims() != dims) return operands;
+  const DType wanted = declared.dtype();
+  const bool floats = IsFloating(operands) && IsFloating(wanted);
+  const bool integers = (IsSignedInteger(operands) && IsSignedInteger(wanted)) ||
+                        (IsUnsignedInteger(operands) && IsUnsignedInteger(wanted));
+  // Anything else (a narrower type, another kind) is the operands' type: a
+  // declared shape that differs is then an error naming both.
+  return (floats || integers) && DTypeSize(wanted) > DTypeSize(operands) ? wanted : operands;
+}
+
 }  // namespace strata::hlo::shape_rules

@@ -57,6 +57,13 @@ void CheckStartIndices(const View& inst, int64_t first, int64_t rank);
 
 inline bool IsNumeric(DType t) { return t != DType::kPred; }
 
+// A dot's or convolution's result type: the operands' unless the declared
+// shape asks for a wider one of the same kind (XLA's preferred element type:
+// bf16 x bf16 -> f32, s8 x s8 -> s32), which the runtime computes in. (An
+// instruction built without a shape declares its operand type: Builder and
+// ir::Node pass one for dots and convolutions.)
+DType AccumulationType(const View& inst, DType operands, const std::vector<int64_t>& dims);
+
 // The families: each takes the opcodes InferShape sends it.
 Shape ElementwiseShape(const View& inst);
 Shape DataMovementShape(const View& inst);
@@ -65,5 +72,6 @@ Shape IndexingShape(const View& inst);
 Shape ControlShape(const View& inst);
 Shape CollectiveShape(const View& inst);
 Shape ConvolutionShape(const View& inst);  // shape_convolution.cc
+Shape SortShape(const View& inst);         // shape_sort.cc
 
 }  // namespace strata::hlo::shape_rules

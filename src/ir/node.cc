@@ -31,7 +31,8 @@ void AddAttributes(HashBuilder& h, const hlo::Attributes& a) {
   h.AddSpan(std::span<const int64_t>(a.dynamic_slice_sizes));
   h.Add<uint64_t>(a.padding.size());
   for (const auto& p : a.padding) h.Add(p.low).Add(p.high).Add(p.interior);
-  h.Add(static_cast<uint8_t>(a.direction));
+  h.Add(static_cast<uint8_t>(a.direction)).Add(static_cast<uint8_t>(a.comparison_type));
+  h.Add(static_cast<uint8_t>(a.is_stable));
   for (const auto* v :
        {&a.dot.lhs_batch, &a.dot.rhs_batch, &a.dot.lhs_contracting, &a.dot.rhs_contracting,
         &a.gather.offset_dims, &a.gather.collapsed_slice_dims, &a.gather.start_index_map,
@@ -72,8 +73,10 @@ Hash128 Value::hash() const { return HashBuilder().AddHash(node->dag_hash()).Add
 // attribute object and skip hashing it.
 static bool IsDefault(const hlo::Attributes& a) {
   return a.dimensions.empty() && a.slice.empty() && a.dynamic_slice_sizes.empty() &&
-         a.padding.empty() && a.direction == hlo::Comparison::kEq && a.dot == hlo::DotDims{} &&
-         a.gather == hlo::GatherDims{} && a.scatter == hlo::ScatterDims{} && a.window.empty() &&
+         a.padding.empty() && a.direction == hlo::Comparison::kEq &&
+         a.comparison_type == hlo::ComparisonType::kDefault && !a.is_stable &&
+         a.dot == hlo::DotDims{} && a.gather == hlo::GatherDims{} &&
+         a.scatter == hlo::ScatterDims{} && a.window.empty() &&
          a.convolution == hlo::ConvolutionDims{} && a.feature_group_count == 1 &&
          a.batch_group_count == 1 && a.literal.size_bytes() == 0 && a.rng_algorithm.empty() &&
          a.fusion_kind.empty() && a.sharding.empty() && a.called.empty() &&
@@ -96,6 +99,11 @@ NodePtr Node::MakeOp(hlo::Opcode opcode, std::vector<Value> operands, hlo::Attri
   for (const Value& v : operands)
     STRATA_CHECK(v.node != nullptr, "null operand of {}", hlo::OpcodeName(opcode));
   if (opcode == hlo::Opcode::kConstant) declared = attributes.literal.shape();
+  // A product's result type is its operands' unless a wider one is declared.
+  if ((opcode == hlo::Opcode::kDot || opcode == hlo::Opcode::kConvolution) && declared == Shape() &&
+      !operand_shapes.empty()) {
+    declared = Shape::Scalar(operand_shapes[0]->dtype());
+  }
   // The lazy opt-barrier takes its values one per operand (HLO's takes a
   // tuple, which lowering builds).
   Shape shape;

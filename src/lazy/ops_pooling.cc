@@ -36,11 +36,15 @@ namespace {
 
 // The window of a torch pooling over x's trailing `spatial` dims (the
 // leading batch and channel dims take windows of one).
+// With ceil_mode the output size rounds up, as torch's does, except that the
+// last window must start inside the input or its left padding; the windows
+// that adds reach past the padding on the right (pad_high grows to cover
+// them, and its elements are the reduction's identity).
 std::vector<hlo::WindowDim> PoolWindow(std::string_view op, const Tensor& x, int64_t spatial,
                                        const std::vector<int64_t>& kernel,
                                        const std::vector<int64_t>& stride,
                                        const std::vector<int64_t>& padding,
-                                       const std::vector<int64_t>& dilation) {
+                                       const std::vector<int64_t>& dilation, bool ceil_mode) {
   if (x.rank() != spatial + 1 && x.rank() != spatial + 2) {
     Fail("[{}] expected input of rank {} (batch, channels, {} spatial dims) or {}, got {}", op,
          spatial + 2, spatial, spatial + 1, x.shape().ToString());
@@ -69,61 +73,85 @@ std::vector<hlo::WindowDim> PoolWindow(std::string_view op, const Tensor& x, int
     w.stride = s[i];
     w.pad_low = w.pad_high = p[i];
     w.window_dilation = d[i];
+    if (ceil_mode) {
+      const int64_t span = (k[i] - 1) * d[i] + 1, room = size + 2 * p[i] - span;
+      int64_t out = (room + s[i] - 1) / s[i] + 1;
+      if ((out - 1) * s[i] >= size + p[i]) --out;
+      w.pad_high += (out - 1) * s[i] + span - (size + 2 * p[i]);
+    }
   }
   return window;
 }
 
 Tensor MaxPool(std::string_view op, const Tensor& x, int64_t spatial,
                const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride,
-               const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation) {
+               const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation,
+               bool ceil_mode) {
   if (!IsFloating(x.dtype())) Fail("[{}] takes floats, got {}", op, x.shape().ToString());
   return reduce_window(x, Opcode::kMaximum,
-                       PoolWindow(op, x, spatial, kernel, stride, padding, dilation));
+                       PoolWindow(op, x, spatial, kernel, stride, padding, dilation, ceil_mode));
 }
 
+// torch's divisor: the window's elements inside the input and, with
+// count_include_pad, its padding, but never what ceil_mode adds past it.
 Tensor AvgPool(std::string_view op, const Tensor& x, int64_t spatial,
                const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride,
-               const std::vector<int64_t>& padding, bool count_include_pad) {
+               const std::vector<int64_t>& padding, bool count_include_pad, bool ceil_mode) {
   if (!IsFloating(x.dtype())) Fail("[{}] takes floats, got {}", op, x.shape().ToString());
-  std::vector<hlo::WindowDim> window = PoolWindow(op, x, spatial, kernel, stride, padding, {1});
+  std::vector<hlo::WindowDim> window =
+      PoolWindow(op, x, spatial, kernel, stride, padding, {1}, ceil_mode);
   Tensor sum = reduce_window(x, Opcode::kAdd, window);
-  bool padded = false;
+  bool padded = false, past_padding = false;
   int64_t elements = 1;
   for (const hlo::WindowDim& w : window) {
     elements *= w.size;
     padded = padded || w.pad_low > 0;
+    past_padding = past_padding || w.pad_high > w.pad_low;
   }
-  if (count_include_pad || !padded) return sum / static_cast<double>(elements);
-  // The input elements each window covers: the same windows over ones.
+  if (!past_padding && (count_include_pad || !padded)) {
+    return sum / static_cast<double>(elements);
+  }
+  // What each window covers: the same windows over ones (the input's
+  // elements), with the padding made ones too when it counts.
   Tensor ones = full(x.shape().dims(), 1.0, x.dtype());
+  if (count_include_pad) {
+    std::vector<int64_t> low, high;
+    for (hlo::WindowDim& w : window) {
+      low.push_back(w.pad_low);
+      high.push_back(w.pad_low);
+      w.pad_high -= w.pad_low;
+      w.pad_low = 0;
+    }
+    ones = pad(ones, low, high, 1.0);
+  }
   return sum / reduce_window(ones, Opcode::kAdd, std::move(window));
 }
 
 }  // namespace
 
 Tensor max_pool1d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride,
-                  std::vector<int64_t> padding, std::vector<int64_t> dilation) {
-  return MaxPool("max_pool1d", x, 1, kernel, stride, padding, dilation);
+                  std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode) {
+  return MaxPool("max_pool1d", x, 1, kernel, stride, padding, dilation, ceil_mode);
 }
 Tensor max_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride,
-                  std::vector<int64_t> padding, std::vector<int64_t> dilation) {
-  return MaxPool("max_pool2d", x, 2, kernel, stride, padding, dilation);
+                  std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode) {
+  return MaxPool("max_pool2d", x, 2, kernel, stride, padding, dilation, ceil_mode);
 }
 Tensor max_pool3d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride,
-                  std::vector<int64_t> padding, std::vector<int64_t> dilation) {
-  return MaxPool("max_pool3d", x, 3, kernel, stride, padding, dilation);
+                  std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode) {
+  return MaxPool("max_pool3d", x, 3, kernel, stride, padding, dilation, ceil_mode);
 }
 Tensor avg_pool1d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride,
-                  std::vector<int64_t> padding, bool count_include_pad) {
-  return AvgPool("avg_pool1d", x, 1, kernel, stride, padding, count_include_pad);
+                  std::vector<int64_t> padding, bool count_include_pad, bool ceil_mode) {
+  return AvgPool("avg_pool1d", x, 1, kernel, stride, padding, count_include_pad, ceil_mode);
 }
 Tensor avg_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride,
-                  std::vector<int64_t> padding, bool count_include_pad) {
-  return AvgPool("avg_pool2d", x, 2, kernel, stride, padding, count_include_pad);
+                  std::vector<int64_t> padding, bool count_include_pad, bool ceil_mode) {
+  return AvgPool("avg_pool2d", x, 2, kernel, stride, padding, count_include_pad, ceil_mode);
 }
 Tensor avg_pool3d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride,
-                  std::vector<int64_t> padding, bool count_include_pad) {
-  return AvgPool("avg_pool3d", x, 3, kernel, stride, padding, count_include_pad);
+                  std::vector<int64_t> padding, bool count_include_pad, bool ceil_mode) {
+  return AvgPool("avg_pool3d", x, 3, kernel, stride, padding, count_include_pad, ceil_mode);
 }
 
 }  // namespace strata

@@ -202,6 +202,33 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
                               fmt::format("dimension {} of {}", d, x.shape().ToString()));
 }
 
+namespace {
+
+// The index vectors of an op along dimension d over `dims` positions:
+// (iota_0, .., indices, .., iota_{r-1}) stacked on a new last dim.
+ir::Value AlongDimStarts(const ir::Value& indices, const std::vector<int64_t>& dims, int64_t d) {
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  std::vector<int64_t> vector_dims = dims;
+  vector_dims.push_back(1);
+  std::vector<ir::Value> parts;
+  for (int64_t i = 0; i < rank; ++i) {
+    ir::Value part;
+    if (i == d) {
+      part = lazy::BroadcastValue(lazy::ConvertValue(indices, DType::kS64), dims);
+    } else {
+      hlo::Attributes iota;
+      iota.dimensions = {i};
+      part = Op(Opcode::kIota, {}, std::move(iota), Shape(DType::kS64, dims));
+    }
+    parts.push_back(Op(Opcode::kReshape, {part}, {}, Shape(DType::kS64, vector_dims)));
+  }
+  hlo::Attributes cat;
+  cat.dimensions = {rank};
+  return Op(Opcode::kConcatenate, std::move(parts), std::move(cat));
+}
+
+}  // namespace
+
 // out[i..] = x[i.. with dim replaced by indices[i..]]: a gather whose index
 // vectors are (iota_0, .., indices, .., iota_{r-1}); other dims broadcast.
 Tensor take_along_dim(const Tensor& x, const Tensor& indices, int64_t dim) {
@@ -235,23 +262,6 @@ Tensor take_along_dim(const Tensor& x, const Tensor& indices, int64_t dim) {
   if (s.dim(d) == 0 && Product(out) > 0) {
     Fail("[take_along_dim] cannot take from dimension {} of size 0 in {}", d, s.ToString());
   }
-  std::vector<int64_t> vector_dims = out;
-  vector_dims.push_back(1);
-  std::vector<ir::Value> parts;
-  for (int64_t i = 0; i < s.rank(); ++i) {
-    ir::Value part;
-    if (i == d) {
-      part = lazy::BroadcastValue(lazy::ConvertValue(indices.value(), DType::kS64), out);
-    } else {
-      hlo::Attributes iota;
-      iota.dimensions = {i};
-      part = Op(Opcode::kIota, {}, std::move(iota), Shape(DType::kS64, out));
-    }
-    parts.push_back(Op(Opcode::kReshape, {part}, {}, Shape(DType::kS64, vector_dims)));
-  }
-  hlo::Attributes cat;
-  cat.dimensions = {s.rank()};
-  ir::Value starts = Op(Opcode::kConcatenate, std::move(parts), std::move(cat));
   hlo::GatherDims g;
   g.index_vector_dim = s.rank();
   for (int64_t i = 0; i < s.rank(); ++i) {
@@ -261,9 +271,63 @@ Tensor take_along_dim(const Tensor& x, const Tensor& indices, int64_t dim) {
   g.slice_sizes.assign(s.rank(), 1);
   hlo::Attributes a;
   a.gather = std::move(g);
+  ir::Value starts = AlongDimStarts(indices.value(), out, d);
   return lazy::WithIndexCheck(
       Wrap(Op(Opcode::kGather, {lazy::BroadcastValue(x.value(), x_dims), starts}, std::move(a))),
       indices, s.dim(d), "take_along_dim", fmt::format("dimension {} of {}", d, s.ToString()));
+}
+
+ir::Value lazy::ScatterAddAlongDim(const ir::Value& x, int64_t d, const ir::Value& index,
+                                   const ir::Value& src) {
+  const int64_t rank = x.shape().rank();
+  hlo::Attributes a;
+  a.scatter.index_vector_dim = rank;
+  for (int64_t i = 0; i < rank; ++i) {
+    a.scatter.inserted_window_dims.push_back(i);
+    a.scatter.scatter_dims_to_operand_dims.push_back(i);
+  }
+  a.called = {ir::ScalarCombiner(Opcode::kAdd, x.shape().dtype())};
+  return Op(Opcode::kScatter, {x, AlongDimStarts(index, index.shape().dims(), d), src},
+            std::move(a));
+}
+
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  const Shape& s = x.shape();
+  const Shape& is = index.shape();
+  const Shape& ss = src.shape();
+  if (!IsInteger(index.dtype())) {
+    Fail("[scatter_add] index must be an integer tensor, got {}", is.ToString());
+  }
+  if (src.dtype() != x.dtype()) {
+    Fail("[scatter_add] src {} must have the dtype of the input {}", ss.ToString(), s.ToString());
+  }
+  if (is.rank() != s.rank() || ss.rank() != s.rank()) {
+    Fail("[scatter_add] input {}, index {} and src {} must have one rank", s.ToString(),
+         is.ToString(), ss.ToString());
+  }
+  if (s.rank() == 0) return x + src;
+  const int64_t d = lazy::NormalizeDim("scatter_add", dim, s);
+  for (int64_t i = 0; i < s.rank(); ++i) {
+    if (is.dim(i) > ss.dim(i) || (i != d && is.dim(i) > s.dim(i))) {
+      Fail(
+          "[scatter_add] index {} may be no larger than src {} in any dimension, nor than the "
+          "input {} outside dimension {}",
+          is.ToString(), ss.ToString(), s.ToString(), d);
+    }
+  }
+  if (is.num_elements() == 0) return x;
+  if (s.dim(d) == 0) {
+    Fail("[scatter_add] cannot add into dimension {} of size 0 in {}", d, s.ToString());
+  }
+  // As torch, only src's part the index covers is added.
+  Tensor part = src;
+  for (int64_t i = 0; i < s.rank(); ++i) {
+    if (ss.dim(i) != is.dim(i)) part = slice(part, i, 0, is.dim(i));
+  }
+  // x itself is differentiable through the scatter (the rule passes its cotangent).
+  ir::Value r = lazy::ScatterAddAlongDim(x.value(), d, index.value(), part.value());
+  return lazy::WithIndexCheck(Wrap(r), index, s.dim(d), "scatter_add",
+                              fmt::format("dimension {} of {}", d, s.ToString()));
 }
 
 Tensor concat(const std::vector<Tensor>& tensors, int64_t dim) {

@@ -82,17 +82,18 @@ std::unique_ptr<Executable> Executable::Compile(const hlo::Module& module,
   exe->module_ = module.Clone();
   hlo::Module& m = *exe->module_;
   CallUnrunnableFusions(m, exe->client_->thread_pool());
+  InlineCalls(m);  // so no called function calls another when it is widened
+  WidenHalfArithmetic(m);
   if (options.run_passes) {
     {
       trace::Span span("compile", "passes");
-      RunPasses(m);  // inlines calls first
+      RunPasses(m);
     }
     if (options.fuse && !EnvironmentDisablesFusion()) {
       trace::Span span("compile", "fusion");
       FuseElementwise(m);
     }
   }
-  if (!options.run_passes) InlineCalls(m);
   Schedule(m);
   {
     trace::Span span("compile", "verify");

@@ -41,6 +41,43 @@ ScalarFunction CompileScalar(const hlo::Computation& c, ThreadPool& pool) {
   return f;
 }
 
+// conditional: each branch compiled as a program of its own; a run picks
+// one by the selector and runs it on that branch's operand leaves, in the
+// kernel's scratch (the largest branch arena), with the caller's context.
+KernelInfo MakeConditionalKernel(const Instruction& inst, ThreadPool& pool) {
+  const int64_t branches = static_cast<int64_t>(inst.called.size());
+  std::vector<std::shared_ptr<const Program>> programs;
+  std::vector<int64_t> first_leaf;
+  int64_t scratch = 0, leaf = 1;
+  for (int64_t b = 0; b < branches; ++b) {
+    programs.push_back(Program::Compile(*inst.called[b], StorageKind::kParameter, false, pool));
+    scratch = std::max(scratch, programs.back()->arena_bytes());
+    first_leaf.push_back(leaf);
+    leaf += static_cast<int64_t>(inst.operand(b + 1)->shape().Leaves().size());
+  }
+  const bool predicated = inst.operand(0)->shape().dtype() == DType::kPred;
+  return {[=](const KernelArgs& a) {
+            int64_t b = 0;
+            if (predicated) {
+              b = a.operands[0][0] ? 0 : 1;
+            } else {
+              int32_t index;
+              std::memcpy(&index, a.operands[0], sizeof index);
+              b = index < 0 || index >= branches ? branches - 1 : index;
+            }
+            const Program& program = *programs[b];
+            Frame frame;
+            frame.context = a.context;
+            program.Bind(frame, a.scratch, a.operands + first_leaf[b], nullptr);
+            program.Execute(frame, a.scratch);
+            const auto& roots = program.root_slots();
+            for (size_t k = 0; k < roots.size(); ++k) {
+              std::memcpy(a.outputs[k], frame.slot[roots[k]], program.slot_size(roots[k]));
+            }
+          },
+          scratch};
+}
+
 KernelInfo MakeKernel(const Instruction& inst, ThreadPool& pool) {
   Opcode op = inst.opcode();
   if (hlo::IsElementwiseUnary(op) || hlo::IsElementwiseBinary(op))
@@ -76,6 +113,10 @@ KernelInfo MakeKernel(const Instruction& inst, ThreadPool& pool) {
     case Opcode::kSelectAndScatter:
       return MakeSelectAndScatterKernel(inst, pool, CompileScalar(*inst.called[0], pool),
                                         CompileScalar(*inst.called[1], pool));
+    case Opcode::kConditional:
+      return MakeConditionalKernel(inst, pool);
+    case Opcode::kSort:
+      return MakeSortKernel(inst, pool, [&] { return CompileScalar(*inst.called[0], pool); });
     case Opcode::kGather:
       return MakeGatherKernel(inst, pool);
     case Opcode::kScatter:

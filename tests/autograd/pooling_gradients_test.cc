@@ -10,14 +10,6 @@
 namespace strata {
 namespace {
 
-// Distinct values a step apart, so no window holds a tie and finite
-// differences of a max stay on one side of it.
-std::vector<double> Distinct(int64_t n) {
-  std::vector<double> v(n);
-  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<double>((i * 37) % n) * 0.01 - 0.3;
-  return v;
-}
-
 TEST(PoolingGradients, MaxPooling) {
   CheckGradients(
       "max_pool2d 3x3 stride 2 pad 1",
@@ -31,6 +23,25 @@ TEST(PoolingGradients, MaxPooling) {
   CheckGradients("max_pool3d, unbatched",
                  [](const std::vector<Tensor>& t) { return WeightedSum(max_pool3d(t[0], {2})); },
                  {{{2, 4, 4, 4}, Distinct(128)}});
+}
+
+// ceil_mode adds windows that reach past the input (and its padding).
+TEST(PoolingGradients, CeilMode) {
+  CheckGradients("max_pool2d 3x3 stride 2, ceil_mode",
+                 [](const std::vector<Tensor>& t) {
+                   return WeightedSum(max_pool2d(t[0], {3}, {2}, {0}, {1}, true));
+                 },
+                 {{{1, 2, 8, 7}, Distinct(112)}});
+  CheckGradients("avg_pool1d 3 stride 2 pad 1, ceil_mode",
+                 [](const std::vector<Tensor>& t) {
+                   return WeightedSum(avg_pool1d(t[0], {3}, {2}, {1}, true, true));
+                 },
+                 {{{2, 1, 8}}});
+  CheckGradients("avg_pool2d without the padding, ceil_mode",
+                 [](const std::vector<Tensor>& t) {
+                   return WeightedSum(avg_pool2d(t[0], {2, 3}, {2}, {1}, false, true));
+                 },
+                 {{{1, 1, 5, 6}}});
 }
 
 TEST(PoolingGradients, AveragePooling) {

@@ -363,8 +363,52 @@ ENTRY main {
 })");
 }
 
+// Built with the builder: one sort of one operand, one of two in total order.
+std::unique_ptr<Module> SortProgram() {
+  auto m = std::make_unique<Module>("sorting");
+  Builder lt("lt");
+  auto* a = lt.Parameter(0, Shape::Scalar(DType::kS32), "a");
+  auto* b = lt.Parameter(1, Shape::Scalar(DType::kS32), "b");
+  Computation* less = m->AddComputation(lt.Build(lt.Compare(a, b, Comparison::kLt)));
+  Builder gt("gt_total");
+  auto* x = gt.Parameter(0, Shape::Scalar(DType::kF32), "x");
+  auto* y = gt.Parameter(1, Shape::Scalar(DType::kF32), "y");
+  gt.Parameter(2, Shape::Scalar(DType::kS32), "i");
+  gt.Parameter(3, Shape::Scalar(DType::kS32), "j");
+  Computation* greater =
+      m->AddComputation(gt.Build(gt.Compare(x, y, Comparison::kGt, ComparisonType::kTotalOrder)));
+  Builder e("main");
+  auto* keys = e.Parameter(0, Shape(DType::kF32, {3, 4}), "keys");
+  auto* values = e.Parameter(1, Shape(DType::kS32, {3, 4}), "values");
+  auto* sorted = e.Sort({values}, 0, less);
+  auto* both = e.Sort({keys, sorted}, 1, greater, /*is_stable=*/true);
+  m->AddEntryComputation(e.Build(both));
+  return m;
+}
+
+// A conditional of each form, built with the builder.
+std::unique_ptr<Module> ConditionalProgram() {
+  auto m = std::make_unique<Module>("conditionals");
+  Builder neg("neg");
+  Computation* negate = m->AddComputation(
+      neg.Build(neg.Unary(Opcode::kNegate, neg.Parameter(0, Shape(DType::kF32, {3}), "a"))));
+  Builder id("id");
+  Computation* identity =
+      m->AddComputation(id.Build(id.Parameter(0, Shape(DType::kF32, {3}), "a")));
+  Builder e("main");
+  auto* x = e.Parameter(0, Shape(DType::kF32, {3}), "x");
+  auto* p = e.Parameter(1, Shape::Scalar(DType::kPred), "p");
+  auto* i = e.Parameter(2, Shape::Scalar(DType::kS32), "i");
+  auto* by_pred = e.Conditional(p, {negate, identity}, {x, x});
+  auto* by_index = e.Conditional(i, {identity, negate, identity}, {by_pred, x, by_pred});
+  m->AddEntryComputation(e.Build(by_index));
+  return m;
+}
+
 std::vector<std::pair<std::string, ProgramFactory>> Programs() {
   return {{"unary", UnaryProgram},
+          {"conditional", ConditionalProgram},
+          {"sort", SortProgram},
           {"convolution", ConvolutionProgram},
           {"pooling", PoolingProgram},
           {"binary", BinaryProgram},

@@ -131,7 +131,7 @@ std::vector<Row> Table() {
   for (const char* op : {
            "parameter", "constant", "broadcast", "reshape", "transpose", "copy", "slice",
            "dynamic-slice", "dynamic-update-slice", "concatenate", "pad", "reverse", "select",
-           "gather", "scatter overwrite", "tuple", "get-tuple-element", "while", "call",
+           "gather", "scatter overwrite", "tuple", "get-tuple-element", "while", "conditional", "call",
            "opt-barrier", "all-gather", "all-to-all", "collective-permute"}) {
     // clang-format on
     rows.push_back({op, kAll});
@@ -140,29 +140,31 @@ std::vector<Row> Table() {
     rows.push_back({"convert to " + Name(to), kAll});
     rows.push_back({"bitcast-convert to " + Name(to), SameWidth(to)});
   }
-  // Arithmetic on f16 / bf16 is not compiled yet (issue 20): the runtime
-  // rejects it at compile with an error naming the dtype. The reduce and
-  // scatter rows take what their to_apply's op takes.
+  // Arithmetic on f16 / bf16 runs in f32 and rounds once (XLA's CPU
+  // backend); reductions accumulate in f32. The reduce and scatter rows take
+  // what their to_apply's op takes.
   const std::vector<Row> arithmetic = {
       {"iota", kNumeric},  // integer or floating point (StableHLO), no pred
-      {"compare", kAll, kHalves},
-      {"clamp", kAll, kHalves},
-      {"is-finite", kFloats, kHalves},
-      {"reduce add", kNumeric, kHalves},
-      {"reduce multiply", kNumeric, kHalves},
-      {"reduce maximum", kNumeric, kHalves},
+      {"compare", kAll},
+      {"clamp", kAll},
+      {"is-finite", kFloats},
+      {"reduce add", kNumeric},
+      {"reduce multiply", kNumeric},
+      {"reduce maximum", kNumeric},
       {"reduce and", kIntegers | kPredOnly},
       {"reduce or", kIntegers | kPredOnly},
-      {"reduce by select", kAll, kHalves},  // a to_apply no native loop knows
-      {"dot", kNumeric, kHalves},
-      {"convolution", kNumeric, kHalves},
-      {"reduce-window add", kNumeric, kHalves},
-      {"select-and-scatter", kNumeric, kHalves},
-      {"scatter add", kNumeric, kHalves},
+      {"reduce by select", kAll},  // a to_apply no native loop knows
+      {"dot", kNumeric},
+      {"convolution", kNumeric},
+      {"reduce-window add", kNumeric},
+      {"select-and-scatter", kNumeric},
+      {"sort", kAll},
+      {"sort compiled comparator", kAll},
+      {"scatter add", kNumeric},
       {"scatter or", kIntegers | kPredOnly},
       // The fused loop runs f32 and f64; any other fusion runs as a call of
-      // its computation, so only the half types' add is refused.
-      {"fusion add", kNumeric, kHalves},
+      // its computation.
+      {"fusion add", kNumeric},
       // Narrower than XLA, whose builder makes any unsigned type (u8 too):
       // strata draws 32-bit words.
       {"rng-bit-generator", Of({DType::kU32, DType::kU64})},
@@ -650,10 +652,12 @@ void ReduceWith(Sweep& s, DType t, const std::string& row, Opcode op, const std:
   all = $t[] reduce(x, init), dimensions={0,1}, to_apply=r
   ROOT out = ($t[3], $t[4], $t[]) tuple(rows, cols, all)
 )";
+  // Halves accumulate in f32 and round once (XLA's CPU backend).
+  const DType wide = ComputedIn(t);
   auto fold = [&](int64_t first, int64_t count, int64_t stride) {
     Real acc = init;
-    for (int64_t k = 0; k < count; ++k) acc = Apply(op, t, acc, Get(x, first + k * stride));
-    return acc;
+    for (int64_t k = 0; k < count; ++k) acc = Apply(op, wide, acc, Get(x, first + k * stride));
+    return wide == t ? acc : RoundTo(FormatOf(t), acc);
   };
   s.Check(row, t, Module(entry, reducer), {x, Scalar(t, init)},
           {Tabulate(t, {3}, [&](const Index& i) { return fold(4 * i[0], 4, 1); }),
@@ -760,6 +764,39 @@ void SelectAndScatter(Sweep& s, DType t) {
                                     : Real(0);
                     })},
           /*bit_exact=*/false);
+}
+
+// Each row of x (with pred's repeats, ties kept in order) sorted by a
+// comparator run natively (one compare) and by one that is compiled (the
+// same order through not(ge), so compare's own dtypes apply); the s32
+// positions travel with it.
+void Sort(Sweep& s, DType t) {
+  const Array x = Numbers(t, {2, 5}, 2);
+  const Array positions = Tabulate(DType::kS32, {2, 5}, [](const Index& i) { return i[1]; });
+  const std::string entry = R"(  x = $t[2,5] parameter(0)
+  i = s32[2,5] parameter(1)
+  ROOT r = ($t[2,5], s32[2,5]) sort(x, i), dimensions={1}, is_stable=true, to_apply=lt
+)";
+  std::vector<std::vector<int64_t>> order(2);
+  for (int64_t r = 0; r < 2; ++r) {
+    for (int64_t k = 0; k < 5; ++k) order[r].push_back(k);
+    std::stable_sort(order[r].begin(), order[r].end(),
+                     [&](int64_t a, int64_t b) { return Get(x, r * 5 + a) < Get(x, r * 5 + b); });
+  }
+  const std::vector<Array> want = {
+      Tabulate(t, {2, 5}, [&](const Index& i) { return Get(x, i[0] * 5 + order[i[0]][i[1]]); }),
+      Tabulate(DType::kS32, {2, 5}, [&](const Index& i) { return Real(order[i[0]][i[1]]); })};
+  const std::string params =
+      "  a = $t[] parameter(0)\n  b = $t[] parameter(1)\n  c = s32[] parameter(2)\n"
+      "  d = s32[] parameter(3)\n";
+  s.Check("sort", t,
+          Module(entry, "lt {\n" + params + "  ROOT r = pred[] compare(a, b), direction=LT\n}\n"),
+          {x, positions}, want);
+  s.Check("sort compiled comparator", t,
+          Module(entry,
+                 "lt {\n" + params +
+                     "  ge = pred[] compare(a, b), direction=GE\n  ROOT r = pred[] not(ge)\n}\n"),
+          {x, positions}, want);
 }
 
 // A window of one over a spatial dim of one: out[b, f] = sum_i x[b, i] k[i, f],
@@ -922,6 +959,45 @@ void Call(Sweep& s, DType t) {
   const Array x = Sample(t, {4}), y = Sample(t, {2}, 1);
   s.Check("call", t, Module(entry, callee), {x, y},
           {Moved(t, {4}, [&](const Index& i) { return x.at(3 - i[0]); }), y});
+}
+
+// Values moved through the branch a selector picks: by index (out of
+// range: the last branch) and by pred, on every dtype, bit for bit.
+void Conditional(Sweep& s, DType t) {
+  const std::string branches = R"(reversed {
+  a = $t[4] parameter(0)
+  ROOT r = $t[4] reverse(a), dimensions={0}
+}
+second {
+  b = ($t[4], $t[2]) parameter(0)
+  ROOT r = $t[2] get-tuple-element(b), index=1
+}
+kept {
+  c = $t[4] parameter(0)
+  ROOT r = $t[4] copy(c)
+}
+)";
+  const std::string entry = R"(  x = $t[4] parameter(0)
+  y = $t[2] parameter(1)
+  i = s32[] parameter(2)
+  p = pred[] parameter(3)
+  pair = ($t[4], $t[2]) tuple(x, y)
+  by_index = $t[4] conditional(i, x, x), branch_computations={reversed, kept}
+  by_pred = $t[4] conditional(p, x, x), true_computation=reversed, false_computation=kept
+  first_two = $t[2] slice(by_index), slice={[0:2]}
+  tail = $t[2] conditional(i, pair), branch_computations={second}
+  ROOT r = ($t[4], $t[4], $t[2], $t[2]) tuple(by_index, by_pred, first_two, tail)
+)";
+  const Array x = Sample(t, {4}), y = Sample(t, {2}, 1);
+  const Array reversed = Moved(t, {4}, [&](const Index& i) { return x.at(3 - i[0]); });
+  const Array head_of_reversed = Moved(t, {2}, [&](const Index& i) { return x.at(3 - i[0]); });
+  const Array head = Moved(t, {2}, [&](const Index& i) { return x.at(i[0]); });
+  auto index = [](int32_t v) { return Tabulate(DType::kS32, {}, [&](const Index&) { return v; }); };
+  auto pred = [](bool v) { return Tabulate(DType::kPred, {}, [&](const Index&) { return v; }); };
+  s.CheckTrials("conditional", t, Module(entry, branches),
+                {On1({x, y, index(0), pred(true)}, {reversed, reversed, head_of_reversed, y}),
+                 On1({x, y, index(-5), pred(false)}, {x, x, head, y}),
+                 On1({x, y, index(9), pred(false)}, {x, x, head, y})});
 }
 
 void Fusion(Sweep& s, DType t) {
@@ -1101,9 +1177,9 @@ const std::map<Opcode, Case> kCases = {
     {Opcode::kPad, Pad}, {Opcode::kReverse, Reverse}, {Opcode::kSelect, Select},
     {Opcode::kCompare, Compare}, {Opcode::kClamp, Clamp}, {Opcode::kIsFinite, IsFinite},
     {Opcode::kReduce, Reduce}, {Opcode::kDot, Dot}, {Opcode::kConvolution, Convolution}, {Opcode::kReduceWindow, ReduceWindow},
-    {Opcode::kSelectAndScatter, SelectAndScatter}, {Opcode::kGather, Gather},
+    {Opcode::kSelectAndScatter, SelectAndScatter}, {Opcode::kSort, Sort}, {Opcode::kGather, Gather},
     {Opcode::kScatter, Scatter}, {Opcode::kTuple, Tuple},
-    {Opcode::kGetTupleElement, GetTupleElement}, {Opcode::kWhile, While}, {Opcode::kCall, Call},
+    {Opcode::kGetTupleElement, GetTupleElement}, {Opcode::kWhile, While}, {Opcode::kConditional, Conditional}, {Opcode::kCall, Call},
     {Opcode::kFusion, Fusion}, {Opcode::kOptimizationBarrier, OptimizationBarrier},
     {Opcode::kRngBitGenerator, RngBitGenerator}, {Opcode::kPartitionId, PartitionId},
     {Opcode::kReplicaId, ReplicaId}, {Opcode::kAllReduce, AllReduce},

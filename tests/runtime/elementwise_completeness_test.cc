@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "host_values.h"
 #include "strata/core/error.h"
 #include "strata/hlo/opcode.h"
 #include "test_util.h"
@@ -222,19 +223,24 @@ Buffer Arg(const std::vector<T>& values) {
   return test::Arg(values, {static_cast<int64_t>(values.size())});
 }
 
-// Runs op on all pairs of Values<T>() and checks each element against the
-// reference; `fused`: the op alone inside a kLoop fusion.
+// All pairs of `values` (each with 0 for a unary op).
 template <typename T>
-void Check(Opcode op, DType dtype, bool fused) {
+std::pair<std::vector<T>, std::vector<T>> Pairs(Opcode op, const std::vector<T>& values) {
   const bool unary = hlo::IsElementwiseUnary(op);
-  const std::vector<T> values = Values<T>();
   std::vector<T> a, b;
   for (T x : values)
     for (T y : unary ? std::vector<T>{T(0)} : values) {
       a.push_back(x);
       b.push_back(y);
     }
-  const int64_t n = static_cast<int64_t>(a.size());
+  return {a, b};
+}
+
+// The op on n elements of `dtype`, alone or (`fused`) inside a kLoop
+// fusion, compiled as written: no folding, so the kernel computes every
+// element. Null, with a failure, when it does not compile.
+std::unique_ptr<Executable> CompileOneOp(Opcode op, DType dtype, int64_t n, bool fused) {
+  const bool unary = hlo::IsElementwiseUnary(op);
   const std::string t = std::string(DTypeName(dtype)) + "[" + std::to_string(n) + "]";
   const std::string call = std::string(hlo::OpcodeName(op)) + (unary ? "(p0)" : "(p0, p1)");
   const std::string params =
@@ -248,14 +254,24 @@ void Check(Opcode op, DType dtype, bool fused) {
     text += "ENTRY e {\n" + params + "  ROOT r = " + t + " " + call + "\n}\n";
   }
   CompileOptions as_written;
-  as_written.run_passes = false;  // no folding: the kernel computes every element
-  std::unique_ptr<Executable> exe;
+  as_written.run_passes = false;
   try {
-    exe = Executable::Compile(*hlo::ParseModule(text), as_written);
+    return Executable::Compile(*hlo::ParseModule(text), as_written);
   } catch (const Error& e) {
     ADD_FAILURE() << "the shape rule accepts it but it does not compile: " << e.what();
-    return;
+    return nullptr;
   }
+}
+
+// Runs op on all pairs of Values<T>() and checks each element against the
+// reference; `fused`: the op alone inside a kLoop fusion.
+template <typename T>
+void Check(Opcode op, DType dtype, bool fused) {
+  const bool unary = hlo::IsElementwiseUnary(op);
+  const auto [a, b] = Pairs(op, Values<T>());
+  const int64_t n = static_cast<int64_t>(a.size());
+  std::unique_ptr<Executable> exe = CompileOneOp(op, dtype, n, fused);
+  if (!exe) return;
   std::vector<Buffer> args = {Arg(a)};
   if (!unary) args.push_back(Arg(b));
   std::vector<T> got = test::ToHost<T>(exe->Run(args)[0]);
@@ -281,6 +297,40 @@ void Check(Opcode op, DType dtype, bool fused) {
       std::optional<T> expected = IntegerReference<T>(op, a[i], b[i]);
       ASSERT_TRUE(expected) << "no reference for this op on integers";
       EXPECT_EQ(+got[i], +*expected);
+    }
+  }
+}
+
+// f16 / bf16: every pair of the float values (all exact in both), run as
+// XLA's CPU backend runs them: in f32, the result rounded to the half type
+// once. The reference is the double result rounded to f32, then to the half
+// type; transcendental ops may differ from it by one half ulp (their f32
+// result is within an f32 ulp, which can cross a half rounding boundary).
+void CheckHalf(Opcode op, DType dtype, bool fused) {
+  const host::Format format = host::FormatOf(dtype);
+  const bool unary = hlo::IsElementwiseUnary(op);
+  const std::vector<float> floats = Values<float>();
+  const auto [a, b] = Pairs(op, std::vector<double>(floats.begin(), floats.end()));
+  const int64_t n = static_cast<int64_t>(a.size());
+  std::unique_ptr<Executable> exe = CompileOneOp(op, dtype, n, fused);
+  if (!exe) return;
+  std::vector<Buffer> args = {host::HalfBuffer(dtype, a, {n})};
+  if (!unary) args.push_back(host::HalfBuffer(dtype, b, {n}));
+  const std::vector<double> got_values = host::HalfValues(exe->Run(args)[0]);
+  ASSERT_EQ(got_values.size(), static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    SCOPED_TRACE(testing::Message() << "a = " << a[i] << ", b = " << b[i]);
+    const double got = got_values[i];
+    std::optional<double> reference = FloatReference(op, a[i], b[i]);
+    ASSERT_TRUE(reference) << "no reference for this op on floats";
+    const double e = static_cast<double>(
+        host::RoundTo(format, host::RoundTo(host::FormatOf(DType::kF32), *reference)));
+    if (std::isnan(e)) {
+      EXPECT_TRUE(std::isnan(got)) << got;
+    } else if (std::isinf(e) || e == 0) {
+      EXPECT_EQ(got, e);
+    } else {
+      EXPECT_NEAR(got, e, std::ldexp(std::fabs(e), -format.fraction_bits)) << "expected " << e;
     }
   }
 }
@@ -332,12 +382,13 @@ TEST(ElementwiseCompleteness, EveryOpcodeRunsForEveryDTypeItsShapeRuleAccepts) {
           CheckBothWays<double>(op, dtype);
           break;
         case DType::kF16:
-        case DType::kBF16:
-          // Half-precision arithmetic is not compiled yet (issue 20): the
-          // compile rejects it with an error rather than run something else.
-          // Once it compiles, check it here like f32.
-          EXPECT_THROW(Executable::Compile(*hlo::ParseModule(OneOp(op, dtype, 2))), Error);
-          continue;
+        case DType::kBF16: {
+          SCOPED_TRACE("one op");
+          CheckHalf(op, dtype, false);
+          SCOPED_TRACE("in a fused loop");
+          CheckHalf(op, dtype, true);
+          break;
+        }
       }
       ++checked;
     }

@@ -97,6 +97,26 @@ inline Real FromHalfBits(Format f, uint16_t bits) {
   return bits & 0x8000 ? -v : v;
 }
 
+// An f16 / bf16 buffer of `values` (each rounded to the type), and back.
+inline Buffer HalfBuffer(DType t, const std::vector<double>& values, std::vector<int64_t> dims) {
+  std::vector<uint8_t> bytes;
+  for (double v : values) {
+    const uint16_t h = HalfBits(FormatOf(t), RoundTo(FormatOf(t), v));
+    bytes.push_back(static_cast<uint8_t>(h & 0xFF));
+    bytes.push_back(static_cast<uint8_t>(h >> 8));
+  }
+  return Buffer::FromHost(Shape(t, std::move(dims)), bytes, test::Cpu());
+}
+inline std::vector<double> HalfValues(const Buffer& b) {
+  std::vector<double> out;
+  for (int64_t i = 0; i < b.shape().num_elements(); ++i) {
+    uint16_t h;
+    std::memcpy(&h, b.data() + 2 * i, 2);
+    out.push_back(static_cast<double>(FromHalfBits(FormatOf(b.shape().dtype()), h)));
+  }
+  return out;
+}
+
 inline Real Max(DType t) {  // the largest finite value
   if (IsFloating(t)) return FormatOf(t).max();
   const int bits = t == DType::kPred ? 1 : static_cast<int>(DTypeSize(t)) * 8;
@@ -273,18 +293,24 @@ inline Real ConvertValue(Real v, DType from, DType to) {
   return std::clamp(std::trunc(v), Lowest(to), Max(to));
 }
 
-// out[b.., i, j] = the sum over p, in order, of lhs[b.., i, p] * rhs[b.., p, j].
+// The type arithmetic on `t` runs in: f16 and bf16 compute in f32 (XLA's
+// CPU backend), each op's result rounded back to the half type once.
+inline DType ComputedIn(DType t) { return t == DType::kF16 || t == DType::kBF16 ? DType::kF32 : t; }
+
+// out[b.., i, j] = the sum over p, in order, of lhs[b.., i, p] * rhs[b.., p, j],
+// accumulated in ComputedIn(t) and rounded to t at the end.
 inline Array MatMul(DType t, const Array& lhs, const Array& rhs, const Index& dims, int64_t k) {
   const int64_t m = dims[dims.size() - 2], n = dims.back();
+  const DType wide = ComputedIn(t);
   return Tabulate(t, dims, [&](const Index& o) {
     const int64_t b = test::Ravel(o, dims) / (m * n), i = o[o.size() - 2], j = o.back();
     Real acc = 0;
     for (int64_t p = 0; p < k; ++p) {
-      const Real product = Apply(hlo::Opcode::kMultiply, t, Get(lhs, (b * m + i) * k + p),
+      const Real product = Apply(hlo::Opcode::kMultiply, wide, Get(lhs, (b * m + i) * k + p),
                                  Get(rhs, (b * k + p) * n + j));
-      acc = Apply(hlo::Opcode::kAdd, t, acc, product);
+      acc = Apply(hlo::Opcode::kAdd, wide, acc, product);
     }
-    return acc;
+    return wide == t ? acc : RoundTo(FormatOf(t), acc);
   });
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "host_values.h"
 #include "strata/core/error.h"
 #include "strata/hlo/module.h"
 #include "strata/hlo/text.h"
@@ -192,22 +193,31 @@ TEST(XlaFusions, TheKindRoundTripsThroughText) {
   }
 }
 
-// Half-precision arithmetic is not computed yet (issue 20): a fusion of it
-// is an Error naming the op and the type, not an internal check.
-TEST(XlaFusions, HalfPrecisionArithmeticIsAnErrorNamingTheType) {
-  std::string text = kMultiOutput;
-  for (size_t at = text.find("f32"); at != std::string::npos; at = text.find("f32", at)) {
-    text.replace(at, 3, "f16");
-  }
-  try {
-    const std::vector<uint8_t> zeros(8, 0);
-    const Buffer half = Buffer::FromHost(Shape(DType::kF16, {4}), zeros, test::Cpu());
-    RunText(text, {half, half}, false);
-    ADD_FAILURE() << "f16 arithmetic compiled";
-  } catch (const Error& e) {
-    const std::string message = e.what();
-    EXPECT_NE(message.find("f16"), std::string::npos) << message;
-    EXPECT_EQ(message.find("internal"), std::string::npos) << message;
+// Half-precision fusions run in f32 and round each result once: the
+// multi-output fusion in f16 and the kInput reduction in bf16 (its f32
+// combiner made bf16 too), against values worked out by hand.
+TEST(XlaFusions, HalfPrecisionFusionsComputeInF32) {
+  auto retyped = [](std::string text, const std::string& type) {
+    for (size_t at = text.find("f32"); at != std::string::npos; at = text.find("f32", at)) {
+      text.replace(at, 3, type);
+    }
+    return text;
+  };
+  using host::HalfBuffer;
+  using host::HalfValues;
+  for (bool passes : {false, true}) {
+    SCOPED_TRACE(passes ? "passes on" : "passes off");
+    auto out = RunText(
+        retyped(kMultiOutput, "f16"),
+        {HalfBuffer(DType::kF16, {1, 2, 3, 4}, {4}), HalfBuffer(DType::kF16, {5, 6, 7, 8}, {4})},
+        passes);
+    EXPECT_EQ(HalfValues(out[0]), (std::vector<double>{6, 8, 10, 12}));
+    EXPECT_EQ(HalfValues(out[1]), (std::vector<double>{5, 12, 21, 32}));
+    // Column sums of squares: 1 + 256 = 257 is no bf16 (8 significant bits):
+    // it rounds once, to 256 (the tie goes to even); 4 + 0.25 and 9 + 36 are exact.
+    auto sums = RunText(retyped(kInputFusion, "bf16"),
+                        {HalfBuffer(DType::kBF16, {1, 2, 3, 16, 0.5, 6}, {2, 3})}, passes);
+    EXPECT_EQ(HalfValues(sums[0]), (std::vector<double>{256, 4.25, 45}));
   }
 }
 

@@ -28,6 +28,7 @@ enum class VjpFamily : uint8_t {
   kIndexing,
   kConvolution,
   kReduceWindow,
+  kSort,
   kIdentity,
   kNoGradient,
   kNone,

@@ -51,7 +51,8 @@ class Builder {
   Instruction* Pad(Instruction* x, Instruction* padding_value, std::vector<PadRange> padding);
   Instruction* Reverse(Instruction* x, std::vector<int64_t> dimensions);
   Instruction* Select(Instruction* pred, Instruction* on_true, Instruction* on_false);
-  Instruction* Compare(Instruction* a, Instruction* b, Comparison direction);
+  Instruction* Compare(Instruction* a, Instruction* b, Comparison direction,
+                       ComparisonType type = ComparisonType::kDefault);
   Instruction* Clamp(Instruction* lo, Instruction* x, Instruction* hi);
   Instruction* IsFinite(Instruction* x);
 
@@ -73,6 +74,11 @@ class Builder {
                   std::move(dimensions), to_apply);
   }
   Instruction* Dot(Instruction* lhs, Instruction* rhs, DotDims dims);
+  // Sorts every operand along `dimension` by the order `comparator` gives
+  // (2N scalars: lhs and rhs of operand 0, of operand 1, ... -> pred "lhs
+  // comes first"); one array for one operand, else a tuple.
+  Instruction* Sort(std::vector<Instruction*> operands, int64_t dimension, Computation* comparator,
+                    bool is_stable = false);
   Instruction* Gather(Instruction* operand, Instruction* indices, GatherDims dims);
   Instruction* Scatter(Instruction* operand, Instruction* indices, Instruction* updates,
                        ScatterDims dims, Computation* to_apply);
@@ -80,6 +86,10 @@ class Builder {
   Instruction* GetTupleElement(Instruction* tuple, int64_t index);
   Instruction* While(Computation* condition, Computation* body, Instruction* init);
   Instruction* Call(Computation* computation, std::vector<Instruction*> arguments);
+  // Runs branches[i] on operands[i]: a pred selector picks branch 0 (true)
+  // or 1 (false); an s32 index picks its branch, the last when out of range.
+  Instruction* Conditional(Instruction* selector, std::vector<Computation*> branches,
+                           std::vector<Instruction*> operands);
   // A loop fusion of `computation`'s elementwise ops (what the runtime's
   // FuseElementwise pass makes).
   Instruction* Fusion(Computation* computation, std::vector<Instruction*> arguments);

@@ -77,12 +77,13 @@ struct Attributes {
   int64_t parameter_number = -1;             // parameter
   int64_t tuple_index = -1;                  // get-tuple-element
   std::vector<int64_t> dimensions;           // broadcast, transpose, reduce, reverse,
-                                             // concatenate, iota; all-gather,
-                                             // reduce-scatter, all-to-all (one dim)
+                                             // concatenate, iota, sort (one dim);
+                                             // all-gather, reduce-scatter, all-to-all (one dim)
   std::vector<SliceRange> slice;             // slice
   std::vector<int64_t> dynamic_slice_sizes;  // dynamic-slice
   std::vector<PadRange> padding;             // pad
   Comparison direction = Comparison::kEq;    // compare
+  bool is_stable = false;                    // sort (strata's sort is always stable)
   DotDims dot;                               // dot
   std::vector<WindowDim> window;             // convolution: one per spatial dim; reduce-window,
                                              // select-and-scatter: one per operand dim
@@ -99,9 +100,12 @@ struct Attributes {
   SourceTargetPairs source_target_pairs;     // collective-permute
   int64_t channel_id = 0;                    // collectives; 0: none written
   bool use_global_device_ids = false;        // all-reduce, all-gather, reduce-scatter
+  // compare's type= (TOTALORDER, or the element type's own order)
+  ComparisonType comparison_type = ComparisonType::kDefault;
   // Called computations: reduce / reduce-window / scatter / all-reduce / reduce-scatter
   // to_apply = [0]; select-and-scatter select = [0], scatter = [1]; while
-  // condition = [0], body = [1]; call = [0]; fusion = [0] (the fused computation: the CPU
+  // condition = [0], body = [1]; conditional: true_computation = [0], false_computation = [1]
+  // (a pred selector) or branch_computations (an s32 index); call = [0]; fusion = [0] (the fused computation: the CPU
   // runtime's FuseElementwise pass makes kLoop ones and runs them as one loop; any other
   // fusion runs as a call of it).
   std::vector<Computation*> called;

@@ -53,6 +53,7 @@ namespace strata::hlo {
   V(kConvolution, "convolution", Other) \
   V(kReduceWindow, "reduce-window", Other) \
   V(kSelectAndScatter, "select-and-scatter", Other) \
+  V(kSort, "sort", Other) \
   V(kSelect, "select", Other) \
   V(kCompare, "compare", Other) \
   V(kClamp, "clamp", Other) \
@@ -165,6 +166,7 @@ namespace strata::hlo {
   V(kTuple, "tuple", Other) \
   V(kGetTupleElement, "get-tuple-element", Other) \
   V(kWhile, "while", Other) \
+  V(kConditional, "conditional", Other) \
   V(kCall, "call", Other) \
   V(kFusion, "fusion", Other) \
   V(kOptimizationBarrier, "opt-barrier", Other) \
@@ -206,6 +208,11 @@ constexpr bool TakesIntegers(ElementTypes t) {
 constexpr bool TakesPred(ElementTypes t) { return t == ElementTypes::kIntegerOrPred; }
 
 enum class Comparison : uint8_t { kEq, kNe, kLt, kLe, kGt, kGe };
+// XLA's compare `type=`: kDefault orders as the element type does (IEEE for
+// floats: NaN is unordered, -0 == +0); kTotalOrder orders floats as
+// -NaN < -inf < ... < -0 < +0 < ... < inf < +NaN (XLA's TOTALORDER, which
+// JAX's sort comparators use). Integers have one order either way.
+enum class ComparisonType : uint8_t { kDefault, kTotalOrder };
 std::string_view ComparisonName(Comparison c);  // "EQ", ...
 std::optional<Comparison> ComparisonFromName(std::string_view name);
 

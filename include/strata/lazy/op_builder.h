@@ -54,6 +54,12 @@ Tensor CompareOp(std::string_view name, hlo::Comparison direction, const Tensor&
                  const Tensor& b);
 Tensor UnaryOp(std::string_view name, hlo::Opcode opcode, const Tensor& x, bool float_only);
 
+// x with src added at the positions index names along dimension d (torch's
+// scatter_add without its checks: index and src have one shape, positions
+// are in range). sort's gradient and scatter_add build on it.
+ir::Value ScatterAddAlongDim(const ir::Value& x, int64_t d, const ir::Value& index,
+                             const ir::Value& src);
+
 // A PyTorch convolution's or pooling's per-dim argument (stride=2 or (2, 1)):
 // `values` as given or its one value repeated, each at least `least`
 // (ops_convolution.cc).

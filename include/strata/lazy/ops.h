@@ -129,19 +129,26 @@ Tensor reduce_window(const Tensor& x, hlo::Opcode op, std::vector<hlo::WindowDim
 // [C, *spatial]): kernel, stride (empty: the kernel), padding and (max)
 // dilation give one value per spatial dim or one for all. Padding is -inf for
 // max; avg divides by the whole window (count_include_pad) or by the input
-// elements it covers. ceil_mode is not supported.
+// elements it covers. ceil_mode rounds the output size up as torch does (the
+// last window starts inside the input or its left padding).
 Tensor max_pool1d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride = {},
-                  std::vector<int64_t> padding = {0}, std::vector<int64_t> dilation = {1});
+                  std::vector<int64_t> padding = {0}, std::vector<int64_t> dilation = {1},
+                  bool ceil_mode = false);
 Tensor max_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride = {},
-                  std::vector<int64_t> padding = {0}, std::vector<int64_t> dilation = {1});
+                  std::vector<int64_t> padding = {0}, std::vector<int64_t> dilation = {1},
+                  bool ceil_mode = false);
 Tensor max_pool3d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride = {},
-                  std::vector<int64_t> padding = {0}, std::vector<int64_t> dilation = {1});
+                  std::vector<int64_t> padding = {0}, std::vector<int64_t> dilation = {1},
+                  bool ceil_mode = false);
 Tensor avg_pool1d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride = {},
-                  std::vector<int64_t> padding = {0}, bool count_include_pad = true);
+                  std::vector<int64_t> padding = {0}, bool count_include_pad = true,
+                  bool ceil_mode = false);
 Tensor avg_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride = {},
-                  std::vector<int64_t> padding = {0}, bool count_include_pad = true);
+                  std::vector<int64_t> padding = {0}, bool count_include_pad = true,
+                  bool ceil_mode = false);
 Tensor avg_pool3d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride = {},
-                  std::vector<int64_t> padding = {0}, bool count_include_pad = true);
+                  std::vector<int64_t> padding = {0}, bool count_include_pad = true,
+                  bool ceil_mode = false);
 
 // ---- reductions (dims may be negative; empty dims = all) -------------------------
 Tensor sum(const Tensor& x, std::vector<int64_t> dims = {}, bool keepdim = false);
@@ -181,9 +188,40 @@ Tensor dynamic_update_slice(const Tensor& x, const Tensor& update,
 // positions `index` (1-D integer) names; repeated indices accumulate.
 Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source,
                  double alpha = 1);
+// torch.scatter_add: x with src[i..] added at x[i.. with dim replaced by
+// index[i..]], over index's positions (index no larger than src anywhere,
+// nor than x outside dim); repeated positions accumulate.
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+
+// ---- sorting (ops_sort.cc) ------------------------------------------------------------
+// A torch-style pair of results: sort, topk, cummax, cummin.
+struct ValuesIndices {
+  Tensor values;
+  Tensor indices;  // s64
+};
+// torch.sort: x's values along `dim` in ascending (or descending) order and
+// where each came from. NaN sorts as the largest value (last ascending, first
+// descending), -0 and +0 as equal; ties keep their order (the sort is always
+// stable, `stable` or not). Differentiable in x.
+ValuesIndices sort(const Tensor& x, int64_t dim = -1, bool descending = false, bool stable = false);
+Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false, bool stable = false);
+// torch.topk: the k largest (or smallest) values along `dim`, in order, and
+// their indices; on ties the earlier element first. 0 <= k <= size of dim.
+ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true,
+                   bool sorted = true);
+
+// ---- cumulative (ops_cumulative.cc) -----------------------------------------------------
+// torch.cumsum / cumprod (bool and integers accumulate in s64), cummax /
+// cummin (values and the index of each running extreme: the later one on
+// ties; a NaN, once seen, stays), logcumsumexp (floats). Differentiable.
+Tensor cumsum(const Tensor& x, int64_t dim);
+Tensor cumprod(const Tensor& x, int64_t dim);
+ValuesIndices cummax(const Tensor& x, int64_t dim);
+ValuesIndices cummin(const Tensor& x, int64_t dim);
+Tensor logcumsumexp(const Tensor& x, int64_t dim);
 
 // ---- functions ----------------------------------------------------------------------
 Tensor softmax(const Tensor& x, int64_t dim);

@@ -6,6 +6,10 @@
 namespace strata::runtime {
 
 bool InlineCalls(hlo::Module& module);
+// f16 / bf16 arithmetic run in f32: converts around each op that computes on
+// half-precision values, f32 copies of the functions reductions and
+// scatters call (widen_half.cc). Compile runs it first, passes or not.
+bool WidenHalfArithmetic(hlo::Module& module);
 bool SimplifyAlgebra(hlo::Module& module);
 bool FoldConstants(hlo::Module& module);
 bool EliminateCommonSubexpressions(hlo::Module& module);

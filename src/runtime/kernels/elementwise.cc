@@ -217,6 +217,7 @@ KernelInfo MakeElementwiseKernel(const hlo::Instruction& inst, ThreadPool& pool_
   switch (op) {
     case Opcode::kCompare: {
       hlo::Comparison c = inst.direction;
+      const bool total_order = inst.comparison_type == hlo::ComparisonType::kTotalOrder;
       const int64_t sx = IsScalarBroadcast(*inst.operand(0)) ? 0 : 1;
       const int64_t sy = IsScalarBroadcast(*inst.operand(1)) ? 0 : 1;
       return {DispatchAnyType(operand_type, [&](auto tag) -> Kernel {
@@ -226,7 +227,11 @@ KernelInfo MakeElementwiseKernel(const hlo::Instruction& inst, ThreadPool& pool_
           auto* y = reinterpret_cast<const T*>(a.operands[1]);
           auto* out = reinterpret_cast<bool*>(a.outputs[0]);
           pool->ParallelFor(n, kElementwiseGrain, [&](int64_t lo, int64_t hi) {
-            for (int64_t i = lo; i < hi; ++i) out[i] = CompareValues(c, x[i * sx], y[i * sy]);
+            if (total_order) {
+              for (int64_t i = lo; i < hi; ++i) out[i] = CompareTotalOrder(c, x[i * sx], y[i * sy]);
+            } else {
+              for (int64_t i = lo; i < hi; ++i) out[i] = CompareValues(c, x[i * sx], y[i * sy]);
+            }
           });
         };
       })};

@@ -4,6 +4,7 @@
 // instruction set (isa.h).
 #pragma once
 
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -288,6 +289,24 @@ bool CompareValues(hlo::Comparison c, T a, T b) {
       return a >= b;
   }
   return false;
+}
+
+// XLA's TOTALORDER compare: floats compared as their bits read as signed
+// integers with the negative ones' magnitude bits flipped, so
+// -NaN < -inf < ... < -0 < +0 < ... < inf < +NaN. Integers as they are.
+template <typename F>
+auto TotalOrderKey(F x) {
+  using I = std::conditional_t<sizeof(F) == 4, int32_t, int64_t>;
+  const I bits = std::bit_cast<I>(x);
+  return bits < 0 ? static_cast<I>(bits ^ std::numeric_limits<I>::max()) : bits;
+}
+template <typename T>
+bool CompareTotalOrder(hlo::Comparison c, T a, T b) {
+  if constexpr (kIsFloat<T>) {
+    return CompareValues(c, TotalOrderKey(a), TotalOrderKey(b));
+  } else {
+    return CompareValues(c, a, b);
+  }
 }
 
 }  // namespace elementwise

@@ -472,8 +472,11 @@ bool FusedKernelRuns(const Instruction& fusion, ThreadPool& pool) {
       case Opcode::kReshape:
         if (!typed && !pred) return false;
         break;
-      case Opcode::kCompare:
-        if (inst->operand(0)->shape().dtype() != type) return false;
+      case Opcode::kCompare:  // the fused loop compares as IEEE floats
+        if (inst->operand(0)->shape().dtype() != type ||
+            inst->comparison_type != hlo::ComparisonType::kDefault) {
+          return false;
+        }
         break;
       case Opcode::kReduce:
       case Opcode::kSelect:

@@ -65,6 +65,10 @@ KernelInfo MakeReduceWindowKernel(const hlo::Instruction& inst, ThreadPool& pool
                                   ScalarFunction to_apply);
 KernelInfo MakeSelectAndScatterKernel(const hlo::Instruction& inst, ThreadPool& pool,
                                       ScalarFunction select, ScalarFunction scatter);
+// sort (sort.cc): a stable merge sort per row, native for a one-compare
+// comparator; any other is compiled (only then) and called per comparison.
+KernelInfo MakeSortKernel(const hlo::Instruction& inst, ThreadPool& pool,
+                          const std::function<ScalarFunction()>& compile_comparator);
 KernelInfo MakeGatherKernel(const hlo::Instruction& inst, ThreadPool& pool);
 KernelInfo MakeScatterKernel(const hlo::Instruction& inst, ThreadPool& pool,
                              ScalarFunction to_apply);

@@ -50,7 +50,10 @@ bool IsCore(const Instruction& i, DType type) {
   // shift on them; is-finite gives pred).
   if (hlo::IsElementwiseUnary(op) || hlo::IsElementwiseBinary(op)) return t == type;
   if (op == Opcode::kSelect) return t == type;
-  if (op == Opcode::kCompare) return i.operand(0)->shape().dtype() == type;
+  if (op == Opcode::kCompare) {  // a total-order compare runs on its own
+    return i.operand(0)->shape().dtype() == type &&
+           i.comparison_type == hlo::ComparisonType::kDefault;
+  }
   return false;
 }
 
@@ -339,12 +342,13 @@ class Fuser {
 }  // namespace
 
 bool FuseElementwise(hlo::Module& module) {
-  // The computations that run as programs: the entry and the while loops'
-  // conditions and bodies (not reduce / scatter to_apply functions).
+  // The computations that run as programs: the entry, the while loops'
+  // conditions and bodies and the conditionals' branches (not reduce /
+  // scatter to_apply functions).
   std::vector<hlo::Computation*> programs{module.entry()};
   for (size_t i = 0; i < programs.size(); ++i) {
     for (const auto& inst : programs[i]->instructions()) {
-      if (inst->opcode() == Opcode::kWhile) {
+      if (inst->opcode() == Opcode::kWhile || inst->opcode() == Opcode::kConditional) {
         for (hlo::Computation* called : inst->called) programs.push_back(called);
       }
     }
