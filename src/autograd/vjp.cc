@@ -173,6 +173,7 @@ VjpFamily VjpFamilyOf(Opcode op) {
     case Opcode::kReduceWindow:
       return VjpFamily::kReduceWindow;
     case Opcode::kSort:
+    case Opcode::kTopK:
       return VjpFamily::kSort;
     case Opcode::kGather:
     case Opcode::kScatter:
@@ -232,6 +233,7 @@ std::vector<Tensor> Rule(const ir::NodePtr& owner, const std::vector<Tensor>& ou
   }
   if (VjpFamilyOf(node.opcode()) == VjpFamily::kIdentity) return out_grads;
   if (node.opcode() == Opcode::kSort) return SortRule(owner, out_grads);
+  if (node.opcode() == Opcode::kTopK) return TopKRule(owner, out_grads);
   if (node.opcode() == Opcode::kReduce && node.num_outputs() > 1) {
     return VariadicReduceRule(owner, out_grads);
   }

@@ -43,6 +43,8 @@ std::vector<Tensor> ConvolutionVjp(const RuleArgs& args);   // vjp_convolution.c
 std::vector<Tensor> ReduceWindowVjp(const RuleArgs& args);  // vjp_pooling.cc
 // sort (vjp_sort.cc): through the permutation the sort carries.
 std::vector<Tensor> SortRule(const ir::NodePtr& owner, const std::vector<Tensor>& g);
+// topk: the values' cotangent scattered to the positions it returns.
+std::vector<Tensor> TopKRule(const ir::NodePtr& owner, const std::vector<Tensor>& g);
 // Variadic reduce as argmax/argmin build it (two outputs).
 std::vector<Tensor> VariadicReduceRule(const ir::NodePtr& owner, const std::vector<Tensor>& g);
 

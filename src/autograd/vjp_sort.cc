@@ -38,4 +38,13 @@ std::vector<Tensor> SortRule(const ir::NodePtr& owner, const std::vector<Tensor>
   return in;
 }
 
+std::vector<Tensor> TopKRule(const ir::NodePtr& owner, const std::vector<Tensor>& g) {
+  const ir::Node& node = *owner;
+  const ir::Value& x = node.operands()[0];
+  if (!g[0].defined() || !Differentiable(x.shape())) return {Tensor()};
+  const int64_t last = x.shape().rank() - 1;
+  return {T(
+      lazy::ScatterAddAlongDim(Zeros(x.shape()).value(), last, ir::Value{owner, 1}, g[0].value()))};
+}
+
 }  // namespace strata::vjp_rules

@@ -195,6 +195,13 @@ Instruction* Builder::Sort(std::vector<Instruction*> operands, int64_t dimension
   return Finish(s);
 }
 
+Instruction* Builder::TopK(Instruction* x, int64_t k, bool largest) {
+  Instruction* t = Make(Opcode::kTopK, Shape(), {x});
+  t->k = k;
+  t->largest = largest;
+  return Finish(t);
+}
+
 Instruction* Builder::Conditional(Instruction* selector, std::vector<Computation*> branches,
                                   std::vector<Instruction*> operands) {
   operands.insert(operands.begin(), selector);

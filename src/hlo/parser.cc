@@ -327,6 +327,8 @@ const AttributeRule kAttributeRules[] = {
     {Opcode::kSort, "is_stable", false,
      [](Parser& p, Instruction& i) { i.is_stable = p.ParseBool(); }},
     {Opcode::kSort, "to_apply", true, CALLED_INTO(0)},
+    {Opcode::kTopK, "k", true, INTEGER_INTO(k)},
+    {Opcode::kTopK, "largest", false, [](Parser& p, Instruction& i) { i.largest = p.ParseBool(); }},
     {Opcode::kConvolution, "window", false,
      [](Parser& p, Instruction& i) { i.window = p.ParseWindow(); }},
     {Opcode::kConvolution, "dim_labels", true,

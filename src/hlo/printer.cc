@@ -67,6 +67,10 @@ std::string AttributesText(const Instruction& inst) {
         add("branch_computations", fmt::format("{{{}}}", fmt::join(names, ", ")));
       }
       break;
+    case Opcode::kTopK:
+      add("k", std::to_string(inst.k));
+      add("largest", inst.largest ? "true" : "false");
+      break;
     case Opcode::kSort:
       add("dimensions", Braced(inst.dimensions));
       if (inst.is_stable) add("is_stable", "true");

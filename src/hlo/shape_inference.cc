@@ -80,6 +80,8 @@ Shape InferShape(Opcode opcode, std::span<const Shape* const> operand_shapes,
       return ConvolutionShape(inst);
     case Opcode::kSort:
       return SortShape(inst);
+    case Opcode::kTopK:
+      return TopKShape(inst);
     case Opcode::kGather:
     case Opcode::kScatter:
       return IndexingShape(inst);

@@ -73,5 +73,6 @@ Shape ControlShape(const View& inst);
 Shape CollectiveShape(const View& inst);
 Shape ConvolutionShape(const View& inst);  // shape_convolution.cc
 Shape SortShape(const View& inst);         // shape_sort.cc
+Shape TopKShape(const View& inst);         // shape_sort.cc
 
 }  // namespace strata::hlo::shape_rules

@@ -35,4 +35,20 @@ Shape SortShape(const View& inst) {
   return results.size() == 1 ? results[0] : Shape::Tuple(results);
 }
 
+// topk(x), k=K, largest=true|false: the K largest (or smallest) elements of
+// each row along x's last dimension and their s32 positions, in order.
+Shape TopKShape(const View& inst) {
+  ExpectOperands(inst, 1);
+  const Shape& x = ArrayOperand(inst, 0);
+  if (x.rank() == 0) Reject(inst, "needs an operand of rank 1 or more, got {}", x.ToString());
+  if (x.dtype() == DType::kPred) Reject(inst, "takes numbers, got {}", x.ToString());
+  const int64_t n = x.dims().back();
+  if (inst.attrs.k < 0 || inst.attrs.k > n) {
+    Reject(inst, "k = {} is out of range for a last dimension of {}", inst.attrs.k, n);
+  }
+  std::vector<int64_t> dims = x.dims();
+  dims.back() = inst.attrs.k;
+  return Shape::Tuple({Shape(x.dtype(), dims), Shape(DType::kS32, dims)});
+}
+
 }  // namespace strata::hlo::shape_rules

@@ -32,7 +32,7 @@ void AddAttributes(HashBuilder& h, const hlo::Attributes& a) {
   h.Add<uint64_t>(a.padding.size());
   for (const auto& p : a.padding) h.Add(p.low).Add(p.high).Add(p.interior);
   h.Add(static_cast<uint8_t>(a.direction)).Add(static_cast<uint8_t>(a.comparison_type));
-  h.Add(static_cast<uint8_t>(a.is_stable));
+  h.Add(static_cast<uint8_t>(a.is_stable)).Add(a.k).Add(static_cast<uint8_t>(a.largest));
   for (const auto* v :
        {&a.dot.lhs_batch, &a.dot.rhs_batch, &a.dot.lhs_contracting, &a.dot.rhs_contracting,
         &a.gather.offset_dims, &a.gather.collapsed_slice_dims, &a.gather.start_index_map,
@@ -74,8 +74,8 @@ Hash128 Value::hash() const { return HashBuilder().AddHash(node->dag_hash()).Add
 static bool IsDefault(const hlo::Attributes& a) {
   return a.dimensions.empty() && a.slice.empty() && a.dynamic_slice_sizes.empty() &&
          a.padding.empty() && a.direction == hlo::Comparison::kEq &&
-         a.comparison_type == hlo::ComparisonType::kDefault && !a.is_stable &&
-         a.dot == hlo::DotDims{} && a.gather == hlo::GatherDims{} &&
+         a.comparison_type == hlo::ComparisonType::kDefault && !a.is_stable && a.k == 0 &&
+         a.largest && a.dot == hlo::DotDims{} && a.gather == hlo::GatherDims{} &&
          a.scatter == hlo::ScatterDims{} && a.window.empty() &&
          a.convolution == hlo::ConvolutionDims{} && a.feature_group_count == 1 &&
          a.batch_group_count == 1 && a.literal.size_bytes() == 0 && a.rng_algorithm.empty() &&

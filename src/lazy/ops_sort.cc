@@ -103,6 +103,9 @@ Tensor argsort(const Tensor& x, int64_t dim, bool descending, bool stable) {
   return SortAlong("argsort", x, dim, descending, stable).indices;
 }
 
+// XLA's topk over the last dimension (moved there and back for another),
+// on canonical keys as sort's; the values are gathered from x itself, so they
+// keep their bits (a -0, a NaN's payload) and their gradient is the gather's.
 ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool sorted) {
   const Shape& s = x.shape();
   const int64_t d = lazy::NormalizeDim("topk", dim, s);
@@ -111,10 +114,30 @@ ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool s
     Fail("[topk] k = {} is out of range for dimension {} of {}: expected 0 <= k <= {}", k, d,
          s.ToString(), size);
   }
-  // Sorted by a stable sort, so ties come earlier index first.
-  ValuesIndices all = SortAlong("topk", x, dim, largest, true);
-  if (s.rank() == 0) return all;
-  return {slice(all.values, d, 0, k), slice(all.indices, d, 0, k)};
+  if (s.rank() == 0) return {x, zeros({}, DType::kS64)};
+  if (x.dtype() == DType::kPred) {  // XLA's topk takes numbers
+    ValuesIndices r = topk(astype(x, DType::kU8), k, d, largest, sorted);
+    return {astype(r.values, DType::kPred), r.indices};
+  }
+  const int64_t last = s.rank() - 1;
+  std::vector<int64_t> order(s.rank());
+  for (int64_t i = 0; i < s.rank(); ++i) order[i] = i;
+  std::swap(order[d], order[last]);  // its own inverse
+  Tensor moved = d == last ? x : permute(x, order);
+  ir::Value keys = moved.value();
+  if (IsFloating(x.dtype()))
+    keys = CanonicalKeys(lazy::ConvertValue(keys, lazy::ComputeType(x.dtype())));
+  hlo::Attributes a;
+  a.k = k;
+  a.largest = largest;
+  ir::NodePtr top = ir::Node::MakeOp(Opcode::kTopK, {keys}, std::move(a));
+  Tensor indices = astype(Wrap(ir::Value{top, 1}), DType::kS64);
+  Tensor values = take_along_dim(moved, indices, last);
+  if (d != last) {
+    values = permute(values, order);
+    indices = permute(indices, order);
+  }
+  return {values, indices};
 }
 
 }  // namespace strata

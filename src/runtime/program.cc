@@ -115,6 +115,8 @@ KernelInfo MakeKernel(const Instruction& inst, ThreadPool& pool) {
                                         CompileScalar(*inst.called[1], pool));
     case Opcode::kConditional:
       return MakeConditionalKernel(inst, pool);
+    case Opcode::kTopK:
+      return MakeTopKKernel(inst, pool);
     case Opcode::kSort:
       return MakeSortKernel(inst, pool, [&] { return CompileScalar(*inst.called[0], pool); });
     case Opcode::kGather:

@@ -382,7 +382,8 @@ std::unique_ptr<Module> SortProgram() {
   auto* values = e.Parameter(1, Shape(DType::kS32, {3, 4}), "values");
   auto* sorted = e.Sort({values}, 0, less);
   auto* both = e.Sort({keys, sorted}, 1, greater, /*is_stable=*/true);
-  m->AddEntryComputation(e.Build(both));
+  auto* top = e.TopK(keys, 2, /*largest=*/false);
+  m->AddEntryComputation(e.Build(e.Tuple({both, top})));
   return m;
 }
 

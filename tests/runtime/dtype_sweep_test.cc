@@ -160,6 +160,7 @@ std::vector<Row> Table() {
       {"select-and-scatter", kNumeric},
       {"sort", kAll},
       {"sort compiled comparator", kAll},
+      {"topk", kNumeric},
       {"scatter add", kNumeric},
       {"scatter or", kIntegers | kPredOnly},
       // The fused loop runs f32 and f64; any other fusion runs as a call of
@@ -799,6 +800,24 @@ void Sort(Sweep& s, DType t) {
           {x, positions}, want);
 }
 
+// The two largest of each row (ties: the earlier), with their positions.
+void TopK(Sweep& s, DType t) {
+  const Array x = Numbers(t, {2, 5}, 3);
+  const std::string entry = R"(  x = $t[2,5] parameter(0)
+  ROOT r = ($t[2,2], s32[2,2]) topk(x), k=2, largest=true
+)";
+  std::vector<std::vector<int64_t>> order(2);
+  for (int64_t r = 0; r < 2; ++r) {
+    for (int64_t k = 0; k < 5; ++k) order[r].push_back(k);
+    std::stable_sort(order[r].begin(), order[r].end(),
+                     [&](int64_t a, int64_t b) { return Get(x, r * 5 + a) > Get(x, r * 5 + b); });
+  }
+  s.Check(
+      "topk", t, Module(entry), {x},
+      {Tabulate(t, {2, 2}, [&](const Index& i) { return Get(x, i[0] * 5 + order[i[0]][i[1]]); }),
+       Tabulate(DType::kS32, {2, 2}, [&](const Index& i) { return Real(order[i[0]][i[1]]); })});
+}
+
 // A window of one over a spatial dim of one: out[b, f] = sum_i x[b, i] k[i, f],
 // a product the matrix reference gives (the window arithmetic is tested in
 // convolution_test.cc; this is every dtype's arithmetic and acceptance).
@@ -1177,7 +1196,7 @@ const std::map<Opcode, Case> kCases = {
     {Opcode::kPad, Pad}, {Opcode::kReverse, Reverse}, {Opcode::kSelect, Select},
     {Opcode::kCompare, Compare}, {Opcode::kClamp, Clamp}, {Opcode::kIsFinite, IsFinite},
     {Opcode::kReduce, Reduce}, {Opcode::kDot, Dot}, {Opcode::kConvolution, Convolution}, {Opcode::kReduceWindow, ReduceWindow},
-    {Opcode::kSelectAndScatter, SelectAndScatter}, {Opcode::kSort, Sort}, {Opcode::kGather, Gather},
+    {Opcode::kSelectAndScatter, SelectAndScatter}, {Opcode::kSort, Sort}, {Opcode::kTopK, TopK}, {Opcode::kGather, Gather},
     {Opcode::kScatter, Scatter}, {Opcode::kTuple, Tuple},
     {Opcode::kGetTupleElement, GetTupleElement}, {Opcode::kWhile, While}, {Opcode::kConditional, Conditional}, {Opcode::kCall, Call},
     {Opcode::kFusion, Fusion}, {Opcode::kOptimizationBarrier, OptimizationBarrier},

@@ -289,6 +289,55 @@ ENTRY main { x = f64[8] parameter(0)
   }
 }
 
+// XLA's topk: the k largest (or smallest) of each row along the last
+// dimension, in total order, ties by position; against std::stable_sort.
+TEST(TopK, AgainstAStableSortOfEachRow) {
+  for (const char* largest : {"true", "false"}) {
+    SCOPED_TRACE(largest);
+    const std::string text = fmt::format(R"(
+HloModule m
+ENTRY main {{
+  x = f32[3,40] parameter(0)
+  ROOT t = (f32[3,5], s32[3,5]) topk(x), k=5, largest={}
+}})",
+                                         largest);
+    std::vector<float> x = RandomFloats(120, 9, 15);  // many ties
+    x[7] = kNaN;
+    x[50] = -kNaN;
+    x[51] = -0.0f;
+    auto out = RunText(text, {Arg(x, {3, 40})});
+    const auto values = out[0].ToVector<float>();
+    const auto indices = out[1].ToVector<int32_t>();
+    const bool top = std::string(largest) == "true";
+    for (int r = 0; r < 3; ++r) {
+      auto p = StablePermutation(40, [&](int64_t a, int64_t b) {
+        const float u = x[40 * r + a], v = x[40 * r + b];
+        return top ? TotalLess(v, u) : TotalLess(u, v);
+      });
+      for (int j = 0; j < 5; ++j) {
+        EXPECT_EQ(indices[5 * r + j], p[j]) << r << " " << j;
+        EXPECT_TRUE(SameBits(values[5 * r + j], x[40 * r + p[j]])) << r << " " << j;
+      }
+    }
+  }
+  // Errors name the problem.
+  EXPECT_THAT(
+      [] {
+        hlo::ParseModule(
+            "HloModule m\nENTRY e {\n  x = f32[4] parameter(0)\n"
+            "  ROOT t = (f32[5], s32[5]) topk(x), k=5\n}\n");
+      },
+      testing::ThrowsMessage<Error>(
+          testing::HasSubstr("k = 5 is out of range for a last dimension of 4")));
+  EXPECT_THAT(
+      [] {
+        hlo::ParseModule(
+            "HloModule m\nENTRY e {\n  x = f32[4] parameter(0)\n"
+            "  ROOT t = (f32[2], s32[2]) topk(x)\n}\n");
+      },
+      testing::ThrowsMessage<Error>(testing::HasSubstr("missing attribute 'k'")));
+}
+
 TEST(Compare, TotalOrderAgainstItsDefinition) {
   const char* text = R"(
 HloModule m

@@ -79,6 +79,9 @@ class Builder {
   // comes first"); one array for one operand, else a tuple.
   Instruction* Sort(std::vector<Instruction*> operands, int64_t dimension, Computation* comparator,
                     bool is_stable = false);
+  // (the k largest or smallest of each row along the last dimension, their
+  // s32 positions); ties: the earlier position first.
+  Instruction* TopK(Instruction* x, int64_t k, bool largest = true);
   Instruction* Gather(Instruction* operand, Instruction* indices, GatherDims dims);
   Instruction* Scatter(Instruction* operand, Instruction* indices, Instruction* updates,
                        ScatterDims dims, Computation* to_apply);

@@ -84,6 +84,8 @@ struct Attributes {
   std::vector<PadRange> padding;             // pad
   Comparison direction = Comparison::kEq;    // compare
   bool is_stable = false;                    // sort (strata's sort is always stable)
+  int64_t k = 0;                             // topk: how many
+  bool largest = true;                       // topk: the largest (or the smallest)
   DotDims dot;                               // dot
   std::vector<WindowDim> window;             // convolution: one per spatial dim; reduce-window,
                                              // select-and-scatter: one per operand dim
@@ -105,9 +107,9 @@ struct Attributes {
   // Called computations: reduce / reduce-window / scatter / all-reduce / reduce-scatter
   // to_apply = [0]; select-and-scatter select = [0], scatter = [1]; while
   // condition = [0], body = [1]; conditional: true_computation = [0], false_computation = [1]
-  // (a pred selector) or branch_computations (an s32 index); call = [0]; fusion = [0] (the fused computation: the CPU
-  // runtime's FuseElementwise pass makes kLoop ones and runs them as one loop; any other
-  // fusion runs as a call of it).
+  // (a pred selector) or branch_computations (an s32 index); call = [0]; fusion = [0] (the fused
+  // computation: the CPU runtime's FuseElementwise pass makes kLoop ones and runs them as one loop;
+  // any other fusion runs as a call of it).
   std::vector<Computation*> called;
 };
 

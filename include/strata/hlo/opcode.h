@@ -54,6 +54,7 @@ namespace strata::hlo {
   V(kReduceWindow, "reduce-window", Other) \
   V(kSelectAndScatter, "select-and-scatter", Other) \
   V(kSort, "sort", Other) \
+  V(kTopK, "topk", Other) \
   V(kSelect, "select", Other) \
   V(kCompare, "compare", Other) \
   V(kClamp, "clamp", Other) \

@@ -69,6 +69,8 @@ KernelInfo MakeSelectAndScatterKernel(const hlo::Instruction& inst, ThreadPool& 
 // comparator; any other is compiled (only then) and called per comparison.
 KernelInfo MakeSortKernel(const hlo::Instruction& inst, ThreadPool& pool,
                           const std::function<ScalarFunction()>& compile_comparator);
+// topk (sort.cc): a partial sort of each row's positions.
+KernelInfo MakeTopKKernel(const hlo::Instruction& inst, ThreadPool& pool);
 KernelInfo MakeGatherKernel(const hlo::Instruction& inst, ThreadPool& pool);
 KernelInfo MakeScatterKernel(const hlo::Instruction& inst, ThreadPool& pool,
                              ScalarFunction to_apply);

@@ -266,4 +266,61 @@ KernelInfo MakeSortKernel(const hlo::Instruction& inst, ThreadPool& pool_ref,
           scratch};
 }
 
+// topk: each row's positions in a strict total order (the key, in total
+// order for floats, then the position), of which std::partial_sort puts the
+// first k in front: O(n log k) a row, and no comparator of the user's to
+// trust.
+KernelInfo MakeTopKKernel(const hlo::Instruction& inst, ThreadPool& pool_ref) {
+  ThreadPool* pool = &pool_ref;
+  const Shape& x = inst.operand(0)->shape();
+  const int64_t n = x.dims().back(), k = inst.k;
+  const int64_t rows = n == 0 ? 0 : x.num_elements() / n;
+  const DType dtype = x.dtype();
+  const bool largest = inst.largest;
+  const int64_t size = DTypeSize(dtype);
+  const int64_t tasks = std::max<int64_t>(1, std::min<int64_t>(rows, pool->num_threads()));
+  const int64_t per_task = (n * 16 + 63) / 64 * 64;  // positions, then 8-byte keys
+  auto make = [&](auto key_tag) -> Kernel {
+    using K = decltype(key_tag);
+    return [=](const KernelArgs& a) {
+      if (rows == 0 || k == 0) return;
+      pool->ParallelFor(tasks, 1, [&](int64_t lo, int64_t hi) {
+        for (int64_t t = lo; t < hi; ++t) {
+          int64_t* positions = reinterpret_cast<int64_t*>(a.scratch + t * per_task);
+          K* keys = reinterpret_cast<K*>(a.scratch + t * per_task + n * 8);
+          const Rows one_row{rows, n, 1};
+          for (int64_t row = rows * t / tasks; row < rows * (t + 1) / tasks; ++row) {
+            LoadKeys(one_row, row, dtype, /*total_order=*/true, a.operands[0], keys);
+            for (int64_t i = 0; i < n; ++i) positions[i] = i;
+            auto first = [&](int64_t p, int64_t q) {
+              if (keys[p] != keys[q]) return largest ? keys[p] > keys[q] : keys[p] < keys[q];
+              return p < q;
+            };
+            std::partial_sort(positions, positions + k, positions + n, first);
+            const uint8_t* in = a.operands[0] + row * n * size;
+            uint8_t* values = a.outputs[0] + row * k * size;
+            int32_t* indices = reinterpret_cast<int32_t*>(a.outputs[1]) + row * k;
+            for (int64_t j = 0; j < k; ++j) {
+              std::memcpy(values + j * size, in + positions[j] * size, size);
+              indices[j] = static_cast<int32_t>(positions[j]);
+            }
+          }
+        }
+      });
+    };
+  };
+  Kernel run;
+  if (dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16) {
+    run = make(int32_t{});
+  } else if (dtype == DType::kF64) {
+    run = make(int64_t{});
+  } else {
+    run = DispatchAnyType(dtype, [&](auto tag) -> Kernel {
+      using T = typename decltype(tag)::type;
+      return make(T{});
+    });
+  }
+  return {run, rows == 0 ? 0 : tasks * per_task};
+}
+
 }  // namespace strata::runtime
