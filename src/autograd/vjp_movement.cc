@@ -83,12 +83,31 @@ std::vector<Tensor> DataMovementVjp(const RuleArgs& args) {
       break;
     }
     case Opcode::kPad: {
-      // The operand's elements sit at low + i * (interior + 1).
       const Shape& s = ops[0].shape();
+      const auto& padding = node.attributes().padding;
+      const bool trims = std::any_of(padding.begin(), padding.end(), [](const hlo::PadRange& p) {
+        return p.low < 0 || p.high < 0;
+      });
+      if (trims) {
+        // Without interior padding a pad is a shift (negative sides trim):
+        // the cotangent shifts back, the trimmed elements getting zeros.
+        hlo::Attributes a;
+        for (const hlo::PadRange& p : padding) {
+          if (p.interior != 0) Fail("[grad] no VJP for pad with negative and interior padding");
+          a.padding.push_back({-p.low, -p.high, 0});
+        }
+        Tensor back = T(
+            lazy::Op(Opcode::kPad, {g.value(), lazy::ScalarValue(0, g.dtype(), {})}, std::move(a)));
+        // The fill's cotangent: every element of g the operand's did not land on.
+        Tensor kept = T(lazy::Op(Opcode::kPad, {back.value(), lazy::ScalarValue(0, g.dtype(), {})},
+                                 node.attributes()));
+        in = {back, sum(g) - sum(kept)};
+        break;
+      }
+      // The operand's elements sit at low + i * (interior + 1).
       std::vector<hlo::SliceRange> ranges;
       for (int64_t d = 0; d < s.rank(); ++d) {
-        const hlo::PadRange& p = node.attributes().padding[d];
-        if (p.low < 0 || p.high < 0) Fail("[grad] no VJP for pad with negative padding");
+        const hlo::PadRange& p = padding[d];
         int64_t step = p.interior + 1;
         ranges.push_back({p.low, p.low + (s.dim(d) - 1) * step + 1, step});
         if (s.dim(d) == 0) ranges.back() = {p.low, p.low, 1};

@@ -2,9 +2,9 @@
 // logcumsumexp. Each is an inclusive scan with an associative combine, run
 // as ceil(log2 n) rounds of "combine with the value k places earlier" for
 // k = 1, 2, 4, ... (Hillis and Steele); the first k elements of a round have
-// nothing k places earlier and keep their value. A round is a slice, a pad
-// and elementwise ops the compiler fuses, and the gradients come from those
-// ops' rules. (A reduce-window over the whole prefix, XLA's form on TPUs,
+// nothing k places earlier and keep their value. A round is a shift (a pad
+// that trims) and elementwise ops the compiler fuses, and the gradients come
+// from those ops' rules. (A reduce-window over the whole prefix, XLA's form on TPUs,
 // does n^2 / 2 work a row.)
 #include <fmt/format.h>
 
@@ -21,11 +21,13 @@ using lazy::Wrap;
 namespace {
 
 // y's values k places earlier along d: element i holds y[i - k]; the first
-// k hold `fill`.
+// k hold `fill`. One pad that adds k in front and trims k at the end.
 Tensor Earlier(const Tensor& y, int64_t d, int64_t k, double fill) {
-  std::vector<int64_t> low(y.rank(), 0), high(y.rank(), 0);
-  low[d] = k;
-  return pad(slice(y, d, 0, y.dim(d) - k), low, high, fill);
+  hlo::Attributes shift;
+  shift.padding.assign(y.rank(), hlo::PadRange{});
+  shift.padding[d] = {k, -k, 0};
+  return Wrap(
+      Op(Opcode::kPad, {y.value(), lazy::ScalarValue(fill, y.dtype(), {})}, std::move(shift)));
 }
 
 // Whether each position along d has an element k places earlier.
