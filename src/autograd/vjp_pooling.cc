@@ -5,6 +5,8 @@
 //                   input's size;
 //   maximum/minimum: select-and-scatter: each window's cotangent goes to the
 //                   element the window picked (the first largest or smallest).
+#include <algorithm>
+
 #include "strata/hlo/builder.h"
 #include "vjp_rules.h"
 
@@ -29,6 +31,18 @@ Tensor SumCotangent(const Tensor& g, const Shape& input,
     spread[d].size = w.size;
     spread[d].stride = w.base_dilation;
     spread[d].window_dilation = w.window_dilation;
+  }
+  // Without holes to put in (stride 1) the padding is the window's own, so a
+  // prefix sum's cotangent is a suffix sum the runtime runs as a scan.
+  const bool holes = std::any_of(
+      pad.padding.begin(), pad.padding.end(),
+      [](const hlo::PadRange& p) { return p.interior != 0 || p.low < 0 || p.high < 0; });
+  if (!holes) {
+    for (size_t d = 0; d < window.size(); ++d) {
+      spread[d].pad_low = pad.padding[d].low;
+      spread[d].pad_high = pad.padding[d].high;
+    }
+    return reduce_window(g, Opcode::kAdd, std::move(spread));
   }
   Tensor padded = T(
       lazy::Op(Opcode::kPad, {g.value(), Zeros(Shape::Scalar(g.dtype())).value()}, std::move(pad)));

@@ -51,12 +51,21 @@ int64_t CumulativeDim(std::string_view op, const Tensor& x, int64_t dim) {
 }
 
 // cumsum / cumprod: torch's dtypes (bool and integers accumulate in s64,
-// f16 and bf16 in f32 and round once).
+// f16 and bf16 in f32 and round once). A sum is XLA's reduce-window over
+// the whole prefix, which the runtime runs as a running scan in one pass
+// (and its gradient, a suffix sum, too); a product keeps the rounds, since
+// a window product has no gradient rule.
 Tensor SumOrProduct(std::string_view op, const Tensor& x, int64_t dim, bool product) {
   const int64_t d = CumulativeDim(op, x, dim);
   const DType out = IsFloating(x.dtype()) ? x.dtype() : DType::kS64;
   Tensor y = astype(x, lazy::ComputeType(out));
   if (x.rank() == 0) return astype(y, out);
+  if (!product && x.dim(d) > 1) {
+    std::vector<hlo::WindowDim> prefix(x.rank());
+    prefix[d].size = x.dim(d);
+    prefix[d].pad_low = x.dim(d) - 1;
+    return astype(reduce_window(y, Opcode::kAdd, std::move(prefix)), out);
+  }
   for (int64_t k = 1; k < x.dim(d); k *= 2) {
     Tensor earlier = Earlier(y, d, k, product ? 1 : 0);
     y = product ? y * earlier : y + earlier;

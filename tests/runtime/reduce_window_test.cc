@@ -254,3 +254,57 @@ TEST(ReduceWindow, BadAttributesAreErrors) {
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+// A window spanning a whole dim, padded by n - 1 on one side (XLA's form of
+// a cumulative sum, and of its gradient): the runtime runs it as a running
+// scan. Against running loops, along a middle dim (strided rows) and the
+// leading one, prefix and suffix, f32 and s32, add and maximum.
+TEST(ReduceWindow, WholeDimWindowsAreRunningScans) {
+  const char* prefix_sum = R"(
+HloModule m
+add { a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b) }
+ENTRY e { x = f32[3,50,4] parameter(0)
+  zero = f32[] constant(0)
+  ROOT r = f32[3,50,4] reduce-window(x, zero), window={size=1x50x1 pad=0_0x49_0x0_0}, to_apply=add })";
+  const std::vector<float> x = Values(600, 3);
+  const std::vector<float> got = strata::Run(*hlo::ParseModule(prefix_sum), {x});
+  for (int o = 0; o < 3; ++o) {
+    for (int i = 0; i < 4; ++i) {
+      float acc = 0;
+      for (int k = 0; k < 50; ++k) {
+        acc += x[(o * 50 + k) * 4 + i];
+        ASSERT_EQ(got[(o * 50 + k) * 4 + i], acc) << o << " " << k << " " << i;
+      }
+    }
+  }
+  const char* suffix_max = R"(
+HloModule m
+max { a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  ROOT s = s32[] maximum(a, b) }
+ENTRY e { x = s32[7,3] parameter(0)
+  low = s32[] constant(-1000)
+  ROOT r = s32[7,3] reduce-window(x, low), window={size=7x1 pad=0_6x0_0}, to_apply=max })";
+  std::vector<int32_t> xi(21);
+  for (int j = 0; j < 21; ++j) xi[j] = (j * 7) % 11 - 5;
+  auto m = hlo::ParseModule(suffix_max);
+  const auto* device = runtime::Client::Default().device(0);
+  auto out = runtime::Executable::Compile(*m)
+                 ->Run({runtime::Buffer::FromVector<int32_t>(xi, {7, 3}, device)})[0]
+                 .ToVector<int32_t>();
+  for (int c = 0; c < 3; ++c) {
+    int32_t best = -1000;
+    for (int k = 6; k >= 0; --k) {
+      best = std::max(best, xi[k * 3 + c]);
+      EXPECT_EQ(out[k * 3 + c], best) << k << " " << c;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace strata

@@ -2,7 +2,8 @@
 // operand, with strides, padding and both dilations as a convolution's
 // (pooling, and the gradient of max pooling). A reducer that is one binary
 // op, and a select that is one compare with a scatter that adds, run native
-// loops; any other computation runs compiled, element by element.
+// loops (a window spanning a whole dim, padded on one side, as a running
+// scan); any other computation runs compiled, element by element.
 #include <cstring>
 #include <optional>
 #include <vector>
@@ -75,6 +76,69 @@ Kernel NativeReduceWindow(const Windows& windows, Opcode op, ThreadPool* pool) {
   };
 }
 
+// A running scan: one dim d whose window covers all of it (size n, stride
+// 1, no dilation), padded by n - 1 on one side and nothing on the other;
+// every other dim a window of one. Output k folds elements 0..k (a prefix)
+// or k..n-1 (a suffix): cumsum and its gradient, in one pass a row.
+struct Scan {
+  int64_t outer = 1, n = 1, inner = 1;
+  bool suffix = false;
+};
+
+std::optional<Scan> FindScan(const std::vector<int64_t>& dims,
+                             const std::vector<hlo::WindowDim>& window) {
+  std::optional<Scan> scan;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    const hlo::WindowDim& w = window[d];
+    if (w.stride != 1 || w.window_dilation != 1 || w.base_dilation != 1 || w.window_reversal) {
+      return std::nullopt;
+    }
+    if (w.size == 1 && w.pad_low == 0 && w.pad_high == 0) continue;
+    const int64_t n = dims[d];
+    const bool prefix = w.pad_low == n - 1 && w.pad_high == 0;
+    const bool suffix = w.pad_low == 0 && w.pad_high == n - 1;
+    if (scan || w.size != n || n < 2 || (!prefix && !suffix)) return std::nullopt;
+    scan = Scan{1, n, 1, suffix};
+    for (size_t i = 0; i < d; ++i) scan->outer *= dims[i];
+    for (size_t i = d + 1; i < dims.size(); ++i) scan->inner *= dims[i];
+  }
+  return scan;
+}
+
+template <typename T>
+Kernel NativeScan(const Scan& scan, Opcode op, ThreadPool* pool) {
+  return [scan, op, pool](const KernelArgs& a) {
+    const T* x = reinterpret_cast<const T*>(a.operands[0]);
+    T init;
+    std::memcpy(&init, a.operands[1], sizeof(T));
+    T* out = reinterpret_cast<T*>(a.outputs[0]);
+    const Reducer<T> f{op};
+    const int64_t n = scan.n, inner = scan.inner;
+    // Blocks of rows: an outer index and a run of inner ones, each folded
+    // along the dim in step, so the innermost loop is contiguous.
+    const int64_t block = std::min<int64_t>(inner, 1024);
+    const int64_t blocks_per_outer = (inner + block - 1) / block;
+    pool->ParallelFor(scan.outer * blocks_per_outer, std::max<int64_t>(1, 8192 / (n * block)),
+                      [&](int64_t lo, int64_t hi) {
+                        for (int64_t b = lo; b < hi; ++b) {
+                          const int64_t o = b / blocks_per_outer;
+                          const int64_t i0 = (b % blocks_per_outer) * block;
+                          const int64_t i1 = std::min(inner, i0 + block);
+                          const T* xs = x + o * n * inner;
+                          T* ys = out + o * n * inner;
+                          for (int64_t step = 0; step < n; ++step) {
+                            const int64_t k = scan.suffix ? n - 1 - step : step;
+                            const int64_t previous = scan.suffix ? k + 1 : k - 1;
+                            for (int64_t i = i0; i < i1; ++i) {
+                              const T before = step == 0 ? init : ys[previous * inner + i];
+                              ys[k * inner + i] = f(before, xs[k * inner + i]);
+                            }
+                          }
+                        }
+                      });
+  };
+}
+
 // The one compare a select computation is, as "keep a over b" (a, b the
 // parameters in order), or nullopt.
 std::optional<hlo::Comparison> SimpleSelect(const hlo::Computation& c) {
@@ -130,6 +194,12 @@ KernelInfo MakeReduceWindowKernel(const hlo::Instruction& inst, ThreadPool& pool
   const Windows windows(inst.operand(0)->shape().dims(), inst.window);
   if (auto op = hlo::SimpleReducer(*inst.called[0]); op && n == 1) {
     if (dtype == DType::kF16 || dtype == DType::kBF16) UnsupportedType(inst, dtype);
+    if (auto scan = FindScan(inst.operand(0)->shape().dims(), inst.window)) {
+      return {DispatchAnyType(dtype, [&](auto tag) -> Kernel {
+        using T = typename decltype(tag)::type;
+        return NativeScan<T>(*scan, *op, &pool);
+      })};
+    }
     return {DispatchAnyType(dtype, [&](auto tag) -> Kernel {
       using T = typename decltype(tag)::type;
       return NativeReduceWindow<T>(windows, *op, &pool);
