@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <limits>
+#include <type_traits>
 
 #include "strata/lazy/op_builder.h"
 
@@ -73,29 +74,103 @@ Tensor SumOrProduct(std::string_view op, const Tensor& x, int64_t dim, bool prod
   return astype(y, out);
 }
 
-// cummax / cummin as torch computes them: a NaN, once seen, stays (the
-// index moves to each later NaN); otherwise ties take the later index.
+// The identity of a running maximum (the lowest value of `t`) or minimum
+// (the highest), as a literal of `t` itself (the 64-bit bounds have no
+// double to pass through).
+template <typename T>
+hlo::Literal BoundOf(bool highest) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return hlo::Literal::Scalar<T>(highest ? std::numeric_limits<T>::infinity()
+                                           : -std::numeric_limits<T>::infinity());
+  } else {
+    return hlo::Literal::Scalar<T>(highest ? std::numeric_limits<T>::max()
+                                           : std::numeric_limits<T>::lowest());
+  }
+}
+
+hlo::Literal Bound(DType t, bool highest) {
+  switch (t) {
+    case DType::kS8:
+      return BoundOf<int8_t>(highest);
+    case DType::kS32:
+      return BoundOf<int32_t>(highest);
+    case DType::kS64:
+      return BoundOf<int64_t>(highest);
+    case DType::kU8:
+      return BoundOf<uint8_t>(highest);
+    case DType::kU32:
+      return BoundOf<uint32_t>(highest);
+    case DType::kU64:
+      return BoundOf<uint64_t>(highest);
+    case DType::kF64:
+      return BoundOf<double>(highest);
+    default:
+      STRATA_CHECK(t == DType::kF32, "no running-extreme identity for {}", DTypeName(t));
+      return BoundOf<float>(highest);
+  }
+}
+
+// A running maximum (or minimum) along d: XLA's whole-prefix reduce-window,
+// which the runtime runs as a scan.
+ir::Value RunningExtreme(const ir::Value& x, int64_t d, bool is_max) {
+  const Shape& s = x.shape();
+  std::vector<hlo::WindowDim> prefix(s.rank());
+  prefix[d].size = s.dim(d);
+  prefix[d].pad_low = s.dim(d) - 1;
+  hlo::Attributes a;
+  a.window = std::move(prefix);
+  a.called = {ir::ScalarCombiner(is_max ? Opcode::kMaximum : Opcode::kMinimum, s.dtype())};
+  const ir::Value identity{ir::Node::MakeConstant(Bound(s.dtype(), !is_max)), 0};
+  return Op(Opcode::kReduceWindow, {x, identity}, std::move(a));
+}
+
+// The values of cummax / cummin: the running extreme, whose cotangent goes
+// to the element of x each one came from (its index), as torch's does.
+class GatheredFromIndices final : public ir::GradientRule {
+ public:
+  explicit GatheredFromIndices(int64_t dim) : dim_(dim) {}
+  // Operands: the running extreme (no gradient), x, the indices.
+  std::vector<ir::Value> Vjp(const ir::NodePtr& node,
+                             const std::vector<ir::Value>& cotangents) const override {
+    std::vector<ir::Value> grads(node->operands().size());
+    const ir::Value& x = node->operands()[1];
+    if (!cotangents[0] || !IsFloating(x.shape().dtype())) return grads;
+    grads[1] = lazy::ScatterAddAlongDim(zeros(x.shape().dims(), x.shape().dtype()).value(), dim_,
+                                        node->operands()[2], cotangents[0]);
+    return grads;
+  }
+
+ private:
+  int64_t dim_;
+};
+
+// cummax / cummin as torch computes them: the index is where the running
+// extreme was last reached (ties take the later index; a NaN, once seen,
+// stays, and each later NaN takes the index). Two scans: the running
+// extreme m, then the running maximum of "k where x[k] == m[k] (or is NaN),
+// else -1", the position of the current extreme. m is made of x's own
+// elements; its gradient goes to them through the indices.
 ValuesIndices ExtremeWithIndex(std::string_view op, const Tensor& x, int64_t dim, bool is_max) {
   const int64_t d = CumulativeDim(op, x, dim);
   if (x.rank() == 0) return {x, zeros({}, DType::kS64)};
+  if (x.dim(d) == 0) return {x, zeros(x.shape().dims(), DType::kS64)};
+  const ir::Value raw = x.value();
+  const ir::Value keys{raw.node->CloneStoppingGradient(), raw.index};
+  const DType t = x.dtype() == DType::kPred ? DType::kU8 : lazy::ComputeType(x.dtype());
+  const Tensor k = Wrap(lazy::ConvertValue(keys, t));
+  const Tensor extreme = Wrap(RunningExtreme(k.value(), d, is_max));
   hlo::Attributes iota;
   iota.dimensions = {d};
-  Tensor value = x;
-  Tensor index = Wrap(Op(Opcode::kIota, {}, std::move(iota), Shape(DType::kS64, x.shape().dims())));
-  const bool floating = IsFloating(x.dtype());
-  for (int64_t k = 1; k < x.dim(d); k *= 2) {
-    Tensor earlier_value = Earlier(value, d, k, 0);
-    Tensor earlier_index = Earlier(index, d, k, 0);
-    Tensor later_wins = is_max ? ge(value, earlier_value) : le(value, earlier_value);
-    if (floating) {
-      later_wins =
-          logical_or(IsNaN(value), logical_and(logical_not(IsNaN(earlier_value)), later_wins));
-    }
-    Tensor keep_earlier = logical_and(HasEarlier(x, d, k), logical_not(later_wins));
-    value = where(keep_earlier, earlier_value, value);
-    index = where(keep_earlier, earlier_index, index);
-  }
-  return {value, index};
+  const Tensor position =
+      Wrap(Op(Opcode::kIota, {}, std::move(iota), Shape(DType::kS64, x.shape().dims())));
+  Tensor reached = eq(k, extreme);
+  if (IsFloating(t)) reached = logical_or(reached, IsNaN(k));
+  const Tensor marks = where(reached, position, full(x.shape().dims(), -1, DType::kS64));
+  const Tensor index = Wrap(RunningExtreme(marks.value(), d, /*is_max=*/true));
+  const ir::Value values = lazy::ConvertValue(extreme.value(), x.dtype());
+  ir::NodePtr routed = ir::Node::MakeWithGradientRule({values, raw, index.value()},
+                                                      std::make_shared<GatheredFromIndices>(d));
+  return {Wrap(ir::Value{routed, 0}), index};
 }
 
 // log(exp(a) + exp(b)) around m = max(a, b): m carries no gradient (the

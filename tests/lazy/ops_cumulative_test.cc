@@ -116,6 +116,22 @@ TEST(Cumulative, RunningExtremesWithTiesAndNaNs) {
   test::ExpectTensor<int64_t>(i, {5}, {0, 1, 2, 2, 4});
 }
 
+// The running extremes' identities are each type's own bounds: values at
+// those bounds, and bools, come out as a loop gives them.
+TEST(Cumulative, RunningExtremesAtTheBoundsOfIntegerTypes) {
+  const int64_t top = std::numeric_limits<int64_t>::max(),
+                bottom = std::numeric_limits<int64_t>::lowest();
+  auto [v, i] = cummin(Tensor::FromVector<int64_t>({top, top, 5, bottom, bottom, 7}, {6}), 0);
+  test::ExpectTensor<int64_t>(v, {6}, {top, top, 5, bottom, bottom, bottom});
+  test::ExpectTensor<int64_t>(i, {6}, {0, 1, 2, 3, 4, 4});
+  auto [vu, iu] = cummax(Tensor::FromVector<uint8_t>({0, 255, 3, 255}, {4}), 0);
+  test::ExpectTensor<uint8_t>(vu, {4}, {0, 255, 255, 255});
+  test::ExpectTensor<int64_t>(iu, {4}, {0, 1, 1, 3});
+  auto [vb, ib] = cummax(test::BoolTensor({0, 0, 1, 0, 1}, {5}), 0);
+  EXPECT_EQ(test::BoolValues(vb), (std::vector<uint8_t>{0, 0, 1, 1, 1}));
+  test::ExpectTensor<int64_t>(ib, {5}, {0, 1, 2, 2, 4});
+}
+
 TEST(Cumulative, BadArgumentsAreErrors) {
   ExpectError([] { cumsum(zeros({2, 3}), 2); }, "cumsum", {"dimension 2 out of range"});
   ExpectError([] { cummin(zeros({2}), -2); }, "cummin", {"dimension -2 out of range"});
