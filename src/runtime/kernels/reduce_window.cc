@@ -114,6 +114,21 @@ Kernel NativeScan(const Scan& scan, Opcode op, ThreadPool* pool) {
     T* out = reinterpret_cast<T*>(a.outputs[0]);
     const Reducer<T> f{op};
     const int64_t n = scan.n, inner = scan.inner;
+    if (inner == 1) {  // contiguous rows: the running value stays in a register
+      pool->ParallelFor(scan.outer, std::max<int64_t>(1, 8192 / n), [&](int64_t lo, int64_t hi) {
+        for (int64_t o = lo; o < hi; ++o) {
+          const T* xs = x + o * n;
+          T* ys = out + o * n;
+          T acc = init;
+          if (scan.suffix) {
+            for (int64_t k = n - 1; k >= 0; --k) ys[k] = acc = f(acc, xs[k]);
+          } else {
+            for (int64_t k = 0; k < n; ++k) ys[k] = acc = f(acc, xs[k]);
+          }
+        }
+      });
+      return;
+    }
     // Blocks of rows: an outer index and a run of inner ones, each folded
     // along the dim in step, so the innermost loop is contiguous.
     const int64_t block = std::min<int64_t>(inner, 1024);
