@@ -1,5 +1,7 @@
 // sort(x_0, .., x_{n-1}), dimensions={d}, to_apply=comparator: every operand
 // permuted along d by the one order the comparator gives (XLA's sort).
+#include <limits>
+
 #include "shape_rules.h"
 
 namespace strata::hlo::shape_rules {
@@ -43,6 +45,9 @@ Shape TopKShape(const View& inst) {
   if (x.rank() == 0) Reject(inst, "needs an operand of rank 1 or more, got {}", x.ToString());
   if (x.dtype() == DType::kPred) Reject(inst, "takes numbers, got {}", x.ToString());
   const int64_t n = x.dims().back();
+  if (n > std::numeric_limits<int32_t>::max()) {
+    Reject(inst, "a last dimension of {} elements is more than its s32 positions can name", n);
+  }
   if (inst.attrs.k < 0 || inst.attrs.k > n) {
     Reject(inst, "k = {} is out of range for a last dimension of {}", inst.attrs.k, n);
   }

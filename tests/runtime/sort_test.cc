@@ -338,6 +338,34 @@ ENTRY main {{
       testing::ThrowsMessage<Error>(testing::HasSubstr("missing attribute 'k'")));
 }
 
+// Rows too long to sort in memory are an Error at compile naming the op,
+// never an overflowed scratch size (a fuzzed shape compiles).
+TEST(Sort, RowsTooLongForScratchAreErrors) {
+  for (const char* root : {"ROOT s = f32[2,1000000000000000] sort(x), dimensions={1}, to_apply=lt",
+                           "ROOT t = (f32[2,3], s32[2,3]) topk(y), k=3"}) {
+    const std::string text = fmt::format(R"(
+HloModule m
+lt {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT r = pred[] compare(a, b), direction=LT
+}}
+ENTRY main {{
+  x = f32[2,1000000000000000] parameter(0)
+  y = f32[2,3000000000] parameter(1)
+  {}
+}})",
+                                         root);
+    EXPECT_THAT([&] { Executable::Compile(*hlo::ParseModule(text)); },
+                testing::ThrowsMessage<Error>(testing::HasSubstr(
+                    std::string(root).find("sort") != std::string::npos
+                        ? "rows of 1000000000000000 elements need more than 2^40 bytes"
+                        : "a last dimension of 3000000000 elements is more than its "
+                          "s32 positions can name")))
+        << root;
+  }
+}
+
 TEST(Compare, TotalOrderAgainstItsDefinition) {
   const char* text = R"(
 HloModule m

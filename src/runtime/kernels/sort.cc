@@ -150,6 +150,25 @@ void LoadKeys(const Rows& rows, int64_t row, DType dtype, bool total_order, cons
   });
 }
 
+// `tasks` x (`bytes_per_element` x n + `extra`) bytes of scratch, or an
+// Error naming the instruction when rows of n are too long to sort in
+// memory (a fuzzed f32[10^18] still compiles).
+int64_t SortScratch(const hlo::Instruction& inst, int64_t n, int64_t bytes_per_element,
+                    int64_t extra, int64_t tasks) {
+  constexpr int64_t kLimit = int64_t{1} << 40;
+  auto align = [](int64_t b) { return (b + 63) / 64 * 64; };
+  if (n > kLimit / bytes_per_element || extra > kLimit) {
+    Fail("[runtime] {} ({}): rows of {} elements need more than 2^40 bytes of scratch to sort",
+         hlo::OpcodeName(inst.opcode()), inst.name(), n);
+  }
+  const int64_t per_task = align(n * bytes_per_element) + align(extra);
+  if (per_task > kLimit / tasks) {
+    Fail("[runtime] {} ({}): rows of {} elements need more than 2^40 bytes of scratch to sort",
+         hlo::OpcodeName(inst.opcode()), inst.name(), n);
+  }
+  return per_task;
+}
+
 // Per-task scratch: the permutation, the merge buffer and the key copy.
 struct TaskScratch {
   int64_t* perm;
@@ -181,14 +200,18 @@ KernelInfo MakeSortKernel(const hlo::Instruction& inst, ThreadPool& pool_ref,
   // The key copy holds 8-byte keys at most (f64, s64, u64 or their total order).
   const int64_t tasks = std::max<int64_t>(1, std::min<int64_t>(rows.count(), pool->num_threads()));
   auto align = [](int64_t b) { return (b + 63) / 64 * 64; };
-  const int64_t per_task = align(rows.n * 8) * 3 + align(comparator.arena_bytes);
-  const int64_t scratch = rows.count() == 0 || rows.n == 0 ? 0 : tasks * per_task;
+  // The permutation, the merge buffer and the key copy: 8 bytes an element each.
+  const bool nothing = rows.count() == 0 || rows.n == 0;
+  const int64_t per_task =
+      nothing ? 0 : SortScratch(inst, rows.n, 24, comparator.arena_bytes, tasks);
+  const int64_t scratch = tasks * per_task;
 
+  // Within a task's scratch: the permutation, the merge buffer and the key
+  // copy (8 bytes an element each), then the comparator's arena.
   auto task_scratch = [=](uint8_t* base, int64_t t) {
     uint8_t* p = base + t * per_task;
-    return TaskScratch{reinterpret_cast<int64_t*>(p),
-                       reinterpret_cast<int64_t*>(p + align(rows.n * 8)), p + 2 * align(rows.n * 8),
-                       p + 3 * align(rows.n * 8)};
+    return TaskScratch{reinterpret_cast<int64_t*>(p), reinterpret_cast<int64_t*>(p + 8 * rows.n),
+                       p + 16 * rows.n, p + align(24 * rows.n)};
   };
   auto finish_row = [=](const KernelArgs& a, int64_t row, const int64_t* perm) {
     for (int64_t k = 0; k < operands; ++k)
@@ -279,7 +302,8 @@ KernelInfo MakeTopKKernel(const hlo::Instruction& inst, ThreadPool& pool_ref) {
   const bool largest = inst.largest;
   const int64_t size = DTypeSize(dtype);
   const int64_t tasks = std::max<int64_t>(1, std::min<int64_t>(rows, pool->num_threads()));
-  const int64_t per_task = (n * 16 + 63) / 64 * 64;  // positions, then 8-byte keys
+  // Positions, then 8-byte keys.
+  const int64_t per_task = rows == 0 ? 0 : SortScratch(inst, n, 16, 0, tasks);
   auto make = [&](auto key_tag) -> Kernel {
     using K = decltype(key_tag);
     return [=](const KernelArgs& a) {
