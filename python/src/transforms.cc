@@ -8,6 +8,7 @@
 #include "strata/autograd/grad.h"
 #include "strata/lazy/context.h"
 #include "strata/lazy/ops.h"
+#include "strata/transforms/cond.h"
 #include "strata/transforms/scan.h"
 
 namespace strata::python {
@@ -187,6 +188,53 @@ py::object Scan(py::function fn, py::object init, py::object xs, std::optional<i
   return py::make_tuple(FromTree(carry, init), FromTree(ys, y_like));
 }
 
+// The branches as C++ functions of the operand tree, each calling its
+// Python function with the operands spread (torch.cond's convention); the
+// first branch's output structure is the result's.
+std::vector<BranchFn> Branches(const std::vector<py::function>& fns, py::object operands,
+                               py::object& out_like, const std::string& what) {
+  std::vector<BranchFn> branches;
+  for (size_t k = 0; k < fns.size(); ++k) {
+    py::function fn = fns[k];
+    branches.push_back([fn, operands, &out_like, what, k](const Tree& t) {
+      py::object out = fn(*FromTree(t, operands));
+      if (k == 0) out_like = Skeleton(out);
+      return ToTree(out, what + " output");
+    });
+  }
+  return branches;
+}
+
+py::tuple Operands(py::object operands, const char* what) {
+  if (!py::isinstance<py::tuple>(operands) && !py::isinstance<py::list>(operands)) {
+    throw py::type_error(fmt::format("{}: operands must be a tuple or a list, got {}", what,
+                                     std::string(py::str(py::type::of(operands).attr("__name__")))));
+  }
+  return py::tuple(operands);
+}
+
+py::object Cond(const Tensor& pred, py::function true_fn, py::function false_fn,
+                py::object operands) {
+  py::tuple args = Operands(operands, "strata.cond");
+  py::object out_like = py::none();
+  std::vector<BranchFn> fns = Branches({true_fn, false_fn}, args, out_like, "strata.cond");
+  Tree out = WithContext(fmt::format("strata.cond({}, {})", Where(true_fn), Where(false_fn)), [&] {
+    return cond(pred, fns[0], fns[1], ToTree(args, "strata.cond operands"));
+  });
+  return FromTree(out, out_like);
+}
+
+py::object SwitchCase(const Tensor& index, const std::vector<py::function>& branches,
+                      py::object operands) {
+  py::tuple args = Operands(operands, "strata.switch_case");
+  py::object out_like = py::none();
+  std::vector<BranchFn> fns = Branches(branches, args, out_like, "strata.switch_case");
+  Tree out = WithContext("strata.switch_case", [&] {
+    return switch_case(index, fns, ToTree(args, "strata.switch_case operands"));
+  });
+  return FromTree(out, out_like);
+}
+
 py::object Vjp(py::function fn, py::args primals) {
   py::object out_like = py::none();
   Tree primal_tree = ToTree(primals, "strata.vjp primals");
@@ -257,6 +305,14 @@ void BindTransforms(py::module_& m) {
         py::arg("remat") = "carries",
         "jax.lax.scan as one compiled While loop; fn(carry, x) -> (carry, y) is called once, "
         "when it traces.");
+  m.def("cond", &Cond, py::arg("pred"), py::arg("true_fn"), py::arg("false_fn"),
+        py::arg("operands") = py::tuple(),
+        "true_fn(*operands) if pred else false_fn(*operands), as one compiled conditional "
+        "(torch.cond, jax.lax.cond): both traced once, only the chosen one runs.");
+  m.def("switch_case", &SwitchCase, py::arg("index"), py::arg("branches"),
+        py::arg("operands") = py::tuple(),
+        "branches[index](*operands) with index clamped to the branches (jax.lax.switch), as one "
+        "compiled conditional.");
   m.def("checkpoint", &Checkpoint, py::arg("fn"),
         "fn(*args), with fn's intermediates recomputed in backward instead of kept.");
 

@@ -225,6 +225,10 @@ class Lowerer {
         loop_outputs[node] = LowerLoop(b, *node->loop(), operands, wanted);
         continue;
       }
+      if (node->branches()) {
+        lowered[node] = LowerConditional(b, *node->branches(), operands);
+        continue;
+      }
       if (node->opcode() == hlo::Opcode::kOptimizationBarrier) {
         lowered[node] = b.OptimizationBarrier(b.Tuple(std::move(operands)));
         continue;
@@ -383,9 +387,34 @@ class Lowerer {
     return result;
   }
 
+  // One conditional: each branch a computation of one tuple parameter (the
+  // operands after the selector) returning a tuple of its roots.
+  hlo::Instruction* LowerConditional(hlo::Builder& b, const Branches& branches,
+                                     const std::vector<hlo::Instruction*>& operands) {
+    hlo::Instruction* tuple =
+        b.Tuple(std::vector<hlo::Instruction*>(operands.begin() + 1, operands.end()));
+    const int64_t id = cond_count_++;
+    std::vector<hlo::Computation*> computations;
+    for (size_t k = 0; k < branches.roots.size(); ++k) {
+      hlo::Builder bb(fmt::format("cond_branch.{}.{}", id, k));
+      hlo::Instruction* param = bb.Parameter(0, tuple->shape(), "operands");
+      const std::vector<Value>& roots = branches.roots[k];
+      auto leaf = [&](const Node* n) -> hlo::Instruction* {
+        STRATA_CHECK(n->kind() == NodeKind::kPlaceholder,
+                     "a cond branch reads {} that is not one of its placeholders", n->OpName());
+        return bb.GetTupleElement(param, n->placeholder_id());
+      };
+      std::vector<hlo::Instruction*> out = Lower(bb, roots, BuildGraph(roots).post_order, leaf);
+      computations.push_back(module_.AddComputation(bb.Build(bb.Tuple(std::move(out)))));
+    }
+    std::vector<hlo::Instruction*> inputs(computations.size(), tuple);
+    return b.Conditional(operands[0], std::move(computations), std::move(inputs));
+  }
+
   hlo::Module& module_;
   std::unordered_map<const hlo::Computation*, hlo::Computation*> imported_;
   int64_t loop_count_ = 0;
+  int64_t cond_count_ = 0;
 };
 
 }  // namespace

@@ -218,6 +218,46 @@ NodePtr Node::MakeLoop(std::vector<Value> operands, std::shared_ptr<const LoopBo
   return node;
 }
 
+NodePtr Node::MakeConditional(std::vector<Value> operands,
+                              std::shared_ptr<const Branches> branches) {
+  const Branches& b = *branches;
+  const size_t p = b.placeholders.size();
+  STRATA_CHECK(operands.size() == p + 1 && !b.roots.empty() && !b.roots[0].empty(),
+               "malformed conditional: {} operands, {} placeholders, {} branches", operands.size(),
+               p, b.roots.size());
+  const Shape& selector = operands[0].shape();
+  STRATA_CHECK(
+      selector.rank() == 0 && (selector.dtype() == DType::kPred ? b.roots.size() == 2
+                                                                : selector.dtype() == DType::kS32),
+      "conditional selector {} for {} branches", selector.ToString(), b.roots.size());
+  auto node = std::make_shared<Node>(Private{});
+  for (size_t i = 0; i < p; ++i) {
+    const NodePtr& ph = b.placeholders[i];
+    STRATA_CHECK(ph->kind() == NodeKind::kPlaceholder &&
+                     ph->placeholder_id() == static_cast<int64_t>(i) &&
+                     ph->shape() == operands[i + 1].shape(),
+                 "conditional operand {} is {} but its placeholder is {}", i + 1,
+                 operands[i + 1].shape().ToString(), ph->shape().ToString());
+  }
+  for (const Value& v : b.roots[0]) node->shapes_.push_back(v.shape());
+  for (const std::vector<Value>& roots : b.roots) {
+    STRATA_CHECK(roots.size() == b.roots[0].size(), "conditional branches differ in outputs");
+    for (size_t k = 0; k < roots.size(); ++k) {
+      STRATA_CHECK(roots[k].shape() == node->shapes_[k], "conditional output {} is {} and {}", k,
+                   node->shapes_[k].ToString(), roots[k].shape().ToString());
+    }
+  }
+  for (const Value& v : operands)
+    node->placeholder_level_ = std::max(node->placeholder_level_, v.node->placeholder_level_);
+  node->opcode_ = hlo::Opcode::kConditional;
+  node->stops_gradient_ = StopGradientScope::active();
+  node->operands_ = std::move(operands);
+  node->attributes_ = EmptyAttributes();
+  node->branches_ = std::move(branches);
+  node->ComputeHashes();
+  return node;
+}
+
 NodePtr Node::MakeShardedDeviceData(std::vector<runtime::Buffer> shards, Shape full,
                                     const spmd::Mesh& mesh, spmd::AxisSharding layout,
                                     std::optional<Sharding> sharding, bool computed, int64_t first,
@@ -307,6 +347,13 @@ void Node::ComputeHashes() {
     h.Add<uint64_t>(loop_->residuals.size());
     for (const Value& r : loop_->residuals) h.AddHash(r.hash());
   }
+  if (branches_) {
+    h.Add<uint64_t>(branches_->placeholders.size()).Add<uint64_t>(branches_->roots.size());
+    for (const std::vector<Value>& roots : branches_->roots) {
+      h.Add<uint64_t>(roots.size());
+      for (const Value& r : roots) h.AddHash(r.hash());
+    }
+  }
   if (sharding_) h.AddHash(sharding_->hash());
   node_hash_ = h.Finish();
   HashBuilder d;
@@ -322,8 +369,9 @@ NodePtr Node::Clone(std::vector<Value> operands) const {
   }
   hlo::Attributes a = *attributes_;
   Shape declared = shapes_.size() == 1 ? shapes_[0] : Shape::Tuple(shapes_);
-  NodePtr node = loop_ ? MakeLoop(std::move(operands), loop_)
-                       : MakeOp(opcode_, std::move(operands), std::move(a), declared);
+  NodePtr node = loop_       ? MakeLoop(std::move(operands), loop_)
+                 : branches_ ? MakeConditional(std::move(operands), branches_)
+                             : MakeOp(opcode_, std::move(operands), std::move(a), declared);
   if (gradient_rule_) node = node->WithGradientRule(gradient_rule_);
   if (stops_gradient_ && !node->stops_gradient()) node = node->CloneStoppingGradient();
   if (!sharding_) return node;

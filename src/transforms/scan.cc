@@ -17,42 +17,15 @@
 #include "strata/ir/lowering.h"
 #include "strata/lazy/context.h"
 #include "strata/lazy/ops.h"
+#include "trace.h"
 
 namespace strata {
 namespace {
 
-using Key = std::pair<const ir::Node*, int64_t>;
-
-thread_local int32_t scan_depth = 0;
-
-struct DepthScope {
-  DepthScope() { ++scan_depth; }
-  ~DepthScope() { --scan_depth; }
-};
+using trace::Body;
 
 Shape SliceShape(const Shape& s) {
   return Shape(s.dtype(), std::vector<int64_t>(s.dims().begin() + 1, s.dims().end()));
-}
-
-// The traced body rebuilt so that its only leaves are this level's
-// placeholders: every outer value it reads (anything not depending on them,
-// literals aside) is replaced by a new invariant placeholder.
-struct Body {
-  std::vector<ir::Value> roots;
-  std::vector<ir::Value> captured;  // outer values, in invariant order
-  std::vector<ir::NodePtr> invariants;
-};
-
-// The index checks of ops inside the body (checked indexing): those of nodes
-// at the body's level reachable from its roots. Copies, since extracting the
-// body rebuilds its nodes.
-std::vector<ir::IndexCheck> BodyIndexChecks(const std::vector<ir::Value>& roots, int32_t level) {
-  std::vector<ir::IndexCheck> checks;
-  if (!lazy::Context::Get().index_checks()) return checks;
-  for (const ir::Node* n : ir::BuildGraph(roots).post_order) {
-    if (n->index_check() && n->placeholder_level() >= level) checks.push_back(*n->index_check());
-  }
-  return checks;
 }
 
 // A body check over the loop's steps: `per_step` [length, 2] stacks the
@@ -81,151 +54,6 @@ std::shared_ptr<const ir::IndexCheck> OverSteps(const ir::IndexCheck& body, cons
   });
 }
 
-Body Extract(const std::vector<ir::Value>& roots, int32_t level, int64_t first_id) {
-  Body body;
-  std::unordered_map<const ir::Node*, ir::NodePtr> rebuilt;
-  std::map<Key, ir::Value> captured;
-  auto inside = [&](const ir::Node* n) { return n->placeholder_level() >= level; };
-  // Outer values become invariants, except that literals stay in the body
-  // (where they fold), and so do broadcasts, reshapes and converts of
-  // values no gradient can ask for (scalar parameters, constants, integers):
-  // the loop then carries the small operand (a scalar learning rate), not
-  // its expansion. A broadcast of a differentiable tensor is captured as it
-  // is: pulled into the body, a gradient asked for that tensor (rather than
-  // its operand) would find no path through the loop.
-  std::function<bool(const ir::Value&)> gradient_free = [&](const ir::Value& v) {
-    const ir::Node& n = *v.node;
-    if (!Differentiable(v.shape()) || n.kind() == ir::NodeKind::kScalar) return true;
-    if (n.kind() != ir::NodeKind::kOp || n.num_outputs() != 1 || n.gradient_rule()) return false;
-    if (n.opcode() == hlo::Opcode::kConstant) return true;
-    return (n.opcode() == hlo::Opcode::kBroadcast || n.opcode() == hlo::Opcode::kReshape ||
-            n.opcode() == hlo::Opcode::kConvert) &&
-           gradient_free(n.operands()[0]);
-  };
-  std::function<ir::Value(const ir::Value&)> map_value = [&](const ir::Value& v) -> ir::Value {
-    if (inside(v.node.get())) return {rebuilt.at(v.node.get()), v.index};
-    const ir::Node& n = *v.node;
-    if (n.kind() == ir::NodeKind::kOp && n.opcode() == hlo::Opcode::kConstant) return v;
-    Key key{v.node.get(), v.index};
-    auto it = captured.find(key);
-    if (it != captured.end()) return it->second;
-    if (n.kind() == ir::NodeKind::kOp && n.num_outputs() == 1 && !n.gradient_rule() &&
-        (n.opcode() == hlo::Opcode::kBroadcast || n.opcode() == hlo::Opcode::kReshape ||
-         n.opcode() == hlo::Opcode::kConvert) &&
-        gradient_free(v)) {
-      ir::Value operand = map_value(n.operands()[0]);
-      return captured[key] = ir::Value{n.Clone({operand}), 0};
-    }
-    int64_t id = first_id + static_cast<int64_t>(body.captured.size());
-    ir::NodePtr p = ir::Node::MakePlaceholder(v.shape(), id, level);
-    body.captured.push_back(v);
-    body.invariants.push_back(p);
-    return captured[key] = ir::Value{p, 0};
-  };
-  // Iterative post-order over the nodes that depend on the placeholders.
-  std::vector<std::pair<const ir::Node*, size_t>> stack;
-  std::unordered_set<const ir::Node*> visited;
-  std::unordered_map<const ir::Node*, ir::NodePtr> owner;
-  auto push = [&](const ir::Value& v) {
-    if (inside(v.node.get()) && visited.insert(v.node.get()).second) {
-      owner[v.node.get()] = v.node;
-      stack.push_back({v.node.get(), 0});
-    }
-  };
-  for (const ir::Value& r : roots) {
-    push(r);
-    while (!stack.empty()) {
-      auto& [n, next] = stack.back();
-      if (next < n->operands().size()) {
-        push(n->operands()[next++]);
-        continue;
-      }
-      const ir::Node* done = n;
-      stack.pop_back();
-      if (done->is_leaf()) {
-        rebuilt[done] = owner.at(done);
-        continue;
-      }
-      std::vector<ir::Value> operands;
-      bool changed = false;
-      for (const ir::Value& v : done->operands()) {
-        ir::Value m = map_value(v);
-        changed = changed || m.node != v.node;
-        operands.push_back(std::move(m));
-      }
-      rebuilt[done] = changed ? done->Clone(std::move(operands)) : owner.at(done);
-    }
-    body.roots.push_back(map_value(r));
-  }
-  return body;
-}
-
-// After tracing: no tensor outside the body may hold a value computed from
-// its placeholders. Outer tensors the body rebound are restored.
-void CheckLeaks(const std::vector<std::pair<lazy::TensorImpl*, ir::Value>>& before, int32_t level,
-                const std::unordered_set<lazy::TensorImpl*>& allowed) {
-  std::unordered_map<lazy::TensorImpl*, ir::Value> old(before.begin(), before.end());
-  std::vector<std::string> problems;
-  for (auto& [impl, value] : lazy::Context::Get().LiveValues()) {
-    if (value.node->placeholder_level() < level || allowed.count(impl)) continue;
-    auto it = old.find(impl);
-    if (it != old.end() && it->second.node == value.node && it->second.index == value.index)
-      continue;  // left over from an earlier failed trace, not this body's doing
-    if (it != old.end()) {
-      problems.push_back(
-          fmt::format("an outer {} tensor was assigned or updated in place inside fn with a value "
-                      "computed from the loop ({}); it keeps its old value",
-                      it->second.shape().ToString(), value.node->OpName()));
-      lazy::Context::Get().SetValue(impl, it->second);
-    } else {
-      problems.push_back(fmt::format(
-          "a {} tensor computed inside fn ({}) is still alive outside it (stored in an outer "
-          "variable?)",
-          value.shape().ToString(), value.node->OpName()));
-    }
-  }
-  if (!problems.empty()) {
-    std::string all;
-    for (const std::string& p : problems) all += (all.empty() ? "" : "; ") + p;
-    Fail(
-        "[scan] fn leaks values computed from its placeholders: {}. Return them as carries or "
-        "ys instead",
-        all);
-  }
-}
-
-void AddImpls(const Tree& t, std::unordered_set<lazy::TensorImpl*>& impls) {
-  t.for_each_leaf([&](const Tensor& x) { impls.insert(x.impl()); });
-}
-
-// The loop body with its placeholders replaced by `values` (by id). With
-// `residuals`, also gives the instantiated value of each body residual.
-std::vector<ir::Value> Instantiate(const ir::LoopBody& body, const std::vector<ir::Value>& values,
-                                   std::vector<ir::Value>* residuals = nullptr) {
-  std::vector<ir::Value> wanted = body.roots;
-  if (residuals) wanted.insert(wanted.end(), body.residuals.begin(), body.residuals.end());
-  ir::Graph graph = ir::BuildGraph(wanted);
-  std::unordered_map<const ir::Node*, ir::NodePtr> rebuilt;
-  auto map_value = [&](const ir::Value& v) -> ir::Value {
-    if (v.node->kind() == ir::NodeKind::kPlaceholder) return values.at(v.node->placeholder_id());
-    auto it = rebuilt.find(v.node.get());
-    return it == rebuilt.end() ? v : ir::Value{it->second, v.index};
-  };
-  for (const ir::Node* n : graph.post_order) {
-    if (n->is_leaf()) continue;
-    std::vector<ir::Value> operands;
-    for (const ir::Value& v : n->operands()) operands.push_back(map_value(v));
-    rebuilt[n] = n->Clone(std::move(operands));
-  }
-  std::vector<ir::Value> out;
-  for (const ir::Value& r : body.roots) out.push_back(map_value(r));
-  if (residuals) {
-    residuals->clear();
-    for (const ir::Value& r : body.residuals) residuals->push_back(map_value(r));
-  }
-  return out;
-}
-
 // One step's pullback: gradients of the instantiated body for carries fc,
 // xs fx and invariants fi, given cotangents for carries fc and ys fy. With
 // `saved` (instantiated residual -> its saved value), the gradient graph
@@ -236,8 +64,12 @@ std::vector<Tensor> StepPullback(const ir::LoopBody& body, const std::vector<ir:
                                  const std::vector<Tensor>& cots,
                                  const std::vector<std::pair<int64_t, ir::Value>>& saved) {
   const int64_t c = body.num_carries, x = body.num_xs;
-  std::vector<ir::Value> residuals;
-  std::vector<ir::Value> roots = Instantiate(body, values, saved.empty() ? nullptr : &residuals);
+  std::vector<ir::Value> wanted = body.roots;
+  if (!saved.empty()) wanted.insert(wanted.end(), body.residuals.begin(), body.residuals.end());
+  std::vector<ir::Value> roots = trace::Instantiate(wanted, values);
+  std::vector<ir::Value> residuals(roots.begin() + static_cast<int64_t>(body.roots.size()),
+                                   roots.end());
+  roots.resize(body.roots.size());
   std::vector<Tensor> outputs, inputs;
   for (int64_t i : fc) outputs.emplace_back(roots[i]);
   for (int64_t j : fy) outputs.emplace_back(roots[c + j]);
@@ -266,8 +98,8 @@ std::vector<int64_t> UsedResiduals(const ir::Node& node, const std::vector<int64
                                    const std::vector<int64_t>& fy) {
   const ir::LoopBody& body = *node.loop();
   if (body.residuals.empty()) return {};
-  DepthScope depth;  // a level of its own: nested scans traced here nest below it
-  const int32_t level = scan_depth;
+  trace::Level depth;  // a level of its own: nested scans traced here nest below it
+  const int32_t level = depth.level();
   int64_t id = 0;
   auto fresh = [&](const Shape& s) {
     return ir::Value{ir::Node::MakePlaceholder(s, id++, level), 0};
@@ -418,8 +250,8 @@ std::pair<Tree, Tree> scan(const ScanFn& fn, const Tree& init, const Tree& xs,
   const int64_t c = static_cast<int64_t>(init_leaves.size());
   const int64_t x = static_cast<int64_t>(xs_leaves.size());
 
-  DepthScope depth;
-  const int32_t level = scan_depth;
+  trace::Level depth;
+  const int32_t level = depth.level();
   std::vector<ir::NodePtr> placeholders;
   std::vector<Tensor> carry_in, x_in;
   for (int64_t i = 0; i < c; ++i) {
@@ -437,8 +269,9 @@ std::pair<Tree, Tree> scan(const ScanFn& fn, const Tree& init, const Tree& xs,
   auto before = lazy::Context::Get().LiveValues();
   std::pair<Tree, Tree> out = fn(carry_tree, x_tree);
   std::unordered_set<lazy::TensorImpl*> allowed;
-  for (const Tree* t : {&carry_tree, &x_tree, &out.first, &out.second}) AddImpls(*t, allowed);
-  CheckLeaks(before, level, allowed);
+  for (const Tree* t : {&carry_tree, &x_tree, &out.first, &out.second})
+    trace::AddImpls(*t, allowed);
+  trace::CheckLeaks(before, level, allowed, "[scan] fn", "Return them as carries or ys instead");
   before.clear();
 
   std::string diff = init.spec().FirstDifference(out.first.spec());
@@ -461,10 +294,10 @@ std::pair<Tree, Tree> scan(const ScanFn& fn, const Tree& init, const Tree& xs,
   for (const auto& [path, y] : ys) roots.push_back(y.value());
   // Each index check of the body computes its s64[2] every step, as one more
   // y after the user's.
-  const std::vector<ir::IndexCheck> body_checks = BodyIndexChecks(roots, level);
+  const std::vector<ir::IndexCheck> body_checks = trace::BodyIndexChecks(roots, level);
   for (const ir::IndexCheck& check : body_checks) roots.push_back(check.value);
 
-  Body body = Extract(roots, level, c + x);
+  Body body = trace::Extract(roots, level, c + x);
   auto loop = std::make_shared<ir::LoopBody>();
   loop->roots = std::move(body.roots);
   loop->placeholders = std::move(placeholders);

@@ -96,7 +96,9 @@ TEST(Sort, NaNIsTheLargestAndSignedZerosAreEqual) {
       const float w = x[want[k]];
       EXPECT_TRUE(std::memcmp(&got[k], &w, sizeof w) == 0 || (std::isnan(w) && std::isnan(got[k])))
           << k << ": " << got[k] << " vs " << w;
-      if (w == 0) EXPECT_EQ(std::signbit(got[k]), std::signbit(w)) << k;
+      if (w == 0) {
+        EXPECT_EQ(std::signbit(got[k]), std::signbit(w)) << k;
+      }
     }
   }
 }

@@ -77,6 +77,16 @@ struct LoopBody {
   }
 };
 
+// The branches of a conditional node (cond, switch_case): one graph per
+// branch over the same placeholders 0..P-1, which stand for the node's
+// operands 1..P. Operand 0 picks the branch: a pred (true runs branch 0,
+// false branch 1) or an s32 index (the last branch when out of range, as
+// HLO's conditional). Every branch's roots have the node's output shapes.
+struct Branches {
+  std::vector<std::vector<Value>> roots;  // per branch
+  std::vector<NodePtr> placeholders;      // ids 0..P-1 in order
+};
+
 // A node's own reverse-mode rule, used instead of the per-opcode VJP table
 // (checkpointed regions, loops). Given the cotangents of the node's outputs
 // (a null Value where none flowed) it returns one per operand (null = none).
@@ -120,6 +130,10 @@ class Node {
   // from, stacked in xs order), then one stack per residual. Lowering emits
   // only the outputs some user reads.
   static NodePtr MakeLoop(std::vector<Value> operands, std::shared_ptr<const LoopBody> body);
+  // A conditional over `branches`, lowered to HLO's conditional: only the
+  // chosen branch runs. Operands: the selector, then one per placeholder.
+  static NodePtr MakeConditional(std::vector<Value> operands,
+                                 std::shared_ptr<const Branches> branches);
   // A tuple node whose outputs are its operands (lowered to a tuple the
   // passes fold away) differentiated by `rule` rather than as a tuple.
   static NodePtr MakeWithGradientRule(std::vector<Value> operands,
@@ -175,8 +189,9 @@ class Node {
   // clone over new operands may read other indices).
   const IndexCheck* index_check() const { return index_check_.get(); }
   NodePtr WithIndexCheck(std::shared_ptr<const IndexCheck> check) const;
-  const LoopBody* loop() const { return loop_.get(); }        // loop nodes
-  int64_t placeholder_id() const { return placeholder_id_; }  // kPlaceholder
+  const LoopBody* loop() const { return loop_.get(); }          // loop nodes
+  const Branches* branches() const { return branches_.get(); }  // conditional nodes
+  int64_t placeholder_id() const { return placeholder_id_; }    // kPlaceholder
   // The deepest loop level of any placeholder this value depends on (0 =
   // none): values depending on a body's placeholders must not escape it.
   int32_t placeholder_level() const { return placeholder_level_; }
@@ -220,6 +235,7 @@ class Node {
   std::shared_ptr<const GradientRule> gradient_rule_;
   std::shared_ptr<const IndexCheck> index_check_;
   std::shared_ptr<const LoopBody> loop_;
+  std::shared_ptr<const Branches> branches_;
   int64_t placeholder_id_ = -1;
   int32_t placeholder_level_ = 0;
   bool computed_ = false;
