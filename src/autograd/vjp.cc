@@ -192,7 +192,8 @@ VjpFamily VjpFamilyOf(Opcode op) {
     case Opcode::kPartitionId:
     case Opcode::kReplicaId:
       return VjpFamily::kNoGradient;
-    // Loops carry their own gradient rule (scan); the rest never appear in
+    // Loops and conditionals carry their own gradient rules (scan, cond);
+    // the rest never appear in
     // a lazy graph or have no rule yet.
     case Opcode::kBitcastConvert:
     case Opcode::kSelectAndScatter:  // max pooling's gradient; not differentiated again
@@ -201,6 +202,7 @@ VjpFamily VjpFamilyOf(Opcode op) {
     case Opcode::kConditional:
     case Opcode::kCall:
     case Opcode::kFusion:
+    case Opcode::kCustomCall:
     case Opcode::kAllReduce:
     case Opcode::kAllGather:
     case Opcode::kReduceScatter:

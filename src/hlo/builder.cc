@@ -263,6 +263,12 @@ Instruction* Builder::RngBitGenerator(Instruction* state, Shape bits_shape) {
   return Finish(r);
 }
 
+Instruction* Builder::CustomCall(Instruction* operand, std::string target, Shape shape) {
+  Instruction* c = Make(Opcode::kCustomCall, std::move(shape), {operand});
+  c->custom_call_target = std::move(target);
+  return Finish(c);
+}
+
 Instruction* Builder::PartitionId() { return Finish(Make(Opcode::kPartitionId, Shape(), {})); }
 
 namespace {

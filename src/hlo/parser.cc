@@ -619,6 +619,8 @@ void Parser::ParseInstruction(PendingComputation& pc) {
   // and mark_sharding emit) annotates its operand: strata reads it as a copy
   // carrying the sharding. Other targets are errors naming them.
   const bool custom_call = opcode_token.text == "custom-call";
+  // (A custom-call is parsed as a copy; a manual-sharding target becomes a
+  // kCustomCall below, once its target is read.)
   std::optional<Opcode> opcode = bitcast       ? Opcode::kReshape
                                  : custom_call ? Opcode::kCopy
                                                : OpcodeFromName(opcode_token.text);
@@ -649,7 +651,17 @@ void Parser::ParseInstruction(PendingComputation& pc) {
   if (bitcast) CheckBitcast(pc, shape, shape_default_layout, pending.operands, opcode_token);
   std::string target;
   ParseAttributes(*inst, opcode_token, custom_call ? &target : nullptr);
-  if (custom_call) CheckCustomCall(target, pending.operands, opcode_token);
+  if (custom_call) {
+    CheckCustomCall(target, pending.operands, opcode_token);
+    if (target != "Sharding") {  // a manual-sharding boundary: an op of its own
+      auto boundary =
+          std::make_unique<Instruction>(Opcode::kCustomCall, shape, std::vector<Instruction*>{});
+      boundary->set_name(std::string(name));
+      boundary->sharding = std::move(inst->sharding);
+      boundary->custom_call_target = target;
+      inst = std::move(boundary);
+    }
+  }
 
   pending.instruction = pc.computation->AddInstruction(std::move(inst));
   pc.index_of[name] = pc.instructions.size();
@@ -679,15 +691,17 @@ void Parser::CheckBitcast(const PendingComputation& pc, const Shape& shape, bool
 void Parser::CheckCustomCall(const std::string& target, const std::vector<OperandRef>& operands,
                              const Token& at) {
   if (target.empty()) FailAt(at, "custom-call is missing attribute 'custom_call_target'");
-  if (target != "Sharding") {
+  if (target != "Sharding" && target != "SPMDFullToShardShape" &&
+      target != "SPMDShardToFullShape") {
     FailAt(at,
-           "custom-call target '{}' is not supported: strata runs custom_call_target=\"Sharding\" "
-           "(an annotation, read as a copy with its sharding); manual sharding "
-           "(SPMDFullToShardShape, SPMDShardToFullShape) and library calls are not implemented",
+           "custom-call target '{}' is not supported: strata runs the targets JAX's sharding "
+           "emits: \"Sharding\" (an annotation, read as a copy with its sharding), "
+           "\"SPMDFullToShardShape\" and \"SPMDShardToFullShape\" (a manual region's "
+           "boundaries); library calls are not implemented",
            target);
   }
   if (operands.size() != 1) {
-    FailAt(at, "custom-call target 'Sharding' takes one operand, found {}", operands.size());
+    FailAt(at, "custom-call target '{}' takes one operand, found {}", target, operands.size());
   }
 }
 

@@ -127,6 +127,9 @@ std::string AttributesText(const Instruction& inst) {
       add("kind", inst.fusion_kind.empty() ? "kLoop" : inst.fusion_kind);
       add("calls", inst.called.at(0)->name());
       break;
+    case Opcode::kCustomCall:
+      add("custom_call_target", fmt::format("\"{}\"", inst.custom_call_target));
+      break;
     case Opcode::kRngBitGenerator:
       add("algorithm", inst.rng_algorithm.empty() ? "rng_default" : inst.rng_algorithm);
       break;

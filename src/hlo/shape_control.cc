@@ -98,6 +98,31 @@ Shape ControlShape(const View& inst) {
       }
       return result;
     }
+    case Opcode::kCustomCall: {
+      // A manual-sharding boundary: one array in, the same element type and
+      // rank out; into the manual region each dim shrinks to its shard's
+      // size (or stays), out of it each grows back. The partitioner checks
+      // the sizes against the sharding.
+      ExpectOperands(inst, 1);
+      const Shape& in = inst.operand_shape(0);
+      const std::string& target = inst.attrs.custom_call_target;
+      const bool into = target == "SPMDFullToShardShape";
+      if (!into && target != "SPMDShardToFullShape") {
+        Reject(inst, "custom_call_target \"{}\" is not one strata runs", target);
+      }
+      if (!declared.is_array() || !in.is_array() || declared.dtype() != in.dtype() ||
+          declared.rank() != in.rank()) {
+        Reject(inst, "{} takes and gives arrays of one element type and rank, got {} -> {}", target,
+               in.ToString(), declared.ToString());
+      }
+      for (int64_t d = 0; d < in.rank(); ++d) {
+        if (into ? declared.dim(d) > in.dim(d) : declared.dim(d) < in.dim(d)) {
+          Reject(inst, "{} {} dimension {} from {} to {}", target, into ? "grows" : "shrinks", d,
+                 in.dim(d), declared.dim(d));
+        }
+      }
+      return declared;
+    }
     case Opcode::kOptimizationBarrier:
       // The identity, opaque to the passes (recomputation is not CSE'd away).
       ExpectOperands(inst, 1);

@@ -96,6 +96,7 @@ Shape InferShape(Opcode opcode, std::span<const Shape* const> operand_shapes,
     case Opcode::kFusion:
     case Opcode::kOptimizationBarrier:
     case Opcode::kRngBitGenerator:
+    case Opcode::kCustomCall:
       return ControlShape(inst);
     case Opcode::kPartitionId:
     case Opcode::kReplicaId:

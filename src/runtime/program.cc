@@ -127,6 +127,17 @@ KernelInfo MakeKernel(const Instruction& inst, ThreadPool& pool) {
       return MakeRngKernel(inst, pool);
     case Opcode::kFusion:
       return MakeFusionKernel(inst, pool);
+    case Opcode::kCustomCall:
+      // A manual region's boundary in a program that was not partitioned:
+      // the identity where the region spans one device, else meaningless.
+      if (inst.shape() != inst.operand(0)->shape()) {
+        Fail(
+            "[runtime] custom-call {} ({}) turns {} into {}: a manual region runs only in a "
+            "program partitioned over the devices of its sharding (spmd::Partition)",
+            inst.custom_call_target, inst.name(), inst.operand(0)->shape().ToString(),
+            inst.shape().ToString());
+      }
+      return MakeDataMovementKernel(inst, pool);
     case Opcode::kPartitionId:
     case Opcode::kReplicaId:
     case Opcode::kAllReduce:

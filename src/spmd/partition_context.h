@@ -6,6 +6,7 @@
 #include <map>
 #include <string>
 #include <tuple>
+#include <unordered_set>
 #include <vector>
 
 #include "strata/hlo/builder.h"
@@ -39,6 +40,8 @@ struct PartitionState {
   int64_t trips = 1;
   std::map<const hlo::Computation*, hlo::Computation*> copied;
   std::map<std::pair<hlo::Opcode, DType>, hlo::Computation*> reducers;
+  // The manual regions' instructions (ManualInstructions): run as written.
+  std::unordered_set<const hlo::Instruction*> manual;
 
   // `c` (a reduce's or scatter's to_apply) copied into the new module.
   hlo::Computation* ScalarComputation(const hlo::Computation& c);

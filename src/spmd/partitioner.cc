@@ -137,6 +137,8 @@ class Visitor {
   }
 
   PValue Visit(const Instruction& inst) {
+    if (inst.opcode() == Opcode::kCustomCall) return ManualBoundary(inst);
+    if (hlo::IsCollective(inst.opcode()) && state_.manual.count(&inst)) return AsWritten(inst);
     if (IsElementwiseOp(inst)) return Elementwise(inst);
     switch (inst.opcode()) {
       case Opcode::kParameter:
@@ -188,6 +190,56 @@ class Visitor {
            hlo::OpcodeName(inst.opcode()), inst.name());
     }
     return Replicated(inst);
+  }
+
+  // A manual region's boundary. Entering it, each device's shard of the
+  // operand (split as its sharding says) becomes that device's own value,
+  // whole to the ops of the region; leaving it, each device's value becomes
+  // its shard of the result, split as the result's sharding says.
+  PValue ManualBoundary(const Instruction& inst) {
+    PValue x = Operand(inst, 0);
+    const Shape& full = inst.operand(0)->shape();
+    const Shape& local = x.local->shape();
+    if (IsFullToShard(inst)) {
+      if (local != inst.shape() || TilesUnevenly(full, x.leaves.at(0))) {
+        Fail(
+            "[partition] {} (SPMDFullToShardShape) gives {} per device, but its operand {} {} "
+            "split as {} is {} per device",
+            inst.name(), inst.shape().ToString(), inst.operand(0)->name(), full.ToString(),
+            ToString(state_.mesh, x.leaves.at(0)), local.ToString());
+      }
+      return {x.local, inst.shape(), {AxisSharding::Replicated(inst.shape().rank())}};
+    }
+    const AxisSharding& target = ArrayShardingOf(inst);
+    Shape shard = LocalShape(inst.shape(), target);
+    if (shard != local || TilesUnevenly(inst.shape(), target)) {
+      Fail(
+          "[partition] {} (SPMDShardToFullShape) makes {} split as {} from {} per device; that "
+          "split needs {} per device",
+          inst.name(), inst.shape().ToString(), ToString(state_.mesh, target), local.ToString(),
+          shard.ToString());
+    }
+    return {x.local, inst.shape(), {target}};
+  }
+
+  bool TilesUnevenly(const Shape& full, const AxisSharding& s) {
+    for (int64_t d = 0; d < full.rank(); ++d) {
+      if (full.dim(d) % TileCount(state_.mesh, s, d) != 0) return true;
+    }
+    return false;
+  }
+
+  // A collective of a manual region: already per device, run as written
+  // (its replica groups name partitions), on a channel of its own.
+  PValue AsWritten(const Instruction& inst) {
+    std::vector<Instruction*> operands;
+    for (int64_t i = 0; i < inst.operand_count(); ++i) operands.push_back(Operand(inst, i).local);
+    Instruction* copy = Clone(inst, std::move(operands), inst.shape());
+    if (copy->channel_id != 0) copy->channel_id = state_.next_channel++;
+    std::vector<AxisSharding> whole;
+    for (const Shape& s : inst.shape().Leaves())
+      whole.push_back(AxisSharding::Replicated(s.rank()));
+    return {copy, inst.shape(), whole};
   }
 
   // Any op on whole arrays: operands replicated, the op run whole, the result
@@ -965,6 +1017,7 @@ PartitionedModule Partition(const hlo::Module& module, const Mesh& mesh,
   result.module = std::make_unique<hlo::Module>(module.name() + ".spmd");
   result.module->set_num_partitions(mesh.size());
   PartitionState state(mesh, options, result.module.get(), &result.report);
+  state.manual = ManualInstructions(module);
   Visitor visitor(state, shardings, layouts);
   const hlo::Computation& entry = *module.entry();
   std::vector<AxisSharding> root = layouts.at(entry.root());

@@ -67,6 +67,63 @@ std::optional<AxisSharding> ReshapeSharding(const Mesh& mesh, const std::vector<
   return out;
 }
 
+bool IsFullToShard(const hlo::Instruction& inst) {
+  return inst.opcode() == Opcode::kCustomCall && inst.custom_call_target == "SPMDFullToShardShape";
+}
+
+bool IsShardToFull(const hlo::Instruction& inst) {
+  return inst.opcode() == Opcode::kCustomCall && inst.custom_call_target == "SPMDShardToFullShape";
+}
+
+std::unordered_set<const Instruction*> ManualInstructions(const hlo::Module& module) {
+  std::unordered_set<const Instruction*> manual;
+  for (const auto& c : module.computations()) {
+    for (const auto& owned : c->instructions()) {
+      const Instruction& inst = *owned;
+      bool reads_manual = false;
+      for (const Instruction* o : inst.operands()) reads_manual = reads_manual || manual.count(o);
+      if (IsShardToFull(inst)) {
+        if (!reads_manual) {
+          Fail(
+              "[partition] {} (SPMDShardToFullShape) leaves a manual region, but its operand {} "
+              "is not in one (no SPMDFullToShardShape before it)",
+              inst.name(), inst.operand(0)->name());
+        }
+        continue;
+      }
+      if (IsFullToShard(inst)) {
+        if (reads_manual) {
+          Fail(
+              "[partition] {} (SPMDFullToShardShape) starts a manual region inside another: "
+              "nested manual regions are not supported",
+              inst.name());
+        }
+        manual.insert(&inst);
+        continue;
+      }
+      const Opcode op = inst.opcode();
+      // Which partition runs: a per-device value, like a manual region's.
+      if (op == Opcode::kPartitionId || op == Opcode::kReplicaId) reads_manual = true;
+      if (!reads_manual) continue;
+      if (op == Opcode::kWhile || op == Opcode::kConditional || op == Opcode::kCall ||
+          op == Opcode::kFusion) {
+        Fail(
+            "[partition] {} ({}) reads a value of a manual region: manual regions that span "
+            "loops, conditionals or calls are not supported",
+            inst.name(), hlo::OpcodeName(op));
+      }
+      manual.insert(&inst);
+    }
+    if (c->root() && manual.count(c->root())) {
+      Fail(
+          "[partition] {}'s result {} is computed per device (in a manual region, or from "
+          "partition-id): leave the region through SPMDShardToFullShape",
+          c->name(), c->root()->name());
+    }
+  }
+  return manual;
+}
+
 namespace {
 
 using Leaves = std::vector<std::optional<AxisSharding>>;
@@ -76,6 +133,7 @@ class Propagation {
   Propagation(const hlo::Module& module, const Mesh& mesh) : module_(module), mesh_(mesh) {}
 
   ShardingMap Run() {
+    manual_ = ManualInstructions(module_);
     for (const auto& c : module_.computations()) {
       for (const auto& inst : c->instructions()) {
         Seed(*inst);
@@ -131,7 +189,22 @@ class Propagation {
 
   // A user annotation: fixed from the start, never overwritten.
   void Seed(const Instruction& inst) {
+    if (manual_.count(&inst)) {
+      // Each device's own value, whole to the ops that read it: fixed.
+      Leaves& leaves = Of(inst);
+      std::vector<Shape> shapes = inst.shape().Leaves();
+      for (size_t k = 0; k < shapes.size(); ++k)
+        leaves[k] = AxisSharding::Replicated(shapes[k].rank());
+      return;
+    }
     if (inst.sharding.empty()) return;
+    if (inst.opcode() == Opcode::kParameter && hlo::Sharding::Parse(inst.sharding).IsManual()) {
+      // Each device's own data, which a program cannot be given.
+      Fail(
+          "[sharding] parameter {} is {}: give it a sharding over the mesh and enter the manual "
+          "region with SPMDFullToShardShape",
+          inst.name(), inst.sharding);
+    }
     std::vector<Shape> shapes = inst.shape().Leaves();
     const std::vector<AxisSharding>& annotated = Annotation(inst, shapes);
     Leaves& leaves = Of(inst);
@@ -157,6 +230,13 @@ class Propagation {
     }
     std::vector<AxisSharding> leaves;
     for (size_t k = 0; k < shapes.size(); ++k) {
+      if (parts[k].IsManual()) {
+        // Outside a region (a constant the region reads) a value computed
+        // from whole values is the same on every device (Seed rejects a
+        // manual parameter).
+        leaves.push_back(AxisSharding::Replicated(ranks[k]));
+        continue;
+      }
       if (parts[k].IsMaximal()) {
         leaves.push_back(AxisSharding::Replicated(ranks[k]));  // computed everywhere alike
         continue;
@@ -654,6 +734,7 @@ class Propagation {
   std::unordered_map<const Instruction*, std::vector<AxisSharding>> device_orders_;
   std::map<std::pair<std::string, std::vector<int64_t>>, std::vector<AxisSharding>> annotations_;
   std::vector<const Instruction*> loops_;  // every while, in every computation
+  std::unordered_set<const Instruction*> manual_;
   bool changed_ = false;
   Priority level_ = kShapeOps;
   const bool trace_ = std::getenv("STRATA_SPMD_TRACE") != nullptr;

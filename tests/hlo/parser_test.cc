@@ -406,6 +406,27 @@ std::unique_ptr<Module> ConditionalProgram() {
   return m;
 }
 
+// A manual region as jax.shard_map writes it: into each device's shard, a
+// per-device sum, out to the whole array.
+std::unique_ptr<Module> ManualProgram() {
+  auto m = std::make_unique<Module>("manual");
+  m->set_num_partitions(2);
+  Builder add("add_f32");
+  auto* a = add.Parameter(0, Shape::Scalar(DType::kF32), "a");
+  auto* b = add.Parameter(1, Shape::Scalar(DType::kF32), "b");
+  Computation* sum = m->AddComputation(add.Build(add.Add(a, b)));
+  Builder e("main");
+  auto* x = e.Parameter(0, Shape(DType::kF32, {8, 4}), "x");
+  x->sharding = "{devices=[2,1]0,1}";
+  auto* shard = e.CustomCall(x, "SPMDFullToShardShape", Shape(DType::kF32, {4, 4}));
+  shard->sharding = "{manual}";
+  auto* total = e.AllReduce(shard, sum, {{0, 1}});
+  auto* full = e.CustomCall(total, "SPMDShardToFullShape", Shape(DType::kF32, {8, 4}));
+  full->sharding = "{devices=[2,1]0,1}";
+  m->AddEntryComputation(e.Build(full));
+  return m;
+}
+
 std::vector<std::pair<std::string, ProgramFactory>> Programs() {
   return {{"unary", UnaryProgram},
           {"conditional", ConditionalProgram},
@@ -424,7 +445,8 @@ std::vector<std::pair<std::string, ProgramFactory>> Programs() {
           {"while", WhileProgram},
           {"call_rng_sharding", CallRngShardingProgram},
           {"nested_tuple", NestedTupleProgram},
-          {"collectives", CollectivesProgram}};
+          {"collectives", CollectivesProgram},
+          {"manual", ManualProgram}};
 }
 
 TEST(ParserRoundTrip, EveryProgramPrintsIdentically) {
@@ -975,9 +997,16 @@ TEST(ParserXlaForms, OtherCustomCallTargetsAreErrorsNamingTheTarget) {
       "operand_layout_constraints={f32[2]{0}}, api_version=API_VERSION_TYPED_FFI");
   EXPECT_THAT(lapack, HasSubstr("line 4, column 19"));  // at the opcode
   EXPECT_THAT(lapack, HasSubstr("custom-call target 'lapack_sgetrf' is not supported"));
+  EXPECT_THAT(lapack, HasSubstr("\"SPMDFullToShardShape\" and \"SPMDShardToFullShape\""));
   EXPECT_THAT(
-      error("  ROOT y = f32[2] custom-call(x), custom_call_target=\"SPMDFullToShardShape\""),
-      HasSubstr("manual sharding (SPMDFullToShardShape, SPMDShardToFullShape)"));
+      error("  ROOT y = f32[4] custom-call(x), custom_call_target=\"SPMDFullToShardShape\""),
+      HasSubstr("SPMDFullToShardShape grows dimension 0 from 2 to 4"));
+  EXPECT_THAT(
+      error("  ROOT y = f32[1] custom-call(x), custom_call_target=\"SPMDShardToFullShape\""),
+      HasSubstr("SPMDShardToFullShape shrinks dimension 0 from 2 to 1"));
+  EXPECT_THAT(
+      error("  ROOT y = s32[1] custom-call(x), custom_call_target=\"SPMDFullToShardShape\""),
+      HasSubstr("takes and gives arrays of one element type and rank"));
   EXPECT_THAT(error("  ROOT y = f32[2] custom-call(x)"),
               HasSubstr("custom-call is missing attribute 'custom_call_target'"));
   EXPECT_THAT(error("  ROOT y = f32[2] custom-call(x, x), custom_call_target=\"Sharding\""),

@@ -132,7 +132,7 @@ std::vector<Row> Table() {
            "parameter", "constant", "broadcast", "reshape", "transpose", "copy", "slice",
            "dynamic-slice", "dynamic-update-slice", "concatenate", "pad", "reverse", "select",
            "gather", "scatter overwrite", "tuple", "get-tuple-element", "while", "conditional", "call",
-           "opt-barrier", "all-gather", "all-to-all", "collective-permute"}) {
+           "opt-barrier", "custom-call", "all-gather", "all-to-all", "collective-permute"}) {
     // clang-format on
     rows.push_back({op, kAll});
   }
@@ -1047,6 +1047,17 @@ void OptimizationBarrier(Sweep& s, DType t) {
   s.Check("opt-barrier", t, Module(entry), {a, b}, {a, b});
 }
 
+// A manual region's boundary in a program run whole on one device (no
+// partitioner): the identity when it keeps the shape.
+void CustomCall(Sweep& s, DType t) {
+  const Array x = Sample(t, {2, 3});
+  s.Check(
+      "custom-call", t,
+      Module("  x = $t[2,3] parameter(0)\n"
+             "  ROOT r = $t[2,3] custom-call(x), custom_call_target=\"SPMDFullToShardShape\"\n"),
+      {x}, {x});
+}
+
 // State {key, counter}: block b is Philox of counter + b (low word first)
 // under the key (low word first); the words in order, then the next state.
 void RngBitGenerator(Sweep& s, DType t) {
@@ -1200,6 +1211,7 @@ const std::map<Opcode, Case> kCases = {
     {Opcode::kScatter, Scatter}, {Opcode::kTuple, Tuple},
     {Opcode::kGetTupleElement, GetTupleElement}, {Opcode::kWhile, While}, {Opcode::kConditional, Conditional}, {Opcode::kCall, Call},
     {Opcode::kFusion, Fusion}, {Opcode::kOptimizationBarrier, OptimizationBarrier},
+    {Opcode::kCustomCall, CustomCall},
     {Opcode::kRngBitGenerator, RngBitGenerator}, {Opcode::kPartitionId, PartitionId},
     {Opcode::kReplicaId, ReplicaId}, {Opcode::kAllReduce, AllReduce},
     {Opcode::kAllGather, AllGather}, {Opcode::kReduceScatter, ReduceScatter},

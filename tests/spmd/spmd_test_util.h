@@ -49,8 +49,12 @@ struct SpmdRun {
   int64_t sent_bytes = 0;           // what partition 0 sent, as the communicator counted it
 };
 
+// `reference_text`, when given, is the program the whole run computes
+// instead of `text` (a manual region cannot run on one device): the same
+// parameters, an independent way to the same results.
 inline SpmdRun RunBoth(const std::string& text, const Mesh& mesh,
-                       const PartitionOptions& options = {}) {
+                       const PartitionOptions& options = {},
+                       const std::string& reference_text = "") {
   SpmdRun run;
   auto module = hlo::ParseModule(text);
   runtime::Client client(static_cast<int>(mesh.size()), 1);
@@ -62,7 +66,9 @@ inline SpmdRun RunBoth(const std::string& text, const Mesh& mesh,
     inputs.push_back(RandomBuffer(p->shape(), seed++, devices[0]));
   runtime::CompileOptions compile;
   compile.client = &client;
-  run.reference = runtime::Executable::Compile(*module, compile)->Run(inputs, devices[0]);
+  auto reference = reference_text.empty() ? nullptr : hlo::ParseModule(reference_text);
+  run.reference = runtime::Executable::Compile(reference ? *reference : *module, compile)
+                      ->Run(inputs, devices[0]);
 
   run.partition = Partition(*module, mesh, options);
   auto exe = runtime::Executable::Compile(*run.partition.module, compile);

@@ -98,6 +98,9 @@ class Builder {
   Instruction* Fusion(Computation* computation, std::vector<Instruction*> arguments);
   // The identity on `value` (usually a tuple) that no pass looks through.
   Instruction* OptimizationBarrier(Instruction* value);
+  // A manual-sharding boundary (custom_call_target "SPMDFullToShardShape"
+  // or "SPMDShardToFullShape") giving `shape`.
+  Instruction* CustomCall(Instruction* operand, std::string target, Shape shape);
   // Philox-4x32-10 bits: state is u64[2] (key, counter); result is
   // (new state u64[2], bits of `bits_shape`).
   Instruction* RngBitGenerator(Instruction* state, Shape bits_shape);

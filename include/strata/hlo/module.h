@@ -97,6 +97,10 @@ struct Attributes {
   Literal literal;                           // constant
   std::string rng_algorithm;                 // rng-bit-generator ("rng_philox")
   std::string fusion_kind;                   // fusion: XLA's kind; empty is kLoop
+  // custom-call: the manual-sharding boundaries JAX's shard_map emits,
+  // "SPMDFullToShardShape" and "SPMDShardToFullShape" (the parser reads a
+  // "Sharding" target as a copy and rejects every other target).
+  std::string custom_call_target;
   std::string sharding;                      // XLA sharding text, e.g. "{devices=[2,1]0,1}"
   ReplicaGroups replica_groups;              // all-reduce, all-gather, reduce-scatter, all-to-all
   SourceTargetPairs source_target_pairs;     // collective-permute

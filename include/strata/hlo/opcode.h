@@ -171,6 +171,7 @@ namespace strata::hlo {
   V(kCall, "call", Other) \
   V(kFusion, "fusion", Other) \
   V(kOptimizationBarrier, "opt-barrier", Other) \
+  V(kCustomCall, "custom-call", Other) \
   V(kRngBitGenerator, "rng-bit-generator", Other) \
   V(kPartitionId, "partition-id", Collective) \
   V(kReplicaId, "replica-id", Collective) \

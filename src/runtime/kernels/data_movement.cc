@@ -261,6 +261,7 @@ KernelInfo MakeDataMovementKernel(const hlo::Instruction& inst, ThreadPool& pool
       }};
     }
     case Opcode::kCopy:
+    case Opcode::kCustomCall:  // a manual-sharding boundary on one device
     case Opcode::kReshape: {
       int64_t bytes = out.byte_size();
       return {[=](const KernelArgs& a) {

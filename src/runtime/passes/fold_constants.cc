@@ -25,6 +25,7 @@ bool Foldable(const hlo::Instruction& inst) {
     case hlo::Opcode::kCall:
     case hlo::Opcode::kOptimizationBarrier:
     case hlo::Opcode::kRngBitGenerator:
+    case hlo::Opcode::kCustomCall:
       return false;
     default:
       break;
