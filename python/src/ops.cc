@@ -93,26 +93,28 @@ void BindConvolution(py::module_& m, const char* name) {
 
 using Pool = Tensor (*)(const Tensor&, std::vector<int64_t>, std::vector<int64_t>,
                         std::vector<int64_t>, std::vector<int64_t>, bool);
+using PoolWithIndices = ValuesIndices (*)(const Tensor&, std::vector<int64_t>, std::vector<int64_t>,
+                                          std::vector<int64_t>, std::vector<int64_t>, bool);
 using AveragePool = Tensor (*)(const Tensor&, std::vector<int64_t>, std::vector<int64_t>,
-                               std::vector<int64_t>, bool, bool);
+                               std::vector<int64_t>, bool, bool, std::optional<int64_t>);
 
-// torch.nn.functional.max_poolNd / avg_poolNd; return_indices and
-// divisor_override are not supported (an Error when set).
-void BindPooling(py::module_& m, const char* max_name, Pool max_pool, const char* avg_name,
+// torch.nn.functional.max_poolNd (return_indices=True gives a pair of
+// values and s64 positions) / avg_poolNd.
+void BindPooling(py::module_& m, const char* max_name, Pool max_pool,
+                 PoolWithIndices max_pool_with_indices, const char* avg_name,
                  AveragePool avg_pool) {
-  auto unsupported = [](const char* op, const char* what) {
-    Fail("[{}] {} is not supported", op, what);
-  };
   m.def(
       max_name,
       [=](const Tensor& x, py::handle kernel, py::handle stride, py::handle padding,
-          py::handle dilation, bool ceil_mode, bool return_indices) {
-        if (return_indices) unsupported(max_name, "return_indices=True");
-        return max_pool(
-            x, IntOrTuple(kernel, max_name, "kernel_size"),
-            stride.is_none() ? std::vector<int64_t>{} : IntOrTuple(stride, max_name, "stride"),
-            IntOrTuple(padding, max_name, "padding"), IntOrTuple(dilation, max_name, "dilation"),
-            ceil_mode);
+          py::handle dilation, bool ceil_mode, bool return_indices) -> py::object {
+        std::vector<int64_t> k = IntOrTuple(kernel, max_name, "kernel_size");
+        std::vector<int64_t> s =
+            stride.is_none() ? std::vector<int64_t>{} : IntOrTuple(stride, max_name, "stride");
+        std::vector<int64_t> p = IntOrTuple(padding, max_name, "padding");
+        std::vector<int64_t> d = IntOrTuple(dilation, max_name, "dilation");
+        if (!return_indices) return py::cast(max_pool(x, k, s, p, d, ceil_mode));
+        ValuesIndices r = max_pool_with_indices(x, k, s, p, d, ceil_mode);
+        return py::make_tuple(r.values, r.indices);
       },
       py::arg("input"), py::arg("kernel_size"), py::arg("stride") = py::none(),
       py::arg("padding") = 0, py::arg("dilation") = 1, py::arg("ceil_mode") = false,
@@ -121,11 +123,12 @@ void BindPooling(py::module_& m, const char* max_name, Pool max_pool, const char
       avg_name,
       [=](const Tensor& x, py::handle kernel, py::handle stride, py::handle padding, bool ceil_mode,
           bool count_include_pad, py::handle divisor_override) {
-        if (!divisor_override.is_none()) unsupported(avg_name, "divisor_override");
+        std::optional<int64_t> divisor;
+        if (!divisor_override.is_none()) divisor = divisor_override.cast<int64_t>();
         return avg_pool(
             x, IntOrTuple(kernel, avg_name, "kernel_size"),
             stride.is_none() ? std::vector<int64_t>{} : IntOrTuple(stride, avg_name, "stride"),
-            IntOrTuple(padding, avg_name, "padding"), count_include_pad, ceil_mode);
+            IntOrTuple(padding, avg_name, "padding"), count_include_pad, ceil_mode, divisor);
       },
       py::arg("input"), py::arg("kernel_size"), py::arg("stride") = py::none(),
       py::arg("padding") = 0, py::arg("ceil_mode") = false, py::arg("count_include_pad") = true,
@@ -517,9 +520,9 @@ void BindOps(py::module_& m) {
   BindConvolution<&conv1d>(m, "conv1d");
   BindConvolution<&conv2d>(m, "conv2d");
   BindConvolution<&conv3d>(m, "conv3d");
-  BindPooling(m, "max_pool1d", &max_pool1d, "avg_pool1d", &avg_pool1d);
-  BindPooling(m, "max_pool2d", &max_pool2d, "avg_pool2d", &avg_pool2d);
-  BindPooling(m, "max_pool3d", &max_pool3d, "avg_pool3d", &avg_pool3d);
+  BindPooling(m, "max_pool1d", &max_pool1d, &max_pool1d_with_indices, "avg_pool1d", &avg_pool1d);
+  BindPooling(m, "max_pool2d", &max_pool2d, &max_pool2d_with_indices, "avg_pool2d", &avg_pool2d);
+  BindPooling(m, "max_pool3d", &max_pool3d, &max_pool3d_with_indices, "avg_pool3d", &avg_pool3d);
 }
 
 }  // namespace strata::python

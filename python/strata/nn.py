@@ -233,32 +233,35 @@ class Conv3d(_ConvNd):
 
 
 class MaxPool2d(Module):
-    """torch.nn.MaxPool2d (without return_indices)."""
+    """torch.nn.MaxPool2d."""
 
-    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
+                 ceil_mode=False):
         super().__init__()
         self.kernel_size, self.stride, self.padding, self.dilation = (kernel_size, stride, padding,
                                                                       dilation)
-        self.ceil_mode = ceil_mode
+        self.return_indices, self.ceil_mode = return_indices, ceil_mode
 
     def forward(self, x):
         return _strata.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation,
-                                  ceil_mode=self.ceil_mode)
+                                  ceil_mode=self.ceil_mode, return_indices=self.return_indices)
 
 
 class AvgPool2d(Module):
-    """torch.nn.AvgPool2d (without divisor_override)."""
+    """torch.nn.AvgPool2d."""
 
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
-                 count_include_pad=True):
+                 count_include_pad=True, divisor_override=None):
         super().__init__()
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
         self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
+        self.divisor_override = divisor_override
 
     def forward(self, x):
         return _strata.avg_pool2d(x, self.kernel_size, self.stride, self.padding,
                                   ceil_mode=self.ceil_mode,
-                                  count_include_pad=self.count_include_pad)
+                                  count_include_pad=self.count_include_pad,
+                                  divisor_override=self.divisor_override)
 
 
 class Embedding(Module):

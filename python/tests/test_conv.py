@@ -124,10 +124,33 @@ def test_pooling_modules_take_ceil_mode():
         close(s_pool(strata.tensor(x)), t_pool(torch.tensor(x)))
 
 
-def test_unsupported_pooling_options_raise():
+@pytest.mark.parametrize("name,xs,kwargs", [p for p in POOLS if p[0].startswith("max")])
+def test_max_pooling_indices_match_torch(name, xs, kwargs):
+    x = rng(len(xs) + 1).standard_normal(xs).astype(np.float32)
+    x[..., 1] = x[..., 0]  # ties inside windows: torch keeps the first
+    values, indices = getattr(SF, name)(strata.tensor(x), return_indices=True, **kwargs)
+    t_values, t_indices = getattr(F, name)(torch.tensor(x), return_indices=True, **kwargs)
+    close(values, t_values, rtol=0, atol=0)
+    assert indices.dtype == strata.int64
+    np.testing.assert_array_equal(indices.numpy(), t_indices.numpy())
+
+
+def test_avg_pooling_divisor_override_matches_torch():
+    x = rng(3).standard_normal((2, 3, 7, 6)).astype(np.float32)
+    for kwargs in (dict(kernel_size=3, stride=2, padding=1, divisor_override=5),
+                   dict(kernel_size=2, ceil_mode=True, divisor_override=3)):
+        tx = torch.tensor(x, requires_grad=True)
+        ty = F.avg_pool2d(tx, **kwargs)
+        ty.sum().backward()
+        g = strata.grad(lambda v: SF.avg_pool2d(v, **kwargs).sum())(strata.tensor(x))
+        close(SF.avg_pool2d(strata.tensor(x), **kwargs), ty, rtol=1e-6, atol=1e-6)
+        close(g, tx.grad, rtol=1e-6, atol=1e-6)
+
+
+def test_bad_pooling_options_raise():
     x = strata.zeros((1, 2, 6, 6))
-    with pytest.raises(strata.Error, match="return_indices=True is not supported"):
-        SF.max_pool2d(x, 2, return_indices=True)
+    with pytest.raises(strata.Error, match="divisor_override must not be zero"):
+        SF.avg_pool2d(x, 2, divisor_override=0)
     with pytest.raises(strata.Error, match=r"\[avg_pool2d\] padding \(2\) must be at most half"):
         SF.avg_pool2d(x, 2, padding=2)
 

@@ -369,6 +369,10 @@ const AttributeRule kAttributeRules[] = {
     {Opcode::kFusion, "calls", true, CALLED_INTO(0)},
     {Opcode::kFusion, "kind", false,
      [](Parser& p, Instruction& i) { i.fusion_kind = p.ParseFusionKind(); }},
+    {Opcode::kDot, "algorithm", false,
+     [](Parser& p, Instruction& i) {
+       i.algorithm = std::string(p.ExpectName("a dot algorithm after 'algorithm='").text);
+     }},
     {Opcode::kRngBitGenerator, "algorithm", false,
      [](Parser& p, Instruction& i) { i.rng_algorithm = p.ParseRngAlgorithm(); }},
     COLLECTIVE_RULES(kAllReduce),

@@ -98,6 +98,7 @@ std::string AttributesText(const Instruction& inst) {
       add("lhs_contracting_dims", Braced(inst.dot.lhs_contracting));
       if (!inst.dot.rhs_batch.empty()) add("rhs_batch_dims", Braced(inst.dot.rhs_batch));
       add("rhs_contracting_dims", Braced(inst.dot.rhs_contracting));
+      if (!inst.algorithm.empty()) add("algorithm", inst.algorithm);
       break;
     case Opcode::kGather:
       add("offset_dims", Braced(inst.gather.offset_dims));

@@ -92,15 +92,51 @@ Tensor MaxPool(std::string_view op, const Tensor& x, int64_t spatial,
                        PoolWindow(op, x, spatial, kernel, stride, padding, dilation, ceil_mode));
 }
 
+// The position of each window's maximum in x's plane: a reduce-window of
+// (value, position) pairs whose combiner keeps the larger value, the smaller
+// position on a tie and a NaN over any number (argmax's). Padding is
+// (-inf, the plane's size): a real element always wins it.
+ValuesIndices MaxPoolWithIndices(std::string_view op, const Tensor& x, int64_t spatial,
+                                 const std::vector<int64_t>& kernel,
+                                 const std::vector<int64_t>& stride,
+                                 const std::vector<int64_t>& padding,
+                                 const std::vector<int64_t>& dilation, bool ceil_mode) {
+  if (!IsFloating(x.dtype())) Fail("[{}] takes floats, got {}", op, x.shape().ToString());
+  std::vector<hlo::WindowDim> window =
+      PoolWindow(op, x, spatial, kernel, stride, padding, dilation, ceil_mode);
+  Tensor values = reduce_window(x, Opcode::kMaximum, window);
+  const int64_t first = x.rank() - spatial;
+  std::vector<int64_t> plane(x.shape().dims().begin() + first, x.shape().dims().end());
+  int64_t positions = 1;
+  for (int64_t d : plane) positions *= d;
+  Tensor where = broadcast_to(reshape(arange(positions), plane), x.shape().dims());
+  const DType compute = lazy::ComputeType(x.dtype());
+  hlo::Attributes a;
+  a.window = std::move(window);
+  a.called = {ir::ArgCombiner(/*is_max=*/true, compute, DType::kS64)};
+  ir::Value pooled = Op(Opcode::kReduceWindow,
+                        {lazy::ConvertValue(x.value(), compute), where.value(),
+                         lazy::ScalarValue(-std::numeric_limits<double>::infinity(), compute, {}),
+                         lazy::ScalarValue(static_cast<double>(positions), DType::kS64, {})},
+                        std::move(a));
+  return {values, Wrap(ir::Value{pooled.node, 1})};
+}
+
 // torch's divisor: the window's elements inside the input and, with
-// count_include_pad, its padding, but never what ceil_mode adds past it.
+// count_include_pad, its padding, but never what ceil_mode adds past it;
+// or divisor_override.
 Tensor AvgPool(std::string_view op, const Tensor& x, int64_t spatial,
                const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride,
-               const std::vector<int64_t>& padding, bool count_include_pad, bool ceil_mode) {
+               const std::vector<int64_t>& padding, bool count_include_pad, bool ceil_mode,
+               std::optional<int64_t> divisor_override) {
   if (!IsFloating(x.dtype())) Fail("[{}] takes floats, got {}", op, x.shape().ToString());
+  if (divisor_override && *divisor_override == 0) {
+    Fail("[{}] divisor_override must not be zero", op);
+  }
   std::vector<hlo::WindowDim> window =
       PoolWindow(op, x, spatial, kernel, stride, padding, {1}, ceil_mode);
   Tensor sum = reduce_window(x, Opcode::kAdd, window);
+  if (divisor_override) return sum / static_cast<double>(*divisor_override);
   bool padded = false, past_padding = false;
   int64_t elements = 1;
   for (const hlo::WindowDim& w : window) {
@@ -133,25 +169,46 @@ Tensor max_pool1d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int6
                   std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode) {
   return MaxPool("max_pool1d", x, 1, kernel, stride, padding, dilation, ceil_mode);
 }
+ValuesIndices max_pool1d_with_indices(const Tensor& x, std::vector<int64_t> kernel,
+                                      std::vector<int64_t> stride, std::vector<int64_t> padding,
+                                      std::vector<int64_t> dilation, bool ceil_mode) {
+  return MaxPoolWithIndices("max_pool1d", x, 1, kernel, stride, padding, dilation, ceil_mode);
+}
 Tensor max_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride,
                   std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode) {
   return MaxPool("max_pool2d", x, 2, kernel, stride, padding, dilation, ceil_mode);
+}
+ValuesIndices max_pool2d_with_indices(const Tensor& x, std::vector<int64_t> kernel,
+                                      std::vector<int64_t> stride, std::vector<int64_t> padding,
+                                      std::vector<int64_t> dilation, bool ceil_mode) {
+  return MaxPoolWithIndices("max_pool2d", x, 2, kernel, stride, padding, dilation, ceil_mode);
 }
 Tensor max_pool3d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride,
                   std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode) {
   return MaxPool("max_pool3d", x, 3, kernel, stride, padding, dilation, ceil_mode);
 }
+ValuesIndices max_pool3d_with_indices(const Tensor& x, std::vector<int64_t> kernel,
+                                      std::vector<int64_t> stride, std::vector<int64_t> padding,
+                                      std::vector<int64_t> dilation, bool ceil_mode) {
+  return MaxPoolWithIndices("max_pool3d", x, 3, kernel, stride, padding, dilation, ceil_mode);
+}
 Tensor avg_pool1d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride,
-                  std::vector<int64_t> padding, bool count_include_pad, bool ceil_mode) {
-  return AvgPool("avg_pool1d", x, 1, kernel, stride, padding, count_include_pad, ceil_mode);
+                  std::vector<int64_t> padding, bool count_include_pad, bool ceil_mode,
+                  std::optional<int64_t> divisor_override) {
+  return AvgPool("avg_pool1d", x, 1, kernel, stride, padding, count_include_pad, ceil_mode,
+                 divisor_override);
 }
 Tensor avg_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride,
-                  std::vector<int64_t> padding, bool count_include_pad, bool ceil_mode) {
-  return AvgPool("avg_pool2d", x, 2, kernel, stride, padding, count_include_pad, ceil_mode);
+                  std::vector<int64_t> padding, bool count_include_pad, bool ceil_mode,
+                  std::optional<int64_t> divisor_override) {
+  return AvgPool("avg_pool2d", x, 2, kernel, stride, padding, count_include_pad, ceil_mode,
+                 divisor_override);
 }
 Tensor avg_pool3d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride,
-                  std::vector<int64_t> padding, bool count_include_pad, bool ceil_mode) {
-  return AvgPool("avg_pool3d", x, 3, kernel, stride, padding, count_include_pad, ceil_mode);
+                  std::vector<int64_t> padding, bool count_include_pad, bool ceil_mode,
+                  std::optional<int64_t> divisor_override) {
+  return AvgPool("avg_pool3d", x, 3, kernel, stride, padding, count_include_pad, ceil_mode,
+                 divisor_override);
 }
 
 }  // namespace strata

@@ -57,6 +57,55 @@ TEST(PoolingGradients, AveragePooling) {
                  {{{1, 2, 5, 5}}});
 }
 
+// Where each window's maximum is, as a plain loop over the windows finds it
+// (the first position holding the maximum, as torch's CPU kernel).
+TEST(PoolingGradients, MaxPoolIndicesMatchAPlainLoop) {
+  const int64_t n = 2, c = 2, h = 7, w = 6, k = 3, s = 2, p = 1, d = 1;
+  std::vector<double> x = Distinct(n * c * h * w);
+  for (int64_t i = 0; i + 1 < static_cast<int64_t>(x.size()); i += 5) x[i + 1] = x[i];  // ties
+  ValuesIndices r =
+      max_pool2d_with_indices(Tensor::FromVector(x, {n, c, h, w}), {k}, {s}, {p}, {d});
+  const int64_t oh = (h + 2 * p - k) / s + 1, ow = (w + 2 * p - k) / s + 1;
+  ASSERT_EQ(r.indices.shape(), Shape(DType::kS64, {n, c, oh, ow}));
+  std::vector<int64_t> got = r.indices.to_vector<int64_t>();
+  std::vector<double> values = r.values.to_vector<double>();
+  for (int64_t plane = 0; plane < n * c; ++plane) {
+    for (int64_t i = 0; i < oh; ++i) {
+      for (int64_t j = 0; j < ow; ++j) {
+        double best = -INFINITY;
+        int64_t at = -1;
+        for (int64_t a = 0; a < k; ++a) {
+          for (int64_t b = 0; b < k; ++b) {
+            const int64_t y = i * s - p + a * d, z = j * s - p + b * d;
+            if (y < 0 || y >= h || z < 0 || z >= w) continue;
+            const double v = x[plane * h * w + y * w + z];
+            if (at < 0 || v > best) best = v, at = y * w + z;
+          }
+        }
+        const int64_t o = (plane * oh + i) * ow + j;
+        EXPECT_EQ(got[o], at) << "window " << o;
+        EXPECT_EQ(values[o], best) << "window " << o;
+      }
+    }
+  }
+  CheckGradients("max_pool2d_with_indices' values",
+                 [](const std::vector<Tensor>& t) {
+                   return WeightedSum(max_pool2d_with_indices(t[0], {3}, {2}, {1}).values);
+                 },
+                 {{{1, 2, 7, 6}, Distinct(84)}});
+}
+
+TEST(PoolingGradients, AveragePoolingWithADivisorOverride) {
+  CheckGradients("avg_pool2d 3x3 stride 2 pad 1, divisor 4",
+                 [](const std::vector<Tensor>& t) {
+                   return WeightedSum(avg_pool2d(t[0], {3}, {2}, {1}, true, false, 4));
+                 },
+                 {{{1, 2, 5, 6}}});
+  // Each window's sum over 4: a window of ones at the corner covers 4 ones.
+  Tensor y = avg_pool2d(ones({1, 1, 4, 4}, DType::kF64), {3}, {2}, {1}, true, false, 4);
+  EXPECT_EQ(y.to_vector<double>(), (std::vector<double>{1, 1.5, 1.5, 2.25}));
+}
+
 TEST(PoolingGradients, ReduceWindowSumWithDilations) {
   std::vector<hlo::WindowDim> window(2);
   window[0] = {2, 1, 1, 0, 1, 2, false};   // size 2, pad 1_0, lhs_dilate 2

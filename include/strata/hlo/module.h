@@ -87,6 +87,9 @@ struct Attributes {
   int64_t k = 0;                             // topk: how many
   bool largest = true;                       // topk: the largest (or the smallest)
   DotDims dot;                               // dot
+  // dot: XLA's algorithm= ("dot_bf16_bf16_f32": operands rounded to bf16,
+  // products summed in f32); empty: none. shape_reduction.cc lists them.
+  std::string algorithm;
   std::vector<WindowDim> window;             // convolution: one per spatial dim; reduce-window,
                                              // select-and-scatter: one per operand dim
   ConvolutionDims convolution;               // convolution

@@ -140,15 +140,32 @@ Tensor max_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int6
 Tensor max_pool3d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride = {},
                   std::vector<int64_t> padding = {0}, std::vector<int64_t> dilation = {1},
                   bool ceil_mode = false);
+// max_poolNd with torch's return_indices: the values and, for each, where
+// its maximum is in its input plane (the spatial dims flattened), as s64.
+// Ties give the first position in the window; a NaN gives a NaN's.
+struct ValuesIndices;
+ValuesIndices max_pool1d_with_indices(const Tensor& x, std::vector<int64_t> kernel,
+                                      std::vector<int64_t> stride = {},
+                                      std::vector<int64_t> padding = {0},
+                                      std::vector<int64_t> dilation = {1}, bool ceil_mode = false);
+ValuesIndices max_pool2d_with_indices(const Tensor& x, std::vector<int64_t> kernel,
+                                      std::vector<int64_t> stride = {},
+                                      std::vector<int64_t> padding = {0},
+                                      std::vector<int64_t> dilation = {1}, bool ceil_mode = false);
+ValuesIndices max_pool3d_with_indices(const Tensor& x, std::vector<int64_t> kernel,
+                                      std::vector<int64_t> stride = {},
+                                      std::vector<int64_t> padding = {0},
+                                      std::vector<int64_t> dilation = {1}, bool ceil_mode = false);
+// divisor_override (torch's): every window's sum divided by it instead.
 Tensor avg_pool1d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride = {},
                   std::vector<int64_t> padding = {0}, bool count_include_pad = true,
-                  bool ceil_mode = false);
+                  bool ceil_mode = false, std::optional<int64_t> divisor_override = std::nullopt);
 Tensor avg_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride = {},
                   std::vector<int64_t> padding = {0}, bool count_include_pad = true,
-                  bool ceil_mode = false);
+                  bool ceil_mode = false, std::optional<int64_t> divisor_override = std::nullopt);
 Tensor avg_pool3d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride = {},
                   std::vector<int64_t> padding = {0}, bool count_include_pad = true,
-                  bool ceil_mode = false);
+                  bool ceil_mode = false, std::optional<int64_t> divisor_override = std::nullopt);
 
 // ---- reductions (dims may be negative; empty dims = all) -------------------------
 Tensor sum(const Tensor& x, std::vector<int64_t> dims = {}, bool keepdim = false);

@@ -94,6 +94,7 @@ class Widener {
   explicit Widener(hlo::Module& module) : module_(module) {}
 
   bool Run() {
+    bool changed = RoundToDotAlgorithms();
     // Computations other ops call as scalar functions are never rewritten in
     // place: the ops that compute get an f32 copy, the rest keep them.
     for (const auto& c : module_.computations()) {
@@ -105,7 +106,6 @@ class Widener {
         for (const Computation* called : inst->called) scalar_functions_.insert(called);
       }
     }
-    bool changed = false;
     std::vector<Computation*> computations;
     for (const auto& c : module_.computations()) computations.push_back(c.get());
     for (Computation* c : computations) {
@@ -115,6 +115,36 @@ class Widener {
   }
 
  private:
+  // A dot whose algorithm multiplies f16 or bf16 values, on wider operands:
+  // its operands rounded to that type first, so the dot computes on halves
+  // (below: products in the result type, f32).
+  bool RoundToDotAlgorithms() {
+    bool changed = false;
+    for (const auto& c : module_.computations()) {
+      std::vector<Instruction*> dots;
+      for (const auto& inst : c->instructions()) {
+        if (inst->opcode() == Opcode::kDot && !inst->algorithm.empty()) dots.push_back(inst.get());
+      }
+      for (Instruction* dot : dots) {
+        const std::string& a = dot->algorithm;
+        const DType input = a.rfind("dot_bf16_bf16_f32_x", 0) == 0 ? DType::kF32
+                            : a.rfind("dot_bf16_", 0) == 0         ? DType::kBF16
+                            : a.rfind("dot_f16_", 0) == 0          ? DType::kF16
+                                                                   : DType::kF32;
+        if (!IsHalf(input)) continue;
+        for (int64_t i = 0; i < dot->operand_count(); ++i) {
+          Instruction* op = dot->operand(i);
+          if (op->shape().dtype() == input) continue;
+          dot->set_operand(
+              i, AddConvert(*c, op, input, fmt::format("{}.{}", op->name(), DTypeName(input))));
+          changed = true;
+        }
+      }
+      if (!dots.empty()) c->SortTopologically();
+    }
+    return changed;
+  }
+
   // Rewrites every op of `c` that computes on halves.
   bool WidenComputation(Computation& c) {
     std::vector<Instruction*> targets;
