@@ -174,6 +174,21 @@ TEST(Convolution, ManyOutputFeaturesOverFewPositionsSplitByColumns) {
                                "window={size=3x3}, dim_labels=b01f_01io->b01f"));
 }
 
+TEST(Convolution, EveryGemmOrientationAndBlocking) {
+  // NCHW output over few positions with a shallow window and 20 features:
+  // the transposed GEMM, written feature by feature.
+  CheckAgainstReference(Module("f32[2,3,12,12]", "f32[20,3,3,3]", "f32[2,20,10,10]",
+                               "window={size=3x3}, dim_labels=bf01_oi01->bf01"));
+  // 3 output features (an input gradient's): the transposed GEMM.
+  CheckAgainstReference(Module("f32[2,8,9,9]", "f32[3,8,3,3]", "f32[2,3,9,9]",
+                               "window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01"));
+  // A weight gradient's deep window (65 x 65 taps) over 36 positions: row
+  // blocks shrunk so both pool threads work; channels-last taps copied in
+  // runs along the window's rows, padding on every side.
+  CheckAgainstReference(Module("f32[1,66,66,4]", "f32[65,65,4,17]", "f32[1,6,6,17]",
+                               "window={size=65x65 pad=2_2x2_2}, dim_labels=b01f_01io->b01f"));
+}
+
 TEST(Convolution, IntegersSumExactly) {
   auto m = hlo::ParseModule(R"(HloModule m
 ENTRY main {

@@ -104,6 +104,83 @@ Tap TapOf(const Geometry& g, int64_t p, int64_t t) {
   return tap;
 }
 
+// One output position's taps along each spatial dim: along[s][k] is the
+// input offset of window element k of dim s, or -1 (padding or a hole).
+// A tap's offset is the sum over the dims: no division per tap.
+void TapOffsets(const Geometry& g, int64_t p, std::vector<std::vector<int64_t>>& along) {
+  along.resize(g.spatial);
+  for (int64_t s = g.spatial - 1; s >= 0; --s) {
+    const hlo::WindowDim& w = g.window[s];
+    const int64_t o = p % g.out_size[s];
+    p /= g.out_size[s];
+    std::vector<int64_t>& a = along[s];
+    a.resize(w.size);
+    for (int64_t k = 0; k < w.size; ++k) {
+      const int64_t dilated = o * w.stride - w.pad_low + k * w.window_dilation;
+      const bool inside = dilated >= 0 && dilated % w.base_dilation == 0 &&
+                          dilated / w.base_dilation < g.in_size[s];
+      a[k] = inside ? dilated / w.base_dilation * g.in_spatial_stride[s] : -1;
+    }
+  }
+}
+
+// One im2col row: the window's elements (row-major over the window) of the
+// output position `along` describes, each with the group's input features
+// innermost. Along the last spatial dim, taps whose features lie back to
+// back in the input (channels-last, no dilation) are one copy.
+template <typename T>
+void PatchRow(const Geometry& h, const std::vector<std::vector<int64_t>>& along, const T* base,
+              T* row) {
+  const int64_t features = h.group_inputs, last = h.spatial - 1;
+  if (last < 0) {  // no spatial dims: the one tap is the features
+    for (int64_t i = 0; i < features; ++i) row[i] = base[i * h.in_feature_stride];
+    return;
+  }
+  const std::vector<int64_t>& inner = along[last];
+  const int64_t width = static_cast<int64_t>(inner.size());
+  std::vector<int64_t> k(last, 0);  // the odometer over the outer dims
+  const int64_t outer_taps = last == 0 ? 1 : h.taps / width;
+  for (int64_t u = 0; u < outer_taps; ++u, row += width * features) {
+    int64_t at = 0;
+    for (int64_t s = 0; s < last && at >= 0; ++s) {
+      const int64_t a = along[s][k[s]];
+      at = a < 0 ? -1 : at + a;
+    }
+    for (int64_t s = last - 1; s >= 0; --s) {
+      if (++k[s] < static_cast<int64_t>(along[s].size())) break;
+      k[s] = 0;
+    }
+    if (at < 0) {
+      std::fill_n(row, width * features, T(0));
+      continue;
+    }
+    if (h.in_feature_stride != 1) {
+      for (int64_t j = 0; j < width; ++j) {
+        T* dst = row + j * features;
+        if (inner[j] < 0) {
+          std::fill_n(dst, features, T(0));
+        } else {
+          for (int64_t i = 0; i < features; ++i)
+            dst[i] = base[at + inner[j] + i * h.in_feature_stride];
+        }
+      }
+      continue;
+    }
+    for (int64_t j = 0; j < width;) {
+      T* dst = row + j * features;
+      if (inner[j] < 0) {
+        std::fill_n(dst, features, T(0));
+        ++j;
+        continue;
+      }
+      int64_t run = 1;  // taps whose features follow each other in the input
+      while (j + run < width && inner[j + run] == inner[j] + run * features) ++run;
+      std::memcpy(dst, base + at + inner[j], run * features * sizeof(T));
+      j += run;
+    }
+  }
+}
+
 int64_t OutputOffset(const Geometry& g, int64_t p) {
   int64_t offset = 0;
   for (int64_t s = g.spatial - 1; s >= 0; --s) {
@@ -157,6 +234,10 @@ const T* ChannelsLast(const Geometry& g, const T* group_in, std::vector<T>& copy
 }
 
 constexpr int64_t kBlockRows = 192;  // output positions per im2col block (a multiple of 6)
+// When the GEMM runs transposed (below); measured in bench/conv_bench.py.
+constexpr int64_t kFewOutputs = 16;
+constexpr int64_t kFewPositions = 256;
+constexpr int64_t kShallowDepth = 4096;
 
 template <typename T>
 Kernel GemmConvolution(const Geometry& g, ThreadPool* pool) {
@@ -193,46 +274,69 @@ Kernel GemmConvolution(const Geometry& g, ThreadPool* pool) {
         }
       }
       // Tasks are row blocks, each cut into column pieces when there are
-      // too few blocks for the pool (a small image with many features).
-      const int64_t blocks = (rows + kBlockRows - 1) / kBlockRows;
+      // too few blocks for the pool (a small image with many features). With
+      // one piece of columns (64 or fewer), the blocks shrink instead: a
+      // weight gradient has few rows (kernel positions) and a deep window.
       const int64_t want = 2 * pool->num_threads();
+      int64_t block_rows = kBlockRows;
+      if ((rows + kBlockRows - 1) / kBlockRows < want && g.group_outputs <= 64) {
+        block_rows = std::max<int64_t>(6, ((rows + want - 1) / want + 5) / 6 * 6);
+      }
+      const int64_t blocks = (rows + block_rows - 1) / block_rows;
       const int64_t pieces =
           blocks >= want ? 1 : std::min((g.group_outputs + 63) / 64, (want + blocks - 1) / blocks);
       const int64_t width = ((g.group_outputs + pieces - 1) / pieces + 63) / 64 * 64;
       const int64_t columns = (g.group_outputs + width - 1) / width;
       pool->ParallelFor(blocks * columns, 1, [&](int64_t t0, int64_t t1) {
-        std::vector<T> patches(kBlockRows * depth), product(kBlockRows * width);
-        int64_t patched = -1;  // the block `patches` holds
+        std::vector<T> patches(block_rows * depth), product(block_rows * width);
+        std::vector<std::vector<int64_t>> along;
+        std::vector<int64_t> out_at(block_rows);  // each row's output offset
+        int64_t patched = -1;                     // the block `patches` holds
         for (int64_t task = t0; task < t1; ++task) {
           const int64_t b = task / columns, c0 = task % columns * width;
           const int64_t c1 = std::min(g.group_outputs, c0 + width), nc = c1 - c0;
-          const int64_t r0 = b * kBlockRows, m = std::min(kBlockRows, rows - r0);
+          const int64_t r0 = b * block_rows, m = std::min(block_rows, rows - r0);
           for (int64_t r = 0; r < m && patched != b; ++r) {
             const int64_t n = (r0 + r) / g.positions, p = (r0 + r) % g.positions;
-            const T* base = group_in + n * h.in_batch_stride;
-            T* row = &patches[r * depth];
-            for (int64_t t = 0; t < g.taps; ++t) {
-              T* dst = row + t * g.group_inputs;
-              const int64_t at = TapOf(h, p, t).input;
-              if (at < 0) {
-                std::fill_n(dst, g.group_inputs, T(0));
-              } else if (h.in_feature_stride == 1) {
-                std::memcpy(dst, base + at, g.group_inputs * sizeof(T));
-              } else {
-                for (int64_t i = 0; i < g.group_inputs; ++i)
-                  dst[i] = base[at + i * h.in_feature_stride];
-              }
-            }
+            TapOffsets(h, p, along);
+            PatchRow(h, along, group_in + n * h.in_batch_stride, &patches[r * depth]);
           }
           patched = b;
-          Gemm<T>(m, nc, depth, {patches.data(), depth, 1},
-                  {packed.data() + c0, g.group_outputs, 1}, product.data(), nc);
+          // The transposed product, kernelᵀ · patchesᵀ, for few output
+          // features (an input gradient with 3 of them: the GEMM's wide tile
+          // then runs along the positions instead of padding the features),
+          // and for outputs that keep each feature's few positions together
+          // over a shallow window (a weight gradient of a small image: the
+          // product is written in runs instead of one element per feature
+          // apart). Deep windows stay as they are: transposing the patches
+          // for the GEMM's packing costs more there than it saves.
+          const bool transposed =
+              nc <= kFewOutputs ||
+              (g.out_feature_stride != 1 && g.positions <= kFewPositions && depth <= kShallowDepth);
+          if (transposed) {
+            Gemm<T>(nc, m, depth, {packed.data() + c0, 1, g.group_outputs},
+                    {patches.data(), 1, depth}, product.data(), m);
+          } else {
+            Gemm<T>(m, nc, depth, {patches.data(), depth, 1},
+                    {packed.data() + c0, g.group_outputs, 1}, product.data(), nc);
+          }
           for (int64_t r = 0; r < m; ++r) {
             const int64_t n = (r0 + r) / g.positions, p = (r0 + r) % g.positions;
-            T* o =
-                group_out + n * g.out_batch_stride + OutputOffset(g, p) + c0 * g.out_feature_stride;
-            const T* src = &product[r * nc];
-            for (int64_t f = 0; f < nc; ++f) o[f * g.out_feature_stride] = src[f];
+            out_at[r] = n * g.out_batch_stride + OutputOffset(g, p);
+          }
+          T* first = group_out + c0 * g.out_feature_stride;
+          if (transposed) {  // feature by feature: runs of positions
+            for (int64_t f = 0; f < nc; ++f) {
+              T* dst = first + f * g.out_feature_stride;
+              const T* src = &product[f * m];
+              for (int64_t r = 0; r < m; ++r) dst[out_at[r]] = src[r];
+            }
+          } else {
+            for (int64_t r = 0; r < m; ++r) {
+              const T* src = &product[r * nc];
+              T* dst = first + out_at[r];
+              for (int64_t f = 0; f < nc; ++f) dst[f * g.out_feature_stride] = src[f];
+            }
           }
         }
       });
