@@ -3,6 +3,7 @@
 // reverse. All but iota reduce to CopyStrided on raw elements.
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "kernels/kernels.h"
 #include "strata/hlo/literal.h"
@@ -203,19 +204,25 @@ KernelInfo MakeDataMovementKernel(const hlo::Instruction& inst, ThreadPool& pool
         using T = typename decltype(tag)::type;
         if constexpr (std::is_same_v<T, bool>) {
           UnsupportedType(inst, out.dtype());
-        } else if constexpr (std::is_same_v<T, uint16_t>) {  // f16 / bf16, exact below 2^24
-          const bool half = out.dtype() == DType::kF16;
-          return [=](const KernelArgs& a) {
-            T* o = reinterpret_cast<T*>(a.outputs[0]);
-            for (int64_t i = 0; i < n; ++i) {
-              const auto v = static_cast<float>((i / stride) % size);
-              o[i] = half ? hlo::FloatToHalf(v) : hlo::FloatToBFloat16(v);
-            }
-          };
         } else {
+          // Runs of `stride` equal values, counting 0..size-1, repeated: a
+          // fill per run, no division per element.
+          const bool f16 = out.dtype() == DType::kF16;
           return [=](const KernelArgs& a) {
+            if (n == 0) return;
             T* o = reinterpret_cast<T*>(a.outputs[0]);
-            for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>((i / stride) % size);
+            std::vector<T> values(size);
+            for (int64_t v = 0; v < size; ++v) {
+              if constexpr (std::is_same_v<T, uint16_t>) {  // f16 / bf16, exact below 2^24
+                const auto f = static_cast<float>(v);
+                values[v] = f16 ? hlo::FloatToHalf(f) : hlo::FloatToBFloat16(f);
+              } else {
+                values[v] = static_cast<T>(v);
+              }
+            }
+            for (int64_t i = 0; i < n;) {
+              for (int64_t v = 0; v < size; ++v, i += stride) std::fill_n(o + i, stride, values[v]);
+            }
           };
         }
       })};
