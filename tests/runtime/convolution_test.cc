@@ -179,6 +179,17 @@ TEST(Convolution, EveryGemmOrientationAndBlocking) {
   // the transposed GEMM, written feature by feature.
   CheckAgainstReference(Module("f32[2,3,12,12]", "f32[20,3,3,3]", "f32[2,20,10,10]",
                                "window={size=3x3}, dim_labels=bf01_oi01->bf01"));
+  // Pointwise (1 x 1, unit stride): the GEMM reads the input in place, from
+  // the channels-last copy of an NCHW input or from a channels-last one.
+  CheckAgainstReference(Module("f32[2,5,6,7]", "f32[9,5,1,1]", "f32[2,9,6,7]",
+                               "window={size=1x1}, dim_labels=bf01_oi01->bf01"));
+  CheckAgainstReference(Module("f32[3,4,5,70]", "f32[1,1,70,24]", "f32[3,4,5,24]",
+                               "window={size=1x1}, dim_labels=b01f_01io->b01f"));
+  // A strided convolution's input gradient: lhs dilation 2, so each output
+  // phase reads its own quarter of the window (phase classes).
+  CheckAgainstReference(Module("f32[2,6,7,7]", "f32[5,6,3,3]", "f32[2,5,13,13]",
+                               "window={size=3x3 pad=1_1x1_1 lhs_dilate=2x2}, "
+                               "dim_labels=bf01_oi01->bf01"));
   // 3 output features (an input gradient's): the transposed GEMM.
   CheckAgainstReference(Module("f32[2,8,9,9]", "f32[3,8,3,3]", "f32[2,3,9,9]",
                                "window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01"));

@@ -124,13 +124,14 @@ void TapOffsets(const Geometry& g, int64_t p, std::vector<std::vector<int64_t>>&
   }
 }
 
-// One im2col row: the window's elements (row-major over the window) of the
-// output position `along` describes, each with the group's input features
-// innermost. Along the last spatial dim, taps whose features lie back to
-// back in the input (channels-last, no dilation) are one copy.
+// One im2col row: the window elements `along` lists (per dim; `taps` in
+// all, row-major: the whole window or a phase class's part of it), each
+// with the group's input features innermost. Along the last spatial dim,
+// taps whose features lie back to back in the input (channels-last, no
+// dilation) are one copy.
 template <typename T>
-void PatchRow(const Geometry& h, const std::vector<std::vector<int64_t>>& along, const T* base,
-              T* row) {
+void PatchRow(const Geometry& h, const std::vector<std::vector<int64_t>>& along, int64_t taps,
+              const T* base, T* row) {
   const int64_t features = h.group_inputs, last = h.spatial - 1;
   if (last < 0) {  // no spatial dims: the one tap is the features
     for (int64_t i = 0; i < features; ++i) row[i] = base[i * h.in_feature_stride];
@@ -139,7 +140,7 @@ void PatchRow(const Geometry& h, const std::vector<std::vector<int64_t>>& along,
   const std::vector<int64_t>& inner = along[last];
   const int64_t width = static_cast<int64_t>(inner.size());
   std::vector<int64_t> k(last, 0);  // the odometer over the outer dims
-  const int64_t outer_taps = last == 0 ? 1 : h.taps / width;
+  const int64_t outer_taps = last == 0 ? 1 : taps / width;
   for (int64_t u = 0; u < outer_taps; ++u, row += width * features) {
     int64_t at = 0;
     for (int64_t s = 0; s < last && at >= 0; ++s) {
@@ -196,6 +197,8 @@ int64_t GroupInputOffset(const Geometry& g, int64_t q) {
                          : q * g.group_inputs * g.in_feature_stride;
 }
 
+constexpr int64_t kTile = 16;  // transposing copies: a tile of 16 x 16 elements
+
 // The group's input features strided (PyTorch's NCHW) make im2col gather
 // them one element at a time. Copied once per run into [batch, spatial...,
 // features], each patch row is a memcpy; `h` is then the copy's geometry.
@@ -215,12 +218,23 @@ const T* ChannelsLast(const Geometry& g, const T* group_in, std::vector<T>& copy
   }
   copy.resize(g.batch * spatial * g.group_inputs);
   const int64_t features = g.group_inputs;
-  pool.ParallelFor(g.batch * features, 1, [&](int64_t lo, int64_t hi) {
+  // In tiles of kTile features x kTile positions, so that both the reads
+  // (a run of positions per feature) and the writes (a run of features per
+  // position) stay within a few cache lines.
+  const int64_t feature_tiles = (features + kTile - 1) / kTile;
+  pool.ParallelFor(g.batch * feature_tiles, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t task = lo; task < hi; ++task) {
-      const int64_t n = task / features, i = task % features;
-      const T* src = group_in + n * g.in_batch_stride + i * g.in_feature_stride;
-      T* dst = copy.data() + n * spatial * features + i;
-      for (int64_t sp = 0; sp < spatial; ++sp) dst[sp * features] = src[offsets[sp]];
+      const int64_t n = task / feature_tiles, i0 = task % feature_tiles * kTile;
+      const int64_t i1 = std::min(features, i0 + kTile);
+      const T* src = group_in + n * g.in_batch_stride;
+      T* dst = copy.data() + n * spatial * features;
+      for (int64_t s0 = 0; s0 < spatial; s0 += kTile) {
+        const int64_t s1 = std::min(spatial, s0 + kTile);
+        for (int64_t sp = s0; sp < s1; ++sp) {
+          for (int64_t i = i0; i < i1; ++i)
+            dst[sp * features + i] = src[i * g.in_feature_stride + offsets[sp]];
+        }
+      }
     }
   });
   h.in_feature_stride = 1;
@@ -239,107 +253,216 @@ constexpr int64_t kFewOutputs = 16;
 constexpr int64_t kFewPositions = 256;
 constexpr int64_t kShallowDepth = 4096;
 
+// Output positions that read the same window elements. With lhs dilation
+// (a strided convolution's input gradient) most window elements of a
+// position fall in holes, and which ones depends only on the position's
+// phase modulo the dilation: each phase is a dense convolution over the
+// window elements it reads (oneDNN's and XLA:CPU's split), its own GEMM.
+// Without lhs dilation there is one class of every position and tap.
+struct PhaseClass {
+  std::vector<std::vector<int64_t>> kept;  // per spatial dim, the window elements read
+  std::vector<int64_t> taps;               // the kept taps, row-major over the window
+  std::vector<int64_t> positions;          // output positions (row-major) in the class
+};
+
+std::vector<PhaseClass> PhaseClasses(const Geometry& g) {
+  std::vector<int64_t> period(g.spatial);
+  int64_t classes = 1;
+  for (int64_t s = 0; s < g.spatial; ++s) {
+    period[s] = g.window[s].base_dilation;
+    classes *= period[s];
+  }
+  std::vector<PhaseClass> out(classes);
+  std::vector<int64_t> residue(g.spatial);
+  for (int64_t c = 0; c < classes; ++c) {
+    PhaseClass& pc = out[c];
+    pc.kept.resize(g.spatial);
+    for (int64_t s = g.spatial - 1, rest = c; s >= 0; --s) {
+      residue[s] = rest % period[s];
+      rest /= period[s];
+      const hlo::WindowDim& w = g.window[s];
+      for (int64_t k = 0; k < w.size; ++k) {
+        if ((residue[s] + k * w.window_dilation) % period[s] == 0) pc.kept[s].push_back(k);
+      }
+    }
+    // The kept taps' indices in the whole window, row-major.
+    pc.taps.push_back(0);
+    for (int64_t s = 0; s < g.spatial; ++s) {
+      std::vector<int64_t> next;
+      for (int64_t t : pc.taps) {
+        for (int64_t k : pc.kept[s]) next.push_back(t * g.window[s].size + k);
+      }
+      pc.taps = std::move(next);
+    }
+  }
+  // Each position's class: its per-dim residues of (o * stride - pad_low).
+  for (int64_t p = 0; p < g.positions; ++p) {
+    int64_t c = 0, scale = 1;
+    for (int64_t s = g.spatial - 1, rest = p; s >= 0; --s) {
+      const hlo::WindowDim& w = g.window[s];
+      const int64_t o = rest % g.out_size[s];
+      rest /= g.out_size[s];
+      const int64_t r = ((o * w.stride - w.pad_low) % period[s] + period[s]) % period[s];
+      c += r * scale;
+      scale *= period[s];
+    }
+    out[c].positions.push_back(p);
+  }
+  return out;
+}
+
+// One window element at unit stride without padding or dilation, over a
+// channels-last input (`h`, the copy's geometry): output row r's patch is
+// input row r.
+bool Pointwise(const Geometry& g, const Geometry& h) {
+  if (g.taps != 1 || h.in_feature_stride != 1) return false;
+  int64_t stride = g.group_inputs;
+  for (int64_t s = g.spatial - 1; s >= 0; --s) {
+    const hlo::WindowDim& w = g.window[s];
+    if (w.stride != 1 || w.pad_low != 0 || w.base_dilation != 1 || g.out_size[s] != g.in_size[s] ||
+        h.in_spatial_stride[s] != stride) {
+      return false;
+    }
+    stride *= g.in_size[s];
+  }
+  return h.in_batch_stride == stride;
+}
+
 template <typename T>
 Kernel GemmConvolution(const Geometry& g, ThreadPool* pool) {
-  return [g, pool](const KernelArgs& args) {
+  auto classes = std::make_shared<const std::vector<PhaseClass>>(PhaseClasses(g));
+  return [g, pool, classes](const KernelArgs& args) {
     const T* in = reinterpret_cast<const T*>(args.operands[0]);
     const T* kernel = reinterpret_cast<const T*>(args.operands[1]);
     T* out = reinterpret_cast<T*>(args.outputs[0]);
-    const int64_t depth = g.taps * g.group_inputs;  // the GEMM's k
-    const int64_t rows = g.batch * g.positions;
-    if (rows == 0 || g.group_outputs == 0) return;
-    std::vector<Tap> taps(g.taps);
-    for (int64_t t = 0; t < g.taps; ++t) taps[t].kernel = TapOf(g, 0, t).kernel;
+    if (g.batch * g.positions == 0 || g.group_outputs == 0) return;
+    std::vector<int64_t> kernel_at(g.taps);  // each tap's kernel offset
+    for (int64_t t = 0; t < g.taps; ++t) kernel_at[t] = TapOf(g, 0, t).kernel;
     std::vector<T> copy;
     Geometry h;
     for (int64_t q = 0; q < g.groups; ++q) {
       const T* group_in = ChannelsLast(g, in + GroupInputOffset(g, q), copy, h, *pool);
       T* group_out = out + q * g.group_outputs * g.out_feature_stride;
-      if (depth == 0) {  // an empty window or no input features: zeros
-        for (int64_t r = 0; r < rows; ++r) {
-          T* o =
-              group_out + r / g.positions * g.out_batch_stride + OutputOffset(g, r % g.positions);
-          for (int64_t f = 0; f < g.group_outputs; ++f) o[f * g.out_feature_stride] = T(0);
+      for (const PhaseClass& pc : *classes) {
+        const int64_t taps = static_cast<int64_t>(pc.taps.size());
+        const int64_t depth = taps * g.group_inputs;  // the GEMM's k
+        const int64_t rows = g.batch * static_cast<int64_t>(pc.positions.size());
+        if (rows == 0) continue;
+        // Row r of the class: batch element r / |positions|, its position.
+        auto position_of = [&](int64_t r) {
+          return pc.positions[r % static_cast<int64_t>(pc.positions.size())];
+        };
+        auto batch_of = [&](int64_t r) { return r / static_cast<int64_t>(pc.positions.size()); };
+        if (depth == 0) {  // every window element in a hole, or no input features: zeros
+          for (int64_t r = 0; r < rows; ++r) {
+            T* o = group_out + batch_of(r) * g.out_batch_stride + OutputOffset(g, position_of(r));
+            for (int64_t f = 0; f < g.group_outputs; ++f) o[f * g.out_feature_stride] = T(0);
+          }
+          continue;
         }
-        continue;
-      }
-      // The group's kernel as [tap x input feature, output feature].
-      std::vector<T> packed(depth * g.group_outputs);
-      for (int64_t t = 0; t < g.taps; ++t) {
-        for (int64_t i = 0; i < g.group_inputs; ++i) {
-          const T* k = kernel + taps[t].kernel + i * g.kernel_in_stride +
-                       q * g.group_outputs * g.kernel_out_stride;
-          T* row = &packed[(t * g.group_inputs + i) * g.group_outputs];
-          for (int64_t f = 0; f < g.group_outputs; ++f) row[f] = k[f * g.kernel_out_stride];
-        }
-      }
-      // Tasks are row blocks, each cut into column pieces when there are
-      // too few blocks for the pool (a small image with many features). With
-      // one piece of columns (64 or fewer), the blocks shrink instead: a
-      // weight gradient has few rows (kernel positions) and a deep window.
-      const int64_t want = 2 * pool->num_threads();
-      int64_t block_rows = kBlockRows;
-      if ((rows + kBlockRows - 1) / kBlockRows < want && g.group_outputs <= 64) {
-        block_rows = std::max<int64_t>(6, ((rows + want - 1) / want + 5) / 6 * 6);
-      }
-      const int64_t blocks = (rows + block_rows - 1) / block_rows;
-      const int64_t pieces =
-          blocks >= want ? 1 : std::min((g.group_outputs + 63) / 64, (want + blocks - 1) / blocks);
-      const int64_t width = ((g.group_outputs + pieces - 1) / pieces + 63) / 64 * 64;
-      const int64_t columns = (g.group_outputs + width - 1) / width;
-      pool->ParallelFor(blocks * columns, 1, [&](int64_t t0, int64_t t1) {
-        std::vector<T> patches(block_rows * depth), product(block_rows * width);
-        std::vector<std::vector<int64_t>> along;
-        std::vector<int64_t> out_at(block_rows);  // each row's output offset
-        int64_t patched = -1;                     // the block `patches` holds
-        for (int64_t task = t0; task < t1; ++task) {
-          const int64_t b = task / columns, c0 = task % columns * width;
-          const int64_t c1 = std::min(g.group_outputs, c0 + width), nc = c1 - c0;
-          const int64_t r0 = b * block_rows, m = std::min(block_rows, rows - r0);
-          for (int64_t r = 0; r < m && patched != b; ++r) {
-            const int64_t n = (r0 + r) / g.positions, p = (r0 + r) % g.positions;
-            TapOffsets(h, p, along);
-            PatchRow(h, along, group_in + n * h.in_batch_stride, &patches[r * depth]);
-          }
-          patched = b;
-          // The transposed product, kernelᵀ · patchesᵀ, for few output
-          // features (an input gradient with 3 of them: the GEMM's wide tile
-          // then runs along the positions instead of padding the features),
-          // and for outputs that keep each feature's few positions together
-          // over a shallow window (a weight gradient of a small image: the
-          // product is written in runs instead of one element per feature
-          // apart). Deep windows stay as they are: transposing the patches
-          // for the GEMM's packing costs more there than it saves.
-          const bool transposed =
-              nc <= kFewOutputs ||
-              (g.out_feature_stride != 1 && g.positions <= kFewPositions && depth <= kShallowDepth);
-          if (transposed) {
-            Gemm<T>(nc, m, depth, {packed.data() + c0, 1, g.group_outputs},
-                    {patches.data(), 1, depth}, product.data(), m);
-          } else {
-            Gemm<T>(m, nc, depth, {patches.data(), depth, 1},
-                    {packed.data() + c0, g.group_outputs, 1}, product.data(), nc);
-          }
-          for (int64_t r = 0; r < m; ++r) {
-            const int64_t n = (r0 + r) / g.positions, p = (r0 + r) % g.positions;
-            out_at[r] = n * g.out_batch_stride + OutputOffset(g, p);
-          }
-          T* first = group_out + c0 * g.out_feature_stride;
-          if (transposed) {  // feature by feature: runs of positions
-            for (int64_t f = 0; f < nc; ++f) {
-              T* dst = first + f * g.out_feature_stride;
-              const T* src = &product[f * m];
-              for (int64_t r = 0; r < m; ++r) dst[out_at[r]] = src[r];
+        // The group's kernel at the class's taps, as [tap x input feature,
+        // output feature]: in tiles of taps x output features (a weight
+        // gradient's kernel is an NCHW cotangent, its features H·W apart).
+        std::vector<T> packed(depth * g.group_outputs);
+        const int64_t tap_tiles = (taps + kTile - 1) / kTile;
+        const T* group_kernel = kernel + q * g.group_outputs * g.kernel_out_stride;
+        pool->ParallelFor(tap_tiles * g.group_inputs, 1, [&](int64_t lo, int64_t hi) {
+          for (int64_t task = lo; task < hi; ++task) {
+            const int64_t i = task % g.group_inputs, j0 = task / g.group_inputs * kTile;
+            const int64_t j1 = std::min(taps, j0 + kTile);
+            for (int64_t f0 = 0; f0 < g.group_outputs; f0 += kTile) {
+              const int64_t f1 = std::min(g.group_outputs, f0 + kTile);
+              for (int64_t j = j0; j < j1; ++j) {
+                const T* k = group_kernel + kernel_at[pc.taps[j]] + i * g.kernel_in_stride;
+                T* row = &packed[(j * g.group_inputs + i) * g.group_outputs];
+                for (int64_t f = f0; f < f1; ++f) row[f] = k[f * g.kernel_out_stride];
+              }
             }
-          } else {
+          }
+        });
+        // Tasks are row blocks, each cut into column pieces when there are
+        // too few blocks for the pool (a small image with many features).
+        // With one piece of columns (64 or fewer), the blocks shrink
+        // instead: a weight gradient has few rows (kernel positions) and a
+        // deep window.
+        const bool pointwise = Pointwise(g, h);
+        const int64_t want = 2 * pool->num_threads();
+        int64_t block_rows = kBlockRows;
+        if ((rows + kBlockRows - 1) / kBlockRows < want && g.group_outputs <= 64) {
+          block_rows = std::max<int64_t>(6, ((rows + want - 1) / want + 5) / 6 * 6);
+        }
+        const int64_t blocks = (rows + block_rows - 1) / block_rows;
+        const int64_t pieces =
+            blocks >= want ? 1
+                           : std::min((g.group_outputs + 63) / 64, (want + blocks - 1) / blocks);
+        const int64_t width = ((g.group_outputs + pieces - 1) / pieces + 63) / 64 * 64;
+        const int64_t columns = (g.group_outputs + width - 1) / width;
+        pool->ParallelFor(blocks * columns, 1, [&](int64_t t0, int64_t t1) {
+          std::vector<T> patches(pointwise ? 0 : block_rows * depth), product(block_rows * width);
+          std::vector<std::vector<int64_t>> along, kept(g.spatial);
+          std::vector<int64_t> out_at(block_rows);  // each row's output offset
+          int64_t patched = -1;                     // the block `patches` holds
+          for (int64_t task = t0; task < t1; ++task) {
+            const int64_t b = task / columns, c0 = task % columns * width;
+            const int64_t c1 = std::min(g.group_outputs, c0 + width), nc = c1 - c0;
+            const int64_t r0 = b * block_rows, m = std::min(block_rows, rows - r0);
+            // A pointwise convolution's patch row is its input row: the
+            // GEMM reads the (channels-last) input in place.
+            const T* a = pointwise ? group_in + r0 * depth : patches.data();
+            for (int64_t r = 0; r < m && patched != b && !pointwise; ++r) {
+              TapOffsets(h, position_of(r0 + r), along);
+              for (int64_t s = 0; s < g.spatial; ++s) {  // the class's window elements
+                kept[s].clear();
+                for (int64_t k : pc.kept[s]) kept[s].push_back(along[s][k]);
+              }
+              PatchRow(h, kept, taps, group_in + batch_of(r0 + r) * h.in_batch_stride,
+                       &patches[r * depth]);
+            }
+            patched = b;
+            // The transposed product, kernelᵀ · patchesᵀ, for few output
+            // features (an input gradient with 3 of them: the GEMM's wide
+            // tile then runs along the positions instead of padding the
+            // features), and for outputs that keep each feature's few
+            // positions together over a shallow window (a weight gradient of
+            // a small image: the product is written in runs instead of one
+            // element per feature apart). Deep windows stay as they are:
+            // transposing the patches for the GEMM's packing costs more
+            // there than it saves.
+            const bool transposed =
+                nc <= kFewOutputs || (g.out_feature_stride != 1 && g.positions <= kFewPositions &&
+                                      depth <= kShallowDepth);
+            if (transposed) {
+              Gemm<T>(nc, m, depth, {packed.data() + c0, 1, g.group_outputs}, {a, 1, depth},
+                      product.data(), m);
+            } else {
+              Gemm<T>(m, nc, depth, {a, depth, 1}, {packed.data() + c0, g.group_outputs, 1},
+                      product.data(), nc);
+            }
             for (int64_t r = 0; r < m; ++r) {
-              const T* src = &product[r * nc];
-              T* dst = first + out_at[r];
-              for (int64_t f = 0; f < nc; ++f) dst[f * g.out_feature_stride] = src[f];
+              out_at[r] =
+                  batch_of(r0 + r) * g.out_batch_stride + OutputOffset(g, position_of(r0 + r));
+            }
+            T* first = group_out + c0 * g.out_feature_stride;
+            if (transposed) {  // feature by feature: runs of positions
+              for (int64_t f = 0; f < nc; ++f) {
+                T* dst = first + f * g.out_feature_stride;
+                const T* src = &product[f * m];
+                for (int64_t r = 0; r < m; ++r) dst[out_at[r]] = src[r];
+              }
+            } else if (g.out_feature_stride == 1) {
+              for (int64_t r = 0; r < m; ++r) std::copy_n(&product[r * nc], nc, first + out_at[r]);
+            } else {  // NCHW: in tiles, each feature's positions written in a run
+              for (int64_t ra = 0; ra < m; ra += kTile) {
+                const int64_t rb = std::min(m, ra + kTile);
+                for (int64_t f = 0; f < nc; ++f) {
+                  T* dst = first + f * g.out_feature_stride;
+                  for (int64_t r = ra; r < rb; ++r) dst[out_at[r]] = product[r * nc + f];
+                }
+              }
             }
           }
-        }
-      });
+        });
+      }
     }
   };
 }
