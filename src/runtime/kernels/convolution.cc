@@ -1,9 +1,11 @@
 // convolution, any dim_labels, window, dilation, feature and batch groups.
-// For floats the work is a GEMM per group. The output positions are cut in
-// blocks of rows. Each block's input patches are gathered into a row each
-// ("im2col": the window's elements, each with the group's input features
-// innermost). The block is then multiplied by the kernel, packed once per run
-// as [window elements x input features, output features]. Integers run a
+// For floats the work is a GEMM per group and per phase class (output
+// positions that read the same window elements under lhs dilation). The
+// output positions are cut in blocks of rows. Each block's input patches are
+// gathered into a row each ("im2col": the window's elements, each with the
+// group's input features innermost). The block is then multiplied by the
+// kernel, packed once per run as [window elements x input features, output
+// features], in whichever orientation suits the output. Integers run a
 // direct loop.
 #include <algorithm>
 #include <cstring>
