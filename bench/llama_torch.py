@@ -9,7 +9,9 @@ Prints one line per measurement: "<name> <layers> <median ms>".
 """
 import argparse
 import math
+import os
 import statistics
+import sys
 import time
 
 import torch
@@ -75,6 +77,9 @@ def main():
     parser.add_argument("--layers", type=int, nargs="+", default=[2, 8])
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from torch_blas import require_optimized_blas
+    require_optimized_blas()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     ids = torch.randint(0, V, (B, S))

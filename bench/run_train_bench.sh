@@ -5,14 +5,17 @@
 # then also its matrix products, then only its products without batch dims)
 # each in its own process, then the
 # peer (bench/train_torch.py, Debian's python3-torch) tuned as the issue asks
-# — OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset in the peer's command only,
-# OMP_WAIT_POLICY=passive, OPENBLAS_NUM_THREADS and torch threads 2, and
-# again 1 — each in its own process. Prints tokens/s, peak RSS and the ratios
-# against the faster peer.
+# — OPENBLAS_L2_SIZE unset and each OpenBLAS core type of CORETYPES tried in
+# the peer's command only (OPENBLAS_CORETYPE unset lets OpenBLAS choose by
+# cpuid; a type the CPU cannot run is skipped), OMP_WAIT_POLICY=passive,
+# OPENBLAS_NUM_THREADS and torch threads 2, and again 1 — each in its own
+# process; the peer refuses to run on Debian's reference BLAS. Prints
+# tokens/s, peak RSS and the ratios against the fastest peer.
 #
 #   bench/run_train_bench.sh                 # needs /usr/bin/python3 with torch
 #   LAYERS="2 8" bench/run_train_bench.sh
 #   ROUNDS=2 bench/run_train_bench.sh        # repeat everything; each side's best counts
+#   CORETYPES="unset Haswell" bench/run_train_bench.sh
 #
 # The machine is shared: one configuration's speed moves by tens of percent
 # between minutes. ROUNDS > 1 runs the whole set again (strata and torch
@@ -22,6 +25,7 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build-bench}
 LAYERS=${LAYERS:-2 8 32}
 ROUNDS=${ROUNDS:-1}
+CORETYPES=${CORETYPES:-unset SkylakeX Haswell}
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF >/dev/null
 ninja -C "$BUILD_DIR" train_step_bench >/dev/null
 out=$(mktemp -d)
@@ -32,16 +36,22 @@ for round in $(seq "$ROUNDS"); do
         --benchmark_format=csv 2>/dev/null >"$out/strata$layers-$mode-$round.csv"
     done
     for threads in 2 1; do
-      env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_WAIT_POLICY=passive \
-        OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads \
-        /usr/bin/python3 bench/train_torch.py --threads $threads --layers "$layers" \
-        >"$out/torch$layers-$threads-$round.txt"
+      for ct in $CORETYPES; do
+        if [ "$ct" = unset ]; then core=(-u OPENBLAS_CORETYPE); else core=(OPENBLAS_CORETYPE="$ct"); fi
+        env -u OPENBLAS_L2_SIZE "${core[@]}" OMP_WAIT_POLICY=passive \
+          OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads \
+          /usr/bin/python3 bench/train_torch.py --threads $threads --layers "$layers" \
+          >"$out/torch$layers-$threads-$ct-$round.txt" ||
+          { [ -s "$out/torch$layers-$threads-$ct-$round.txt" ] && exit 1;  # it ran and failed
+            rm -f "$out/torch$layers-$threads-$ct-$round.txt"; }         # the CPU lacks the type
+      done
     done
   done
 done
-/usr/bin/python3 - "$out" "$ROUNDS" $LAYERS <<'PY'
+/usr/bin/python3 - "$out" "$ROUNDS" "$CORETYPES" $LAYERS <<'PY'
 import csv, os, sys
-out, rounds, layers = sys.argv[1], int(sys.argv[2]), [int(x) for x in sys.argv[3:]]
+out, rounds, coretypes = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
+layers = [int(x) for x in sys.argv[4:]]
 tokens = 4 * 256
 def strata_round(l, mode, r):
     rows = list(csv.reader(open(os.path.join(out, f"strata{l}-{mode}-{r}.csv"))))
@@ -50,9 +60,17 @@ def strata_round(l, mode, r):
     return tokens / (float(rec["real_time"]) / 1e3), float(rec["peak_rss_mib"])
 def strata(l, mode):  # the best round
     return max(strata_round(l, mode, r) for r in range(1, rounds + 1))
-def torch_round(l, t, r):
-    _, _, ms, mib = open(os.path.join(out, f"torch{l}-{t}-{r}.txt")).read().split()
+def torch_core(l, t, ct, r):
+    path = os.path.join(out, f"torch{l}-{t}-{ct}-{r}.txt")
+    if not os.path.exists(path):
+        return None
+    _, _, ms, mib = open(path).read().split()
     return tokens / (float(ms) / 1e3), float(mib)
+def torch_round(l, t, r):  # the fastest core type
+    runs = [x for x in (torch_core(l, t, ct, r) for ct in coretypes) if x]
+    if not runs:
+        sys.exit(f"error: torch ran under none of the core types {coretypes}")
+    return max(runs)
 print(f"{'layers':<7}{'torch 2t':>9}{'torch 1t':>9}{'torch MiB':>10}"
       f"{'carries tok/s':>14}{'MiB':>7}{'speed':>7}{'memory':>8}"
       f"{'dots tok/s':>11}{'MiB':>7}{'speed':>7}{'memory':>8}"
@@ -66,6 +84,11 @@ for l in layers:
         line += f"{tps:>14.0f}{mib:>7.0f}{tps / torch[best][0]:>7.2f}{mib / torch[best][1]:>8.2f}"
     print(line)
 print("speed = strata tokens/s / the faster torch's; memory = strata peak RSS / that torch's")
+print("torch's tokens/s per OpenBLAS core type (2 threads, each round):")
+for l in layers:
+    for ct in coretypes:
+        runs = [torch_core(l, 2, ct, r) for r in range(1, rounds + 1)]
+        print(f"  {l} layers, {ct}: " + " ".join(f"{x[0]:.0f}" if x else "-" for x in runs))
 if rounds > 1:
     print("every round's tokens/s (torch 2t, torch 1t, carries, dots, no-batch):")
     for l in layers:

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from llama_torch import Model, V, B, S  # noqa: E402
+from torch_blas import require_optimized_blas  # noqa: E402
 
 
 def main():
@@ -28,6 +29,7 @@ def main():
     parser.add_argument("--layers", type=int, required=True)
     parser.add_argument("--steps", type=int, default=3)
     args = parser.parse_args()
+    require_optimized_blas()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     ids = torch.randint(0, V, (B, S))
