@@ -224,6 +224,113 @@ void GemmLayouts(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_GemmIsas)->Apply(GemmLayouts);
 
+// Batched products as attention runs them (batch = B x H = 4 x 8, S = 256,
+// head dim 64): scores Q·Kᵀ (layout 2), probabilities · V (layout 0), and
+// the weight-gradient form (layout 1). strata's dot with a batch dimension
+// against oneDNN's batched matmul primitive on the same operands, call by
+// call in alternation. Arguments {batch, M, K, N, layout}.
+std::unique_ptr<Executable> CompileBatchedDot(int64_t batch, int64_t m, int64_t k, int64_t n,
+                                              int layout) {
+  hlo::Module module("batched_gemm");
+  hlo::Builder b("main");
+  auto* lhs = b.Parameter(0,
+                          Shape(DType::kF32, layout == 1 ? std::vector<int64_t>{batch, k, m}
+                                                         : std::vector<int64_t>{batch, m, k}),
+                          "lhs");
+  auto* rhs = b.Parameter(1,
+                          Shape(DType::kF32, layout == 2 ? std::vector<int64_t>{batch, n, k}
+                                                         : std::vector<int64_t>{batch, k, n}),
+                          "rhs");
+  hlo::DotDims dims;
+  dims.lhs_batch = {0};
+  dims.rhs_batch = {0};
+  dims.lhs_contracting = {layout == 1 ? 1 : 2};
+  dims.rhs_contracting = {layout == 2 ? 2 : 1};
+  module.AddEntryComputation(b.Build(b.Dot(lhs, rhs, dims)));
+  return Executable::Compile(module);
+}
+
+void BM_GemmBatched(benchmark::State& state) {
+  const int64_t batch = state.range(0), m = state.range(1), k = state.range(2), n = state.range(3);
+  const int layout = static_cast<int>(state.range(4));
+  auto exe = CompileBatchedDot(batch, m, k, n, layout);
+  std::vector<Buffer> args = {
+      FilledF32(layout == 1 ? std::vector<int64_t>{batch, k, m} : std::vector<int64_t>{batch, m, k},
+                0.5f),
+      FilledF32(layout == 2 ? std::vector<int64_t>{batch, n, k} : std::vector<int64_t>{batch, k, n},
+                0.25f)};
+  // oneDNN's matmul primitive over the batch, strides giving the layouts.
+  dnnl_engine_t engine;
+  dnnl_stream_t stream;
+  if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success ||
+      dnnl_stream_create(&stream, engine, dnnl_stream_default_flags) != dnnl_success) {
+    state.SkipWithError("oneDNN engine");
+    return;
+  }
+  const dnnl_dims_t a_dims = {batch, m, k}, b_dims = {batch, k, n}, c_dims = {batch, m, n};
+  const dnnl_dims_t a_strides = {m * k, layout == 1 ? 1 : k, layout == 1 ? m : 1};
+  const dnnl_dims_t b_strides = {k * n, layout == 2 ? 1 : n, layout == 2 ? k : 1};
+  const dnnl_dims_t c_strides = {m * n, n, 1};
+  dnnl_memory_desc_t a_md, b_md, c_md;
+  dnnl_memory_desc_init_by_strides(&a_md, 3, a_dims, dnnl_f32, a_strides);
+  dnnl_memory_desc_init_by_strides(&b_md, 3, b_dims, dnnl_f32, b_strides);
+  dnnl_memory_desc_init_by_strides(&c_md, 3, c_dims, dnnl_f32, c_strides);
+  dnnl_matmul_desc_t desc;
+  dnnl_matmul_desc_init(&desc, &a_md, &b_md, nullptr, &c_md);
+  dnnl_primitive_desc_t pd;
+  dnnl_primitive_t matmul;
+  if (dnnl_primitive_desc_create(&pd, &desc, nullptr, engine, nullptr) != dnnl_success ||
+      dnnl_primitive_create(&matmul, pd) != dnnl_success) {
+    state.SkipWithError("oneDNN matmul");
+    return;
+  }
+  std::shared_ptr<uint8_t> c_owner;
+  float* c = AlignedF32(c_owner, batch * m * n, 0.0f);
+  dnnl_memory_t a_mem, b_mem, c_mem;
+  dnnl_memory_create(&a_mem, &a_md, engine, args[0].data());
+  dnnl_memory_create(&b_mem, &b_md, engine, args[1].data());
+  dnnl_memory_create(&c_mem, &c_md, engine, c);
+  const dnnl_exec_arg_t exec_args[] = {
+      {DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}};
+  double strata_seconds = 0, dnnl_seconds = 0;
+  bool strata_first = true;
+  for (auto _ : state) {
+    for (int turn = 0; turn < 2; ++turn) {
+      auto start = Clock::now();
+      if ((turn == 0) == strata_first) {
+        auto out = exe->Run(args);
+        benchmark::DoNotOptimize(out[0].data());
+        strata_seconds += SecondsSince(start);
+      } else {
+        dnnl_primitive_execute(matmul, stream, 3, exec_args);
+        dnnl_stream_wait(stream);
+        benchmark::ClobberMemory();
+        dnnl_seconds += SecondsSince(start);
+      }
+    }
+    strata_first = !strata_first;
+  }
+  const double gflop = 2e-9 * static_cast<double>(batch * m) * static_cast<double>(n * k) *
+                       static_cast<double>(state.iterations());
+  state.counters["strata_GFLOPS"] = gflop / strata_seconds;
+  state.counters["dnnl_GFLOPS"] = gflop / dnnl_seconds;
+  state.counters["ratio"] = dnnl_seconds / strata_seconds;
+  dnnl_memory_destroy(a_mem);
+  dnnl_memory_destroy(b_mem);
+  dnnl_memory_destroy(c_mem);
+  dnnl_primitive_destroy(matmul);
+  dnnl_primitive_desc_destroy(pd);
+  dnnl_stream_destroy(stream);
+  dnnl_engine_destroy(engine);
+}
+BENCHMARK(BM_GemmBatched)
+    ->ArgNames({"batch", "M", "K", "N", "layout"})
+    ->Args({32, 256, 64, 256, 2})  // scores: Q·Kᵀ
+    ->Args({32, 256, 256, 64, 0})  // probabilities · V (and dQ = dS·K)
+    ->Args({32, 256, 256, 64, 1})  // dV = Pᵀ·dO (and dK = dSᵀ·Q); dP = dO·Vᵀ is layout 2
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
 // The machine's FMA peak: every hardware thread running independent chains
 // of register-only FMAs (12 chains, more than latency x pipes), 256-bit
 // (AVX2) and 512-bit (AVX-512) where the CPU has it. `GFLOPS` counts 2
