@@ -2,8 +2,8 @@
 //   columns of C in blocks of nc: pack B's [kc, nc] block into nr-wide
 //     panels (lives in L3, each panel in L1 while it is used);
 //   k in blocks of kc;
-//     rows of C in blocks of mc: an A stored transposed is packed into
-//       mr-tall panels (lives in L2); a row-major A is read in place;
+//     rows of C in blocks of mc: A is read in place (row-major or stored
+//       transposed; only a last, partial row panel is packed);
 //       the micro-kernel: an mr × nr tile of C held in registers, summed
 //       over the kc block from one A panel and one B panel.
 // The micro-kernel and its blocking (Config) are chosen per call by
@@ -222,17 +222,13 @@ __attribute__((target("avx2"))) int64_t PackColumnsF32Avx2(int64_t kc, int64_t n
   return p;
 }
 
-// A[rows, kc] into kMr-tall panels, each stored k-major (panel[p * kMr + i]).
+// A[rows, kc] into kMr-tall panels, each stored k-major (panel[p * kMr + i]),
+// the rows past `rows` zero (the last, partial row panel of a GEMM).
 template <typename T>
 void PackA(int64_t rows, int64_t kc, MatrixView<const T> a, T* out, int64_t kMr) {
   for (int64_t i0 = 0; i0 < rows; i0 += kMr, out += kMr * kc) {
     int64_t height = std::min(kMr, rows - i0);
     const T* src = a.data + i0 * a.row_stride;
-    if (a.row_stride == 1 && height == kMr) {  // A stored transposed: rows adjacent
-      for (int64_t p = 0; p < kc; ++p)
-        std::memcpy(out + p * kMr, src + p * a.col_stride, sizeof(T) * kMr);
-      continue;
-    }
     for (int64_t i = 0; i < height; ++i) {
       const T* row = src + i * a.row_stride;
       for (int64_t p = 0; p < kc; ++p) out[p * kMr + i] = row[p * a.col_stride];
@@ -306,10 +302,12 @@ void Gemm(int64_t m, int64_t n, int64_t k, MatrixView<const T> a, MatrixView<con
   T* packed_a = PackingSpace<T>(0, mc_max * kc_max);
   T* packed_b = PackingSpace<T>(1, nc_max * kc_max);
   alignas(64) T edge[kMaxTile];
-  // A row-major A is read in place: its rows are sequential streams, and
-  // packing them cost more than it saved (most of all for narrow B). A
-  // stored transposed is packed: in place, each k would touch a new line.
-  bool pack_a = a.col_stride != 1;
+  // A is read in place, row-major or stored transposed: packing it cost
+  // more than it saved. Row-major rows are sequential streams (most of all
+  // for narrow B); a transposed A gives each k-step its mr values side by
+  // side, and packing it (a copy of mr values per k-step) cost more than the
+  // product in the small batched GEMMs of attention (bench/RESULTS.md).
+  // Only the last, partial row panel is packed, zero-padded.
   for (int64_t j0 = 0; j0 < n; j0 += B.nc) {
     int64_t nc = std::min(B.nc, n - j0);
     for (int64_t p0 = 0; p0 < k; p0 += B.kc) {
@@ -321,7 +319,6 @@ void Gemm(int64_t m, int64_t n, int64_t k, MatrixView<const T> a, MatrixView<con
         int64_t mc = std::min(B.mc, m - i0);
         MatrixView<const T> a_block{a.data + i0 * a.row_stride + p0 * a.col_stride, a.row_stride,
                                     a.col_stride};
-        if (pack_a) PackA<T>(mc, kc, a_block, packed_a, B.mr);
         for (int64_t jr = 0; jr < nc; jr += B.nr) {
           int64_t width = std::min(B.nr, nc - jr);
           const T* b_panel = packed_b + jr * kc;
@@ -329,12 +326,12 @@ void Gemm(int64_t m, int64_t n, int64_t k, MatrixView<const T> a, MatrixView<con
             int64_t height = std::min(B.mr, mc - ir);
             const T* a_panel = packed_a + ir * kc;
             int64_t a_rs = 1, a_cs = B.mr;
-            if (!pack_a && height == B.mr) {
+            if (height == B.mr) {
               a_panel = a_block.data + ir * a.row_stride;
               a_rs = a.row_stride;
-              a_cs = 1;
-            } else if (!pack_a && jr == 0) {  // the last, partial rows: packed, zero-padded
-              PackA<T>(height, kc, {a_block.data + ir * a.row_stride, a.row_stride, 1},
+              a_cs = a.col_stride;
+            } else if (jr == 0) {  // the last, partial rows: packed, zero-padded
+              PackA<T>(height, kc, {a_block.data + ir * a.row_stride, a.row_stride, a.col_stride},
                        packed_a + ir * kc, B.mr);
             }
             T* tile = c + (i0 + ir) * ldc + j0 + jr;
