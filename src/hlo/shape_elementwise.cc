@@ -41,13 +41,27 @@ Shape ElementwiseShape(const View& inst) {
       if (!declared.is_array()) Reject(inst, "result must be an array");
       // pred is one bit wide in XLA (a byte here): bitcasting a byte to it
       // would make pred bytes other than 0 and 1.
+      const int64_t from = DTypeSize(x.dtype()), to = DTypeSize(declared.dtype());
       if (inst.op == Opcode::kBitcastConvert &&
-          (DTypeSize(x.dtype()) != DTypeSize(declared.dtype()) ||
-           (x.dtype() == DType::kPred) != (declared.dtype() == DType::kPred))) {
+          (x.dtype() == DType::kPred) != (declared.dtype() == DType::kPred)) {
         Reject(inst, "{} and {} differ in bit width", DTypeName(x.dtype()),
                DTypeName(declared.dtype()));
       }
-      return Shape(declared.dtype(), x.dims());
+      if (inst.op == Opcode::kConvert || from == to) return Shape(declared.dtype(), x.dims());
+      // Between widths, as XLA: to a narrower type each element becomes a
+      // new minor dimension of from / to elements (in memory order, little
+      // endian here); to a wider one the minor dimension, of to / from
+      // elements, becomes one element.
+      std::vector<int64_t> dims = x.dims();
+      if (to < from) {
+        dims.push_back(from / to);
+      } else if (dims.empty() || dims.back() != to / from) {
+        Reject(inst, "bitcast-convert from {} to {} needs a minor dimension of {} elements, got {}",
+               x.ToString(), DTypeName(declared.dtype()), to / from, x.ToString());
+      } else {
+        dims.pop_back();
+      }
+      return Shape(declared.dtype(), std::move(dims));
     }
     case Opcode::kSelect: {
       ExpectOperands(inst, 3);

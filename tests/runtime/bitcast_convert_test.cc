@@ -1,0 +1,69 @@
+// bitcast-convert between element types of different widths, as XLA defines
+// it: to a narrower type each element becomes a new minor dimension of its
+// bytes' worth of elements (in memory order: little endian on this CPU), to
+// a wider one the minor dimension folds back. Values worked out by hand.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "strata/core/error.h"
+#include "strata/hlo/text.h"
+#include "test_util.h"
+
+namespace strata::runtime {
+namespace {
+
+using test::Arg;
+using ::testing::HasSubstr;
+
+std::vector<Buffer> RunHlo(const std::string& entry, const std::vector<Buffer>& args) {
+  return Executable::Compile(*hlo::ParseModule("HloModule m\nENTRY main {\n" + entry + "}\n"))
+      ->Run(args);
+}
+
+TEST(BitcastConvert, ToANarrowerTypeAddsAMinorDimensionOfItsBytes) {
+  // 1.0f = 0x3F800000 and -2.0f = 0xC0000000, least significant byte first.
+  auto out = RunHlo("  x = f32[2] parameter(0)\n  ROOT r = u8[2,4] bitcast-convert(x)\n",
+                    {Arg(std::vector<float>{1.0f, -2.0f}, {2})});
+  ASSERT_EQ(out[0].shape(), Shape(DType::kU8, {2, 4}));
+  EXPECT_EQ(test::ToHost<uint8_t>(out[0]),
+            (std::vector<uint8_t>{0x00, 0x00, 0x80, 0x3F, 0x00, 0x00, 0x00, 0xC0}));
+  // A constant operand (folded at compile) gives the same bytes.
+  out = RunHlo("  c = f32[2] constant({1, -2})\n  ROOT r = u8[2,4] bitcast-convert(c)\n", {});
+  EXPECT_EQ(test::ToHost<uint8_t>(out[0]),
+            (std::vector<uint8_t>{0x00, 0x00, 0x80, 0x3F, 0x00, 0x00, 0x00, 0xC0}));
+  // 0x0000000100000002: the low word first.
+  out = RunHlo("  x = u64[1] parameter(0)\n  ROOT r = u32[1,2] bitcast-convert(x)\n",
+               {Arg(std::vector<uint64_t>{0x0000000100000002ull}, {1})});
+  EXPECT_EQ(test::ToHost<uint32_t>(out[0]), (std::vector<uint32_t>{2, 1}));
+}
+
+TEST(BitcastConvert, ToAWiderTypeFoldsTheMinorDimension) {
+  auto out =
+      RunHlo("  x = u8[2,4] parameter(0)\n  ROOT r = f32[2] bitcast-convert(x)\n",
+             {Arg(std::vector<uint8_t>{0x00, 0x00, 0x80, 0x3F, 0x00, 0x00, 0x00, 0xC0}, {2, 4})});
+  EXPECT_EQ(test::ToHost<float>(out[0]), (std::vector<float>{1.0f, -2.0f}));
+  out = RunHlo("  x = s32[3,2] parameter(0)\n  ROOT r = s64[3] bitcast-convert(x)\n",
+               {Arg(std::vector<int32_t>{5, 0, -1, -1, 0, 1}, {3, 2})});
+  EXPECT_EQ(test::ToHost<int64_t>(out[0]), (std::vector<int64_t>{5, -1, int64_t{1} << 32}));
+}
+
+TEST(BitcastConvert, AWrongMinorDimensionOrPredIsAnErrorNamingTheInstruction) {
+  auto error = [](const std::string& entry) {
+    try {
+      hlo::ParseModule("HloModule m\nENTRY main {\n" + entry + "}\n");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_THAT(error("  x = u8[2,3] parameter(0)\n  ROOT r = f32[2] bitcast-convert(x)\n"),
+              HasSubstr("needs a minor dimension of 4 elements, got u8[2,3]"));
+  EXPECT_THAT(error("  x = u8[4] parameter(0)\n  ROOT r = pred[4] bitcast-convert(x)\n"),
+              HasSubstr("differ in bit width"));
+  // The declared shape must be the one the widths give.
+  EXPECT_THAT(error("  x = f32[2] parameter(0)\n  ROOT r = u8[2,2] bitcast-convert(x)\n"),
+              HasSubstr("u8[2,4]"));
+}
+
+}  // namespace
+}  // namespace strata::runtime
