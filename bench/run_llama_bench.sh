@@ -14,6 +14,7 @@
 #   CORETYPES="unset Haswell" bench/run_llama_bench.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/torch_peer.sh
 BUILD_DIR=${BUILD_DIR:-build-bench}
 REPETITIONS=${REPETITIONS:-3}
 CORETYPES=${CORETYPES:-unset SkylakeX Haswell}
@@ -24,12 +25,8 @@ out=$(mktemp -d)
   --benchmark_report_aggregates_only=true --benchmark_format=csv 2>/dev/null >"$out/strata.csv"
 for threads in 2 1; do
   for ct in $CORETYPES; do
-    if [ "$ct" = unset ]; then core=(-u OPENBLAS_CORETYPE); else core=(OPENBLAS_CORETYPE="$ct"); fi
-    env -u OPENBLAS_L2_SIZE "${core[@]}" OMP_WAIT_POLICY=passive \
-      OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads \
-      /usr/bin/python3 bench/llama_torch.py --threads $threads --repeats "$REPETITIONS" \
-      >"$out/torch$threads-$ct.txt" ||
-      { [ -s "$out/torch$threads-$ct.txt" ] && exit 1; rm -f "$out/torch$threads-$ct.txt"; }
+    run_torch_peer "$out/torch$threads-$ct.txt" "$threads" "$ct" \
+      /usr/bin/python3 bench/llama_torch.py --threads "$threads" --repeats "$REPETITIONS"
   done
 done
 /usr/bin/python3 - "$out" <<'PY'

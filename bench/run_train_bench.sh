@@ -22,6 +22,7 @@
 # alike) and keeps each configuration's best round, torch's included.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/torch_peer.sh
 BUILD_DIR=${BUILD_DIR:-build-bench}
 LAYERS=${LAYERS:-2 8 32}
 ROUNDS=${ROUNDS:-1}
@@ -37,13 +38,8 @@ for round in $(seq "$ROUNDS"); do
     done
     for threads in 2 1; do
       for ct in $CORETYPES; do
-        if [ "$ct" = unset ]; then core=(-u OPENBLAS_CORETYPE); else core=(OPENBLAS_CORETYPE="$ct"); fi
-        env -u OPENBLAS_L2_SIZE "${core[@]}" OMP_WAIT_POLICY=passive \
-          OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads \
-          /usr/bin/python3 bench/train_torch.py --threads $threads --layers "$layers" \
-          >"$out/torch$layers-$threads-$ct-$round.txt" ||
-          { [ -s "$out/torch$layers-$threads-$ct-$round.txt" ] && exit 1;  # it ran and failed
-            rm -f "$out/torch$layers-$threads-$ct-$round.txt"; }         # the CPU lacks the type
+        run_torch_peer "$out/torch$layers-$threads-$ct-$round.txt" "$threads" "$ct" \
+          /usr/bin/python3 bench/train_torch.py --threads "$threads" --layers "$layers"
       done
     done
   done

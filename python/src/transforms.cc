@@ -207,8 +207,9 @@ std::vector<BranchFn> Branches(const std::vector<py::function>& fns, py::object 
 
 py::tuple Operands(py::object operands, const char* what) {
   if (!py::isinstance<py::tuple>(operands) && !py::isinstance<py::list>(operands)) {
-    throw py::type_error(fmt::format("{}: operands must be a tuple or a list, got {}", what,
-                                     std::string(py::str(py::type::of(operands).attr("__name__")))));
+    throw py::type_error(
+        fmt::format("{}: operands must be a tuple or a list, got {}", what,
+                    std::string(py::str(py::type::of(operands).attr("__name__")))));
   }
   return py::tuple(operands);
 }

@@ -6,6 +6,7 @@
 
 #include "shape_rules.h"
 #include "strata/hlo/convolution.h"
+#include "strata/hlo/dot_algorithm.h"
 
 namespace strata::hlo::shape_rules {
 namespace {
@@ -152,47 +153,21 @@ Shape InferSelectAndScatter(const View& inst) {
   return operand;
 }
 
-// XLA's dot algorithms and the operand types strata runs each on. Operands
-// wider than the algorithm's input type are rounded to it first (the
-// runtime's WidenHalfArithmetic); products are summed in f32 (f64 for
-// dot_f64_f64_f64), which the f16 / bf16-accumulating algorithms round to
-// the result type once. The multi-pass emulations of f32 (bf16 x3 / x6 /
-// x9, tf32) run as one f32 dot: at least as precise as what they emulate.
+// An algorithm= on a dot: known (hlo/dot_algorithm.h), and over operands it
+// takes. f8 algorithms name a type strata does not have.
 void CheckDotAlgorithm(const View& inst, DType operands) {
   const std::string& a = inst.attrs.algorithm;
   if (a.empty()) return;
-  struct Known {
-    const char* name;
-    std::vector<DType> takes;
-  };
-  static const std::vector<Known> kKnown = {
-      {"dot_f16_f16_f16", {DType::kF16, DType::kF32}},
-      {"dot_f16_f16_f32", {DType::kF16, DType::kF32}},
-      {"dot_bf16_bf16_bf16", {DType::kBF16, DType::kF32}},
-      {"dot_bf16_bf16_f32", {DType::kBF16, DType::kF32}},
-      {"dot_bf16_bf16_f32_x3", {DType::kF32}},
-      {"dot_bf16_bf16_f32_x6", {DType::kF32}},
-      {"dot_bf16_bf16_f32_x9", {DType::kF32}},
-      {"dot_tf32_tf32_f32", {DType::kF32}},
-      {"dot_tf32_tf32_f32_x3", {DType::kF32}},
-      {"dot_f32_f32_f32", {DType::kF32}},
-      {"dot_f64_f64_f64", {DType::kF64}},
-  };
   if (a.rfind("dot_any_f8", 0) == 0) {
     Reject(inst, "algorithm={} multiplies f8 values, a type strata does not have", a);
   }
-  for (const Known& k : kKnown) {
-    if (a != k.name) continue;
-    if (std::find(k.takes.begin(), k.takes.end(), operands) == k.takes.end()) {
-      std::string types;
-      for (DType t : k.takes) types += (types.empty() ? "" : " or ") + std::string(DTypeName(t));
-      Reject(inst, "algorithm={} takes {} operands, got {}", a, types, DTypeName(operands));
-    }
-    return;
+  const std::optional<DType> input = DotAlgorithmInput(a);
+  if (!input) Reject(inst, "unknown algorithm={} (strata runs {})", a, DotAlgorithmNames());
+  const bool half = *input == DType::kF16 || *input == DType::kBF16;
+  if (operands != *input && !(half && operands == DType::kF32)) {
+    Reject(inst, "algorithm={} takes {}{} operands, got {}", a, DTypeName(*input),
+           half ? " or f32" : "", DTypeName(operands));
   }
-  std::string names;
-  for (const Known& k : kKnown) names += (names.empty() ? "" : ", ") + std::string(k.name);
-  Reject(inst, "unknown algorithm={} (strata runs {})", a, names);
 }
 
 Shape InferDot(const View& inst) {
@@ -259,3 +234,36 @@ Shape ReductionShape(const View& inst) {
 }
 
 }  // namespace strata::hlo::shape_rules
+
+namespace strata::hlo {
+
+namespace {
+struct KnownAlgorithm {
+  const char* name;
+  DType input;
+};
+constexpr KnownAlgorithm kDotAlgorithms[] = {
+    {"dot_f16_f16_f16", DType::kF16},      {"dot_f16_f16_f32", DType::kF16},
+    {"dot_bf16_bf16_bf16", DType::kBF16},  {"dot_bf16_bf16_f32", DType::kBF16},
+    {"dot_bf16_bf16_f32_x3", DType::kF32}, {"dot_bf16_bf16_f32_x6", DType::kF32},
+    {"dot_bf16_bf16_f32_x9", DType::kF32}, {"dot_tf32_tf32_f32", DType::kF32},
+    {"dot_tf32_tf32_f32_x3", DType::kF32}, {"dot_f32_f32_f32", DType::kF32},
+    {"dot_f64_f64_f64", DType::kF64},
+};
+}  // namespace
+
+std::optional<DType> DotAlgorithmInput(std::string_view algorithm) {
+  for (const KnownAlgorithm& k : kDotAlgorithms) {
+    if (algorithm == k.name) return k.input;
+  }
+  return std::nullopt;
+}
+
+std::string DotAlgorithmNames() {
+  std::string names;
+  for (const KnownAlgorithm& k : kDotAlgorithms)
+    names += (names.empty() ? "" : ", ") + std::string(k.name);
+  return names;
+}
+
+}  // namespace strata::hlo

@@ -81,8 +81,8 @@ static bool IsDefault(const hlo::Attributes& a) {
          a.scatter == hlo::ScatterDims{} && a.window.empty() &&
          a.convolution == hlo::ConvolutionDims{} && a.feature_group_count == 1 &&
          a.batch_group_count == 1 && a.literal.size_bytes() == 0 && a.rng_algorithm.empty() &&
-         a.fusion_kind.empty() && a.custom_call_target.empty() && a.algorithm.empty() && a.sharding.empty() && a.called.empty() &&
-         a.parameter_number == -1 && a.tuple_index == -1;
+         a.fusion_kind.empty() && a.custom_call_target.empty() && a.algorithm.empty() &&
+         a.sharding.empty() && a.called.empty() && a.parameter_number == -1 && a.tuple_index == -1;
 }
 
 NodePtr Node::MakeOp(hlo::Opcode opcode, std::vector<Value> operands, hlo::Attributes attributes,

@@ -90,25 +90,25 @@ struct Attributes {
   // dot: XLA's algorithm= ("dot_bf16_bf16_f32": operands rounded to bf16,
   // products summed in f32); empty: none. shape_reduction.cc lists them.
   std::string algorithm;
-  std::vector<WindowDim> window;             // convolution: one per spatial dim; reduce-window,
-                                             // select-and-scatter: one per operand dim
-  ConvolutionDims convolution;               // convolution
-  int64_t feature_group_count = 1;           // convolution
-  int64_t batch_group_count = 1;             // convolution
-  GatherDims gather;                         // gather
-  ScatterDims scatter;                       // scatter
-  Literal literal;                           // constant
-  std::string rng_algorithm;                 // rng-bit-generator ("rng_philox")
-  std::string fusion_kind;                   // fusion: XLA's kind; empty is kLoop
+  std::vector<WindowDim> window;    // convolution: one per spatial dim; reduce-window,
+                                    // select-and-scatter: one per operand dim
+  ConvolutionDims convolution;      // convolution
+  int64_t feature_group_count = 1;  // convolution
+  int64_t batch_group_count = 1;    // convolution
+  GatherDims gather;                // gather
+  ScatterDims scatter;              // scatter
+  Literal literal;                  // constant
+  std::string rng_algorithm;        // rng-bit-generator ("rng_philox")
+  std::string fusion_kind;          // fusion: XLA's kind; empty is kLoop
   // custom-call: the manual-sharding boundaries JAX's shard_map emits,
   // "SPMDFullToShardShape" and "SPMDShardToFullShape" (the parser reads a
   // "Sharding" target as a copy and rejects every other target).
   std::string custom_call_target;
-  std::string sharding;                      // XLA sharding text, e.g. "{devices=[2,1]0,1}"
-  ReplicaGroups replica_groups;              // all-reduce, all-gather, reduce-scatter, all-to-all
-  SourceTargetPairs source_target_pairs;     // collective-permute
-  int64_t channel_id = 0;                    // collectives; 0: none written
-  bool use_global_device_ids = false;        // all-reduce, all-gather, reduce-scatter
+  std::string sharding;                   // XLA sharding text, e.g. "{devices=[2,1]0,1}"
+  ReplicaGroups replica_groups;           // all-reduce, all-gather, reduce-scatter, all-to-all
+  SourceTargetPairs source_target_pairs;  // collective-permute
+  int64_t channel_id = 0;                 // collectives; 0: none written
+  bool use_global_device_ids = false;     // all-reduce, all-gather, reduce-scatter
   // compare's type= (TOTALORDER, or the element type's own order)
   ComparisonType comparison_type = ComparisonType::kDefault;
   // Called computations: reduce / reduce-window / scatter / all-reduce / reduce-scatter

@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "strata/core/error.h"
+#include "strata/hlo/dot_algorithm.h"
 #include "strata/runtime/passes.h"
 
 namespace strata::runtime {
@@ -126,12 +127,9 @@ class Widener {
         if (inst->opcode() == Opcode::kDot && !inst->algorithm.empty()) dots.push_back(inst.get());
       }
       for (Instruction* dot : dots) {
-        const std::string& a = dot->algorithm;
-        const DType input = a.rfind("dot_bf16_bf16_f32_x", 0) == 0 ? DType::kF32
-                            : a.rfind("dot_bf16_", 0) == 0         ? DType::kBF16
-                            : a.rfind("dot_f16_", 0) == 0          ? DType::kF16
-                                                                   : DType::kF32;
-        if (!IsHalf(input)) continue;
+        const std::optional<DType> known = hlo::DotAlgorithmInput(dot->algorithm);
+        if (!known || !IsHalf(*known)) continue;  // the shape rule rejected unknown names
+        const DType input = *known;
         for (int64_t i = 0; i < dot->operand_count(); ++i) {
           Instruction* op = dot->operand(i);
           if (op->shape().dtype() == input) continue;
