@@ -20,10 +20,11 @@ struct DTypeNames {
   const char* python;  // NumPy's and PyTorch's name
 };
 constexpr DTypeNames kDTypeNames[] = {
-    {DType::kPred, "bool"},   {DType::kS8, "int8"},     {DType::kS32, "int32"},
-    {DType::kS64, "int64"},   {DType::kU8, "uint8"},    {DType::kU32, "uint32"},
-    {DType::kU64, "uint64"},  {DType::kF16, "float16"}, {DType::kBF16, "bfloat16"},
-    {DType::kF32, "float32"}, {DType::kF64, "float64"},
+    {DType::kPred, "bool"},   {DType::kS8, "int8"},       {DType::kS16, "int16"},
+    {DType::kS32, "int32"},   {DType::kS64, "int64"},     {DType::kU8, "uint8"},
+    {DType::kU16, "uint16"},  {DType::kU32, "uint32"},    {DType::kU64, "uint64"},
+    {DType::kF16, "float16"}, {DType::kBF16, "bfloat16"}, {DType::kF32, "float32"},
+    {DType::kF64, "float64"},
 };
 
 std::optional<DType> DTypeFromAnyName(std::string name) {
@@ -32,12 +33,14 @@ std::optional<DType> DTypeFromAnyName(std::string name) {
   for (const DTypeNames& n : kDTypeNames) {
     if (name == n.python) return n.dtype;
   }
-  if (name == "float" || name == "half" || name == "double" || name == "long" || name == "int") {
-    // PyTorch's aliases: float is float32, double float64, long int64, int int32.
+  if (name == "float" || name == "half" || name == "double" || name == "long" || name == "int" ||
+      name == "short") {
+    // PyTorch's aliases: float is float32, double float64, long int64, int int32, short int16.
     return name == "float"    ? DType::kF32
            : name == "half"   ? DType::kF16
            : name == "double" ? DType::kF64
            : name == "long"   ? DType::kS64
+           : name == "short"  ? DType::kS16
                               : DType::kS32;
   }
   return DTypeFromName(name);  // XLA's names: f32, s64, pred, ...
@@ -53,16 +56,27 @@ DType FromNumpyDType(const py::dtype& dtype) {
   const auto size = dtype.itemsize();
   std::optional<DType> t;
   if (kind == 'b') t = DType::kPred;
-  if (kind == 'i')
-    t = size == 1 ? DType::kS8 : size == 4 ? DType::kS32 : size == 8 ? DType::kS64 : t;
-  if (kind == 'u')
-    t = size == 1 ? DType::kU8 : size == 4 ? DType::kU32 : size == 8 ? DType::kU64 : t;
+  if (kind == 'i') {
+    t = size == 1   ? DType::kS8
+        : size == 2 ? DType::kS16
+        : size == 4 ? DType::kS32
+        : size == 8 ? DType::kS64
+                    : t;
+  }
+  if (kind == 'u') {
+    t = size == 1   ? DType::kU8
+        : size == 2 ? DType::kU16
+        : size == 4 ? DType::kU32
+        : size == 8 ? DType::kU64
+                    : t;
+  }
   if (kind == 'f')
     t = size == 2 ? DType::kF16 : size == 4 ? DType::kF32 : size == 8 ? DType::kF64 : t;
   if (!t) {
     Fail(
-        "[tensor] NumPy dtype {} has no strata dtype (strata has bool, int8/32/64, "
-        "uint8/32/64, float16/32/64 and bfloat16)",
+        "[tensor] NumPy dtype {} has no strata tensor dtype (tensors are bool, "
+        "int8/16/32/64, uint8/16/32/64, float16/32/64 or bfloat16; complex types live in HLO "
+        "programs only)",
         std::string(py::str(static_cast<const py::handle&>(dtype))));
   }
   return *t;

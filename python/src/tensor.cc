@@ -172,8 +172,9 @@ void Assign(Tensor& x, py::handle key, py::handle value) {
 
 void BindTensor(py::module_& m) {
   py::enum_<DType> dtype(m, "dtype");
-  for (DType t : {DType::kPred, DType::kS8, DType::kS32, DType::kS64, DType::kU8, DType::kU32,
-                  DType::kU64, DType::kF16, DType::kBF16, DType::kF32, DType::kF64}) {
+  for (DType t :
+       {DType::kPred, DType::kS8, DType::kS16, DType::kS32, DType::kS64, DType::kU8, DType::kU16,
+        DType::kU32, DType::kU64, DType::kF16, DType::kBF16, DType::kF32, DType::kF64}) {
     dtype.value(PythonDTypeName(t).c_str(), t);
   }
   dtype.export_values();

@@ -17,12 +17,31 @@ def test_creation_from_python_data_follows_torch_tensor():
 
 
 def test_creation_from_numpy_keeps_the_arrays_dtype():
-    for dt in [np.float16, np.float32, np.float64, np.int8, np.int32, np.int64, np.uint8,
-               np.uint32, np.uint64, np.bool_]:
+    for dt in [np.float16, np.float32, np.float64, np.int8, np.int16, np.int32, np.int64,
+               np.uint8, np.uint16, np.uint32, np.uint64, np.bool_]:
         a = (rng().standard_normal((3, 4)) * 10).astype(dt)
         s = strata.tensor(a)
         assert s.dtype.name == np.dtype(dt).name
         np.testing.assert_array_equal(s.numpy(), a)
+
+
+def test_16_bit_integers_wrap_as_numpy_does():
+    # int16 / uint16 arithmetic wraps modulo 2^16 (NumPy's and XLA's rule),
+    # and their bits are not mistaken for float16's.
+    a = np.array([32767, -32768, 300, -7, 12345], dtype=np.int16)
+    b = np.array([1, -1, 300, 3, -2], dtype=np.int16)
+    s, t = strata.tensor(a), strata.tensor(b)
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal((s + t).numpy(), a + b)
+        np.testing.assert_array_equal((s * t).numpy(), a * b)
+    u = np.array([65535, 40000, 1, 0x3C00], dtype=np.uint16)
+    v = np.array([65535, 2, 65535, 1], dtype=np.uint16)
+    su, sv = strata.tensor(u), strata.tensor(v)
+    np.testing.assert_array_equal((su * sv).numpy(), u * v)
+    np.testing.assert_array_equal((su + sv).numpy(), u + v)
+    np.testing.assert_array_equal(su.astype(strata.float32).numpy(), u.astype(np.float32))
+    assert strata.tensor(a, dtype=torch.int16).dtype == strata.int16
+    assert strata.tensor(a, dtype="short").dtype == strata.int16
 
 
 def test_dtype_arguments_in_every_spelling():
@@ -35,8 +54,10 @@ def test_dtype_arguments_in_every_spelling():
 
 
 def test_unsupported_inputs_raise_instead_of_crashing():
-    with pytest.raises(strata.Error, match="int16 has no strata dtype"):
-        strata.tensor(np.zeros(3, np.int16))
+    with pytest.raises(strata.Error, match="complex64 has no strata tensor dtype"):
+        strata.tensor(np.zeros(3, np.complex64))
+    with pytest.raises(strata.Error, match="c64 tensors are not supported by the lazy tensor API"):
+        strata.zeros(2, dtype="c64")
     with pytest.raises(TypeError, match="cannot make a tensor"):
         strata.tensor(["a", "b"])
     with pytest.raises(ValueError):

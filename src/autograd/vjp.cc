@@ -203,6 +203,11 @@ VjpFamily VjpFamilyOf(Opcode op) {
     case Opcode::kCall:
     case Opcode::kFusion:
     case Opcode::kCustomCall:
+    case Opcode::kReal:  // complex numbers and tokens are HLO-only: lazy graphs hold neither
+    case Opcode::kImag:
+    case Opcode::kComplex:
+    case Opcode::kAfterAll:
+    case Opcode::kAddDependency:
     case Opcode::kAllReduce:
     case Opcode::kAllGather:
     case Opcode::kReduceScatter:

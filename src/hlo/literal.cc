@@ -44,6 +44,17 @@ double Literal::GetAsDouble(int64_t i) const {
       return p[0] ? 1.0 : 0.0;
     case DType::kS8:
       return Load<int8_t>(p);
+    case DType::kS16:
+      return Load<int16_t>(p);
+    case DType::kU16:
+      return Load<uint16_t>(p);
+    case DType::kC64:
+    case DType::kC128: {
+      const auto [re, im] = GetComplex(i);
+      return im == 0 ? re : std::numeric_limits<double>::quiet_NaN();
+    }
+    case DType::kToken:
+      return 0;
     case DType::kS32:
       return Load<int32_t>(p);
     case DType::kS64:
@@ -66,6 +77,25 @@ double Literal::GetAsDouble(int64_t i) const {
   return 0;
 }
 
+std::pair<double, double> Literal::GetComplex(int64_t i) const {
+  STRATA_CHECK(IsComplex(shape_.dtype()), "GetComplex on {}", DTypeName(shape_.dtype()));
+  const uint8_t* p = bytes_.data() + i * DTypeSize(shape_.dtype());
+  if (shape_.dtype() == DType::kC64) return {Load<float>(p), Load<float>(p + 4)};
+  return {Load<double>(p), Load<double>(p + 8)};
+}
+
+void Literal::SetComplex(int64_t i, double real, double imaginary) {
+  STRATA_CHECK(IsComplex(shape_.dtype()), "SetComplex on {}", DTypeName(shape_.dtype()));
+  uint8_t* p = bytes_.data() + i * DTypeSize(shape_.dtype());
+  if (shape_.dtype() == DType::kC64) {
+    Store<float>(p, static_cast<float>(real));
+    Store<float>(p + 4, static_cast<float>(imaginary));
+  } else {
+    Store<double>(p, real);
+    Store<double>(p + 8, imaginary);
+  }
+}
+
 // Out-of-range values saturate (and NaN becomes 0) instead of being undefined.
 template <typename T>
 static T SaturatingCast(double v) {
@@ -83,6 +113,18 @@ void Literal::SetFromDouble(int64_t i, double v) {
       break;
     case DType::kS8:
       Store<int8_t>(p, SaturatingCast<int8_t>(v));
+      break;
+    case DType::kS16:
+      Store<int16_t>(p, SaturatingCast<int16_t>(v));
+      break;
+    case DType::kU16:
+      Store<uint16_t>(p, SaturatingCast<uint16_t>(v));
+      break;
+    case DType::kC64:
+    case DType::kC128:
+      SetComplex(i, v, 0);
+      break;
+    case DType::kToken:
       break;
     case DType::kS32:
       Store<int32_t>(p, SaturatingCast<int32_t>(v));
@@ -127,6 +169,21 @@ static std::string ElementToString(const Literal& lit, int64_t i) {
       return p[0] ? "true" : "false";
     case DType::kS8:
       return fmt::format("{}", Load<int8_t>(p));
+    case DType::kS16:
+      return fmt::format("{}", Load<int16_t>(p));
+    case DType::kU16:
+      return fmt::format("{}", Load<uint16_t>(p));
+    case DType::kC64:
+    case DType::kC128: {
+      const auto [re, im] = lit.GetComplex(i);
+      if (lit.shape().dtype() == DType::kC64) {
+        return fmt::format("({}, {})", floating(static_cast<float>(re)),
+                           floating(static_cast<float>(im)));
+      }
+      return fmt::format("({}, {})", floating(re), floating(im));
+    }
+    case DType::kToken:
+      return "";
     case DType::kS32:
       return fmt::format("{}", Load<int32_t>(p));
     case DType::kS64:

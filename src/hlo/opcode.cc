@@ -55,6 +55,71 @@ bool IsElementwiseBinary(Opcode op) {
 
 ElementTypes ElementTypesOf(Opcode op) { return kElementTypes[static_cast<size_t>(op)]; }
 
+bool TakesComplex(Opcode op) {
+  switch (op) {
+    // arithmetic
+    case Opcode::kNegate:
+    case Opcode::kAbs:
+    case Opcode::kSign:
+    case Opcode::kExp:
+    case Opcode::kExpm1:
+    case Opcode::kLog:
+    case Opcode::kLog1p:
+    case Opcode::kTanh:
+    case Opcode::kLogistic:
+    case Opcode::kSqrt:
+    case Opcode::kRsqrt:
+    case Opcode::kSin:
+    case Opcode::kCos:
+    case Opcode::kAdd:
+    case Opcode::kSubtract:
+    case Opcode::kMultiply:
+    case Opcode::kDivide:
+    case Opcode::kPower:
+    case Opcode::kReal:
+    case Opcode::kImag:
+    case Opcode::kCompare:
+    case Opcode::kSelect:
+    case Opcode::kConvert:
+    case Opcode::kBitcastConvert:
+    case Opcode::kDot:
+    case Opcode::kReduce:
+    // data movement, indexing, control and the collectives
+    case Opcode::kParameter:
+    case Opcode::kConstant:
+    case Opcode::kBroadcast:
+    case Opcode::kReshape:
+    case Opcode::kTranspose:
+    case Opcode::kCopy:
+    case Opcode::kSlice:
+    case Opcode::kDynamicSlice:
+    case Opcode::kDynamicUpdateSlice:
+    case Opcode::kConcatenate:
+    case Opcode::kPad:
+    case Opcode::kReverse:
+    case Opcode::kGather:
+    case Opcode::kScatter:
+    case Opcode::kSort:  // by a comparator of the user's (on real(), abs(), ...)
+    case Opcode::kTuple:
+    case Opcode::kGetTupleElement:
+    case Opcode::kWhile:
+    case Opcode::kConditional:
+    case Opcode::kCall:
+    case Opcode::kFusion:
+    case Opcode::kOptimizationBarrier:
+    case Opcode::kCustomCall:
+    case Opcode::kAddDependency:
+    case Opcode::kAllReduce:
+    case Opcode::kAllGather:
+    case Opcode::kReduceScatter:
+    case Opcode::kAllToAll:
+    case Opcode::kCollectivePermute:
+      return true;
+    default:
+      return false;
+  }
+}
+
 bool IsCollective(Opcode op) {
   return kOpcodeInfo[static_cast<size_t>(op)].kind == Kind::Collective;
 }

@@ -275,6 +275,7 @@ struct Parser {
   std::vector<Computation*> ParseCalledList();
   Literal ParseLiteral(const Shape& shape, const Token& shape_token);
   void ParseLiteralLevel(const Shape& shape, int64_t level, std::vector<Token>& values);
+  void TakeElement(const Shape& shape, std::vector<Token>& values);
 };
 
 // One row per attribute an opcode understands: where it goes, whether XLA
@@ -801,6 +802,11 @@ Shape Parser::ParseShape(int64_t depth, bool body_may_follow) {
   if (!Peek().Is(']')) {
     do {
       Token d = Peek();
+      if (d.Is('<') || d.Is('?')) {
+        FailAt(d,
+               "dynamic dimensions ('<=N' or '?') are not supported: strata compiles static "
+               "shapes; pad to the bound and pass the size as a value");
+      }
       int64_t size = ParseInteger("a dimension size");
       if (size < 0) FailAt(d, "dimension size must be non-negative, found {}", size);
       if (__builtin_mul_overflow(bytes, size, &bytes)) {
@@ -810,6 +816,7 @@ Shape Parser::ParseShape(int64_t depth, bool body_may_follow) {
     } while (TakeIf(','));
   }
   Expect(']', "after dimension sizes");
+  if (*dtype == DType::kToken && !dims.empty()) FailAt(t, "a token has no dimensions: token[]");
   if (Peek().Is('{')) {
     // A layout starts with a number ({1,0}, {0:T(8)}) or is empty ({}); a
     // body starts with an instruction name or is empty and then nothing follows.
@@ -1178,8 +1185,10 @@ void SetElement(Literal& literal, int64_t i, const Token& t) {
       std::memcpy(literal.mutable_data() + i * sizeof v, &v, sizeof v);
       return;
     }
-    auto [lo, hi] = dtype == DType::kS8    ? std::pair<int64_t, int64_t>{-128, 127}
-                    : dtype == DType::kU8  ? std::pair<int64_t, int64_t>{0, 255}
+    auto [lo, hi] = dtype == DType::kS8    ? std::pair<int64_t, int64_t>{INT8_MIN, INT8_MAX}
+                    : dtype == DType::kU8  ? std::pair<int64_t, int64_t>{0, UINT8_MAX}
+                    : dtype == DType::kS16 ? std::pair<int64_t, int64_t>{INT16_MIN, INT16_MAX}
+                    : dtype == DType::kU16 ? std::pair<int64_t, int64_t>{0, UINT16_MAX}
                     : dtype == DType::kS32 ? std::pair<int64_t, int64_t>{INT32_MIN, INT32_MAX}
                                            : std::pair<int64_t, int64_t>{0, UINT32_MAX};
     if (v < lo || v > hi) out_of_range();
@@ -1220,22 +1229,53 @@ void SetElement(Literal& literal, int64_t i, const Token& t) {
   literal.SetFromDouble(i, value);
 }
 
+// A complex element "(re, im)": each part is stored as a scalar of the part
+// type first, so range and syntax errors read as they do for floats.
+void SetComplexElement(Literal& literal, int64_t i, const Token& real, const Token& imaginary) {
+  Literal part(Shape::Scalar(ComplexPartType(literal.shape().dtype())));
+  SetElement(part, 0, real);
+  const double re = part.GetAsDouble(0);
+  SetElement(part, 0, imaginary);
+  literal.SetComplex(i, re, part.GetAsDouble(0));
+}
+
+// One element's tokens: one, or the two parts of a complex "(re, im)".
+void Parser::TakeElement(const Shape& shape, std::vector<Token>& values) {
+  if (!IsComplex(shape.dtype())) {
+    values.push_back(Take());
+    return;
+  }
+  Expect('(', fmt::format("to start a {} value (real, imaginary)", DTypeName(shape.dtype())));
+  values.push_back(Take());
+  Expect(',', "between the real and imaginary parts");
+  values.push_back(Take());
+  Expect(')', "after the imaginary part");
+}
+
 Literal Parser::ParseLiteral(const Shape& shape, const Token& shape_token) {
   if (shape.is_tuple()) {
     FailAt(shape_token, "tuple-shaped constants are not supported, found {}", shape.ToString());
+  }
+  if (shape.dtype() == DType::kToken) {
+    FailAt(shape_token, "a token has no constant value (after-all makes one)");
   }
   if (shape.rank() > kMaxNesting) {
     FailAt(shape_token, "constants of rank above {} are not supported", kMaxNesting);
   }
   std::vector<Token> values;
   if (shape.rank() == 0) {
-    values.push_back(Take());
+    TakeElement(shape, values);
   } else {
     ParseLiteralLevel(shape, 0, values);
   }
   // Every level matched its dimension, so the element count is that of the text.
   Literal literal(shape);
-  for (size_t i = 0; i < values.size(); ++i) SetElement(literal, i, values[i]);
+  if (IsComplex(shape.dtype())) {
+    for (size_t i = 0; i < values.size(); i += 2)
+      SetComplexElement(literal, i / 2, values[i], values[i + 1]);
+  } else {
+    for (size_t i = 0; i < values.size(); ++i) SetElement(literal, i, values[i]);
+  }
   return literal;
 }
 
@@ -1253,7 +1293,7 @@ void Parser::ParseLiteralLevel(const Shape& shape, int64_t level, std::vector<To
       if (level + 1 < shape.rank()) {
         ParseLiteralLevel(shape, level + 1, values);
       } else {
-        values.push_back(Take());
+        TakeElement(shape, values);
       }
       ++count;
     } while (TakeIf(','));

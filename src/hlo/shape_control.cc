@@ -123,6 +123,19 @@ Shape ControlShape(const View& inst) {
       }
       return declared;
     }
+    case Opcode::kAfterAll:
+      // Joins tokens into one that comes after all of them (none: a fresh one).
+      for (int64_t i = 0; i < inst.operand_count(); ++i) {
+        if (inst.operand_shape(i) != Shape::Scalar(DType::kToken))
+          Reject(inst, "operand {} must be a token, got {}", i, inst.operand_shape(i).ToString());
+      }
+      return Shape::Scalar(DType::kToken);
+    case Opcode::kAddDependency:
+      // Its first operand, ordered after the token it is given.
+      ExpectOperands(inst, 2);
+      if (inst.operand_shape(1) != Shape::Scalar(DType::kToken))
+        Reject(inst, "operand 1 must be a token, got {}", inst.operand_shape(1).ToString());
+      return inst.operand_shape(0);
     case Opcode::kOptimizationBarrier:
       // The identity, opaque to the passes (recomputation is not CSE'd away).
       ExpectOperands(inst, 1);

@@ -24,8 +24,11 @@ Shape InferElementwise(const View& inst) {
   const ElementTypes types = ElementTypesOf(inst.op);
   const bool ok = t == DType::kPred ? TakesPred(types)
                   : IsFloating(t)   ? TakesFloats(types)
+                  : IsComplex(t)    ? TakesComplex(inst.op)
                                     : TakesIntegers(types);
   if (!ok) Reject(inst, "unsupported element type {}", DTypeName(t));
+  // The magnitude of a complex number is real.
+  if (inst.op == Opcode::kAbs && IsComplex(t)) return Shape(ComplexPartType(t), a.dims());
   return a;
 }
 
@@ -46,6 +49,10 @@ Shape ElementwiseShape(const View& inst) {
           (x.dtype() == DType::kPred) != (declared.dtype() == DType::kPred)) {
         Reject(inst, "{} and {} differ in bit width", DTypeName(x.dtype()),
                DTypeName(declared.dtype()));
+      }
+      if (inst.op == Opcode::kConvert && IsComplex(x.dtype()) && !IsComplex(declared.dtype())) {
+        Reject(inst, "convert from {} to {} would drop the imaginary part; take real() or imag()",
+               DTypeName(x.dtype()), DTypeName(declared.dtype()));
       }
       if (inst.op == Opcode::kConvert || from == to) return Shape(declared.dtype(), x.dims());
       // Between widths, as XLA: to a narrower type each element becomes a
@@ -82,7 +89,31 @@ Shape ElementwiseShape(const View& inst) {
       const Shape& b = ArrayOperand(inst, 1);
       if (a != b)
         Reject(inst, "operands must have equal shapes, got {} and {}", a.ToString(), b.ToString());
+      if (IsComplex(a.dtype()) && inst.attrs.direction != Comparison::kEq &&
+          inst.attrs.direction != Comparison::kNe) {
+        Reject(inst, "{} numbers are unordered: only EQ and NE compare them, got {}",
+               DTypeName(a.dtype()), ComparisonName(inst.attrs.direction));
+      }
       return Shape(DType::kPred, a.dims());
+    }
+    case Opcode::kReal:
+    case Opcode::kImag: {
+      ExpectOperands(inst, 1);
+      const Shape& x = ArrayOperand(inst, 0);
+      // XLA's real / imag of a real number are the number and 0.
+      if (!IsComplex(x.dtype()) && !IsFloating(x.dtype()))
+        Reject(inst, "operand must be complex or floating point, got {}", x.ToString());
+      return IsComplex(x.dtype()) ? Shape(ComplexPartType(x.dtype()), x.dims()) : x;
+    }
+    case Opcode::kComplex: {
+      ExpectOperands(inst, 2);
+      const Shape& re = ArrayOperand(inst, 0);
+      const Shape& im = ArrayOperand(inst, 1);
+      if (re != im || (re.dtype() != DType::kF32 && re.dtype() != DType::kF64)) {
+        Reject(inst, "takes two f32 or two f64 arrays of one shape, got {} and {}", re.ToString(),
+               im.ToString());
+      }
+      return Shape(re.dtype() == DType::kF32 ? DType::kC64 : DType::kC128, re.dims());
     }
     case Opcode::kClamp: {
       ExpectOperands(inst, 3);

@@ -16,15 +16,74 @@ Shape InferShape(const Instruction& instruction) {
 // Every opcode is listed: a new one without a shape rule is a compile error.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic error "-Wswitch"
+namespace {
+
+bool Holds(const Shape& s, bool (*type)(DType)) {
+  if (s.is_tuple()) {
+    for (const Shape& e : s.tuple_shapes())
+      if (Holds(e, type)) return true;
+    return false;
+  }
+  return type(s.dtype());
+}
+bool IsToken(DType t) { return t == DType::kToken; }
+
+// Ops through which a token may flow: it has no data, only an order.
+bool TakesTokens(Opcode op) {
+  switch (op) {
+    case Opcode::kParameter:
+    case Opcode::kTuple:
+    case Opcode::kGetTupleElement:
+    case Opcode::kWhile:
+    case Opcode::kConditional:
+    case Opcode::kCall:
+    case Opcode::kOptimizationBarrier:
+    case Opcode::kAfterAll:
+    case Opcode::kAddDependency:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Tokens and complex numbers reach only the ops that take them.
+void CheckSpecialTypes(const View& inst) {
+  for (int64_t i = 0; i < inst.operand_count(); ++i) {
+    const Shape& s = inst.operand_shape(i);
+    if (Holds(s, IsToken) && !TakesTokens(inst.op) &&
+        !(inst.op == Opcode::kAddDependency && i == 1)) {
+      shape_rules::Reject(inst, "operand {} is or holds a token, which only orders side effects",
+                          i);
+    }
+    if (Holds(s, IsComplex) && !TakesComplex(inst.op)) {
+      shape_rules::Reject(inst, "operand {} ({}) is complex, which {} does not take", i,
+                          s.ToString(), OpcodeName(inst.op));
+    }
+  }
+  const bool made = inst.op == Opcode::kParameter || inst.op == Opcode::kConstant ||
+                    inst.op == Opcode::kIota || inst.op == Opcode::kRngBitGenerator ||
+                    inst.op == Opcode::kConvert || inst.op == Opcode::kBitcastConvert;
+  if (made && Holds(inst.declared, IsComplex) && !TakesComplex(inst.op))
+    shape_rules::Reject(inst, "cannot make {}", inst.declared.ToString());
+  if (made && inst.op != Opcode::kParameter && Holds(inst.declared, IsToken))
+    shape_rules::Reject(inst, "cannot make {} (after-all makes tokens)", inst.declared.ToString());
+}
+
+}  // namespace
+
 Shape InferShape(Opcode opcode, std::span<const Shape* const> operand_shapes,
                  const Attributes& attributes, const Shape& declared) {
   const View inst{opcode, operand_shapes, attributes, declared};
+  CheckSpecialTypes(inst);
   switch (opcode) {
     case Opcode::kConvert:
     case Opcode::kBitcastConvert:
     case Opcode::kSelect:
     case Opcode::kCompare:
     case Opcode::kClamp:
+    case Opcode::kReal:
+    case Opcode::kImag:
+    case Opcode::kComplex:
     case Opcode::kNegate:
     case Opcode::kAbs:
     case Opcode::kSign:
@@ -97,6 +156,8 @@ Shape InferShape(Opcode opcode, std::span<const Shape* const> operand_shapes,
     case Opcode::kOptimizationBarrier:
     case Opcode::kRngBitGenerator:
     case Opcode::kCustomCall:
+    case Opcode::kAfterAll:
+    case Opcode::kAddDependency:
       return ControlShape(inst);
     case Opcode::kPartitionId:
     case Opcode::kReplicaId:

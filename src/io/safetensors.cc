@@ -38,7 +38,8 @@ constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 constexpr std::pair<DType, std::string_view> kDTypeNames[] = {
     {DType::kF32, "F32"},   {DType::kF16, "F16"}, {DType::kBF16, "BF16"}, {DType::kF64, "F64"},
     {DType::kS64, "I64"},   {DType::kS32, "I32"}, {DType::kS8, "I8"},     {DType::kU8, "U8"},
-    {DType::kPred, "BOOL"}, {DType::kU32, "U32"}, {DType::kU64, "U64"},
+    {DType::kPred, "BOOL"}, {DType::kU32, "U32"}, {DType::kU64, "U64"},   {DType::kS16, "I16"},
+    {DType::kU16, "U16"},
 };
 
 template <typename... Args>
@@ -264,7 +265,7 @@ std::string_view SafetensorsName(DType dtype) {
   for (const auto& [d, name] : kDTypeNames) {
     if (d == dtype) return name;
   }
-  throw InternalError(fmt::format("no safetensors name for dtype {}", DTypeName(dtype)));
+  Fail("[safetensors] {} has no safetensors dtype", DTypeName(dtype));
 }
 
 // ---------------------------------------------------------------------------

@@ -85,6 +85,24 @@ static bool IsDefault(const hlo::Attributes& a) {
          a.sharding.empty() && a.called.empty() && a.parameter_number == -1 && a.tuple_index == -1;
 }
 
+namespace {
+
+// Complex numbers and tokens live in HLO programs only: the lazy ops, their
+// gradients and the Python API know real tensors, and a complex tensor
+// would get real gradients silently.
+void CheckTensorType(std::string_view op, const Shape& shape) {
+  if (shape.is_tuple()) {
+    for (const Shape& element : shape.tuple_shapes()) CheckTensorType(op, element);
+  } else if (IsComplex(shape.dtype()) || shape.dtype() == DType::kToken) {
+    Fail(
+        "[{}] {} tensors are not supported by the lazy tensor API (complex numbers and tokens "
+        "exist in HLO programs only)",
+        op, DTypeName(shape.dtype()));
+  }
+}
+
+}  // namespace
+
 NodePtr Node::MakeOp(hlo::Opcode opcode, std::vector<Value> operands, hlo::Attributes attributes,
                      Shape declared) {
   auto node = std::make_shared<Node>(Private{});
@@ -116,6 +134,7 @@ NodePtr Node::MakeOp(hlo::Opcode opcode, std::vector<Value> operands, hlo::Attri
   } else {
     shape = hlo::InferShape(opcode, operand_shapes, attributes, declared);
   }
+  CheckTensorType(hlo::OpcodeName(opcode), shape);
   if (shape.is_tuple()) {
     node->shapes_ = shape.tuple_shapes();
   } else {
@@ -306,6 +325,7 @@ runtime::Buffer Node::WholeBuffer() const {
 NodePtr Node::MakeDeviceData(runtime::Buffer buffer, std::optional<Sharding> sharding,
                              bool computed, Value origin) {
   if (!buffer.defined()) Fail("[device_data] the buffer is empty");
+  CheckTensorType("device_data", buffer.shape());
   if (sharding && static_cast<int64_t>(sharding->spec().size()) != buffer.shape().rank()) {
     Fail("[device_data] sharding {} does not fit {}", sharding->ToString(),
          buffer.shape().ToString());
@@ -325,6 +345,7 @@ NodePtr Node::MakeDeviceData(runtime::Buffer buffer, std::optional<Sharding> sha
 NodePtr Node::MakeScalar(hlo::Literal value) {
   if (!value.shape().is_scalar())
     Fail("[scalar] expected a scalar, got {}", value.shape().ToString());
+  CheckTensorType("scalar", value.shape());
   auto node = std::make_shared<Node>(Private{});
   node->kind_ = NodeKind::kScalar;
   node->shapes_ = {value.shape()};

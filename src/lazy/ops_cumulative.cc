@@ -92,6 +92,10 @@ hlo::Literal Bound(DType t, bool highest) {
   switch (t) {
     case DType::kS8:
       return BoundOf<int8_t>(highest);
+    case DType::kS16:
+      return BoundOf<int16_t>(highest);
+    case DType::kU16:
+      return BoundOf<uint16_t>(highest);
     case DType::kS32:
       return BoundOf<int32_t>(highest);
     case DType::kS64:

@@ -114,7 +114,7 @@ DType PromoteTypes(DType a, DType b) {
   if (sa == sb) return DTypeSize(a) >= DTypeSize(b) ? a : b;
   DType s = sa ? a : b, u = sa ? b : a;
   if (DTypeSize(s) > DTypeSize(u)) return s;
-  return DTypeSize(u) >= 4 ? DType::kS64 : DType::kS32;
+  return DTypeSize(u) == 1 ? DType::kS16 : DTypeSize(u) == 2 ? DType::kS32 : DType::kS64;
 }
 
 ir::Value ConvertValue(const ir::Value& v, DType dtype) {

@@ -87,6 +87,12 @@ ir::Value Extreme(DType dtype, bool lowest) {
     case DType::kS8:
       lit = Bound<int8_t>(lowest);
       break;
+    case DType::kS16:
+      lit = Bound<int16_t>(lowest);
+      break;
+    case DType::kU16:
+      lit = Bound<uint16_t>(lowest);
+      break;
     case DType::kS32:
       lit = Bound<int32_t>(lowest);
       break;

@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <complex>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -43,8 +44,9 @@ bool IsReductionDefined(DType dtype, ReduceKind kind) {
   bool bitwise = kind == ReduceKind::kAnd || kind == ReduceKind::kOr;
   bool arithmetic = kind == ReduceKind::kSum || kind == ReduceKind::kProduct;
   if (IsFloating(dtype)) return !bitwise;
+  if (IsComplex(dtype)) return arithmetic;  // complex numbers have no order
   if (dtype == DType::kPred) return !arithmetic;
-  return true;
+  return dtype != DType::kToken;
 }
 
 std::string_view CollectiveName(Collective collective) {
@@ -70,8 +72,9 @@ T Sum(T a, T b) {
 template <typename T>
 T Product(T a, T b) {
   if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+    using U = std::common_type_t<std::make_unsigned_t<T>, unsigned>;  // no promotion to int
+    return static_cast<T>(U(static_cast<std::make_unsigned_t<T>>(a)) *
+                          U(static_cast<std::make_unsigned_t<T>>(b)));
   } else {
     return a * b;
   }
@@ -125,9 +128,11 @@ void FoldKind(ReduceKind kind, std::span<const void* const> inputs, int64_t offs
     case ReduceKind::kProduct:
       return fold(Product<Acc>);
     case ReduceKind::kMax:
-      return fold(Max<Acc>);
     case ReduceKind::kMin:
-      return fold(Min<Acc>);
+      if constexpr (std::is_arithmetic_v<Acc>) {
+        return kind == ReduceKind::kMax ? fold(Max<Acc>) : fold(Min<Acc>);
+      }
+      break;
     case ReduceKind::kAnd:
     case ReduceKind::kOr:
       if constexpr (std::is_integral_v<Acc>) {
@@ -160,6 +165,16 @@ void ReduceInOrder(DType dtype, ReduceKind kind, std::span<const void* const> in
       return FoldSame<uint8_t>(kind, inputs, offset, output, count);
     case DType::kS8:
       return FoldSame<int8_t>(kind, inputs, offset, output, count);
+    case DType::kS16:
+      return FoldSame<int16_t>(kind, inputs, offset, output, count);
+    case DType::kU16:
+      return FoldSame<uint16_t>(kind, inputs, offset, output, count);
+    case DType::kC64:
+      return FoldSame<std::complex<float>>(kind, inputs, offset, output, count);
+    case DType::kC128:
+      return FoldSame<std::complex<double>>(kind, inputs, offset, output, count);
+    case DType::kToken:
+      return;
     case DType::kS32:
       return FoldSame<int32_t>(kind, inputs, offset, output, count);
     case DType::kS64:

@@ -80,6 +80,7 @@ KernelInfo MakeConditionalKernel(const Instruction& inst, ThreadPool& pool) {
 
 KernelInfo MakeKernel(const Instruction& inst, ThreadPool& pool) {
   Opcode op = inst.opcode();
+  if (RunsOnComplexKernels(inst)) return MakeComplexKernel(inst, pool);
   if (hlo::IsElementwiseUnary(op) || hlo::IsElementwiseBinary(op))
     return MakeElementwiseKernel(inst, pool);
   switch (op) {
@@ -138,6 +139,8 @@ KernelInfo MakeKernel(const Instruction& inst, ThreadPool& pool) {
             inst.shape().ToString());
       }
       return MakeDataMovementKernel(inst, pool);
+    case Opcode::kAfterAll:  // a token holds nothing: ordering is all it does
+      return {[](const KernelArgs&) {}};
     case Opcode::kPartitionId:
     case Opcode::kReplicaId:
     case Opcode::kAllReduce:
@@ -260,6 +263,9 @@ class Planner {
             continue;
           }
           break;
+        case Opcode::kAddDependency:  // its first operand's slots: the token only orders
+          out = leaves_.at(inst->operand(0));
+          continue;
         case Opcode::kGetTupleElement: {
           const Shape& t = inst->operand(0)->shape();
           int64_t begin = LeafOffset(t, inst->tuple_index);

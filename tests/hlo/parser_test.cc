@@ -427,6 +427,27 @@ std::unique_ptr<Module> ManualProgram() {
   return m;
 }
 
+// Complex numbers (a c64 constant, parts, complex) and tokens (after-all,
+// add-dependency).
+std::unique_ptr<Module> ComplexTokenProgram() {
+  auto m = std::make_unique<Module>("complex_tokens");
+  Builder e("main");
+  auto op = [&](Opcode opcode, std::vector<Instruction*> operands) {
+    return e.Add(std::make_unique<Instruction>(opcode, Shape(), std::move(operands)));
+  };
+  auto* x = e.Parameter(0, Shape(DType::kF32, {2}), "x");
+  auto* y = e.Parameter(1, Shape(DType::kF32, {2}), "y");
+  Literal rotation(Shape(DType::kC64, {2}));
+  rotation.SetComplex(0, 0, 1);
+  rotation.SetComplex(1, -0.5, 2.25);
+  auto* z = e.Multiply(op(Opcode::kComplex, {x, y}), e.Constant(rotation));
+  auto* start = op(Opcode::kAfterAll, {});
+  auto* joined = op(Opcode::kAfterAll, {start, start});
+  auto* re = op(Opcode::kAddDependency, {op(Opcode::kReal, {z}), joined});
+  m->AddEntryComputation(e.Build(e.Tuple({re, op(Opcode::kImag, {z})})));
+  return m;
+}
+
 std::vector<std::pair<std::string, ProgramFactory>> Programs() {
   return {{"unary", UnaryProgram},
           {"conditional", ConditionalProgram},
@@ -446,7 +467,8 @@ std::vector<std::pair<std::string, ProgramFactory>> Programs() {
           {"call_rng_sharding", CallRngShardingProgram},
           {"nested_tuple", NestedTupleProgram},
           {"collectives", CollectivesProgram},
-          {"manual", ManualProgram}};
+          {"manual", ManualProgram},
+          {"complex_tokens", ComplexTokenProgram}};
 }
 
 TEST(ParserRoundTrip, EveryProgramPrintsIdentically) {

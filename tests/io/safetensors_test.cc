@@ -103,6 +103,8 @@ const std::vector<DTypeCase>& DTypeCases() {
       {DType::kPred, "BOOL", {3}, {1, 0, 1}},
       {DType::kU32, "U32", {1}, {0xEF, 0xBE, 0xAD, 0xDE}},  // 0xDEADBEEF
       {DType::kU64, "U64", {1}, {0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF}},
+      {DType::kS16, "I16", {2}, {0x00, 0x80, 0xFF, 0x7F}},  // -32768, 32767
+      {DType::kU16, "U16", {1}, {0x00, 0x3C}},              // 15360 (f16's 1.0 bits)
   };
   return cases;
 }
@@ -114,7 +116,11 @@ TEST(SafetensorsDType, NamesMapBothWays) {
     EXPECT_EQ(DTypeFromSafetensorsName(c.name), c.dtype) << c.name;
     seen.insert(c.dtype);
   }
-  EXPECT_EQ(seen.size(), static_cast<size_t>(kNumDTypes));
+  // Every tensor dtype: all but c64, c128 and token, which lazy tensors never hold.
+  EXPECT_EQ(seen.size(), static_cast<size_t>(kNumDTypes - 3));
+  for (DType t : {DType::kC64, DType::kC128, DType::kToken}) {
+    EXPECT_THROW(SafetensorsName(t), Error);
+  }
   EXPECT_EQ(DTypeFromSafetensorsName("f32"), std::nullopt);
   EXPECT_EQ(DTypeFromSafetensorsName("F8_E4M3"), std::nullopt);
   EXPECT_EQ(DTypeFromSafetensorsName(""), std::nullopt);

@@ -88,24 +88,43 @@ TEST_P(Promotion, TensorTensor) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Lazy, Promotion,
-    ::testing::Values(PromotionCase{DType::kPred, DType::kS32, DType::kS32},
-                      PromotionCase{DType::kPred, DType::kU8, DType::kU8},
-                      PromotionCase{DType::kPred, DType::kF32, DType::kF32},
-                      PromotionCase{DType::kPred, DType::kPred, DType::kPred},
-                      PromotionCase{DType::kS32, DType::kF32, DType::kF32},
-                      PromotionCase{DType::kS64, DType::kF32, DType::kF32},
-                      PromotionCase{DType::kS64, DType::kF16, DType::kF16},
-                      PromotionCase{DType::kS32, DType::kS64, DType::kS64},
-                      PromotionCase{DType::kS8, DType::kS32, DType::kS32},
-                      // torch gives s16 here; strata has no s16, so the next wider
-                      PromotionCase{DType::kU8, DType::kS8, DType::kS32},
-                      PromotionCase{DType::kU8, DType::kS32, DType::kS32},
-                      PromotionCase{DType::kU32, DType::kS32, DType::kS64},
-                      PromotionCase{DType::kF32, DType::kF64, DType::kF64},
-                      PromotionCase{DType::kF16, DType::kBF16, DType::kF32},
-                      PromotionCase{DType::kF16, DType::kF32, DType::kF32}));
+INSTANTIATE_TEST_SUITE_P(Lazy, Promotion,
+                         ::testing::Values(PromotionCase{DType::kPred, DType::kS32, DType::kS32},
+                                           PromotionCase{DType::kPred, DType::kU8, DType::kU8},
+                                           PromotionCase{DType::kPred, DType::kF32, DType::kF32},
+                                           PromotionCase{DType::kPred, DType::kPred, DType::kPred},
+                                           PromotionCase{DType::kS32, DType::kF32, DType::kF32},
+                                           PromotionCase{DType::kS64, DType::kF32, DType::kF32},
+                                           PromotionCase{DType::kS64, DType::kF16, DType::kF16},
+                                           PromotionCase{DType::kS32, DType::kS64, DType::kS64},
+                                           PromotionCase{DType::kS8, DType::kS32, DType::kS32},
+                                           PromotionCase{DType::kU8, DType::kS8,
+                                                         DType::kS16},  // torch's
+                                           PromotionCase{DType::kU16, DType::kS16, DType::kS32},
+                                           PromotionCase{DType::kU8, DType::kS16, DType::kS16},
+                                           PromotionCase{DType::kU8, DType::kS32, DType::kS32},
+                                           PromotionCase{DType::kU32, DType::kS32, DType::kS64},
+                                           PromotionCase{DType::kF32, DType::kF64, DType::kF64},
+                                           PromotionCase{DType::kF16, DType::kBF16, DType::kF32},
+                                           PromotionCase{DType::kF16, DType::kF32, DType::kF32}));
+
+// Complex numbers and tokens exist in HLO programs only: a lazy tensor of
+// either is an Error, never a tensor whose gradients would be real ones.
+TEST(Elementwise, ComplexAndTokenTensorsAreRefused) {
+  Tensor x = Tensor::FromVector<float>({1, 2}, {2});
+  for (DType t : {DType::kC64, DType::kC128, DType::kToken}) {
+    SCOPED_TRACE(std::string(DTypeName(t)));
+    try {
+      Tensor bad = astype(x, t);
+      ADD_FAILURE() << "astype gave " << bad.shape().ToString();
+    } catch (const Error& e) {
+      // A token fails the convert's shape rule first (no op makes one from data).
+      const std::string expected =
+          t == DType::kToken ? "cannot make token[2]" : "not supported by the lazy tensor API";
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  }
+}
 
 TEST(Elementwise, ScalarPromotion) {
   Tensor f32 = Tensor::FromVector<float>({2, 4}, {2});

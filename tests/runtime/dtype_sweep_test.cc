@@ -49,8 +49,8 @@ constexpr Types Of(std::initializer_list<DType> types) {
 }
 bool In(Types set, DType t) { return (set >> static_cast<int>(t)) & 1; }
 constexpr Types kPredOnly = Of({DType::kPred});
-constexpr Types kIntegers =
-    Of({DType::kS8, DType::kS32, DType::kS64, DType::kU8, DType::kU32, DType::kU64});
+constexpr Types kIntegers = Of({DType::kS8, DType::kS16, DType::kS32, DType::kS64, DType::kU8,
+                                DType::kU16, DType::kU32, DType::kU64});
 constexpr Types kHalves = Of({DType::kF16, DType::kBF16});
 constexpr Types kFloats = kHalves | Of({DType::kF32, DType::kF64});
 constexpr Types kNumeric = kIntegers | kFloats;
@@ -96,6 +96,7 @@ std::vector<Real> Corners(DType t) {
       0, -0.0L, 1, -1, 0.5, -0.5, 1.5, 2.5, -2.5, 7, -7, 100, -100,
       127, -128, 128, 200, 255, 255.5, 256, 257, 259, 300, -129,          // 8-bit, bf16 ties
       2049, 2051, 65504, 65519, 65520, 65535, 65537,                      // f16 ties and overflow
+      32767, -32768, 32768, -32769, 65536, 40000.5,                       // 16-bit
       p2(24) + 1, p2(31) - 1, -p2(31), p2(31), p2(32) - 1, p2(32),        // f32 ties, 32-bit
       p2(53) + 1, p2(63) - 1, -p2(63), p2(63), p2(64) - 1, p2(64), 1.8e19L,  // f64, 64-bit
       1e10, -1e10, 1e20, p2(100), 1e300, -1e300,
@@ -117,7 +118,7 @@ struct Row {
 // bitcast-convert keeps the bits: XLA allows equal bit widths (pred has one).
 Types SameWidth(DType t) {
   for (Types group :
-       {kPredOnly, Of({DType::kS8, DType::kU8}), kHalves,
+       {kPredOnly, Of({DType::kS8, DType::kU8}), kHalves | Of({DType::kS16, DType::kU16}),
         Of({DType::kS32, DType::kU32, DType::kF32}), Of({DType::kS64, DType::kU64, DType::kF64})}) {
     if (In(group, t)) return group;
   }
@@ -132,7 +133,8 @@ std::vector<Row> Table() {
            "parameter", "constant", "broadcast", "reshape", "transpose", "copy", "slice",
            "dynamic-slice", "dynamic-update-slice", "concatenate", "pad", "reverse", "select",
            "gather", "scatter overwrite", "tuple", "get-tuple-element", "while", "conditional", "call",
-           "opt-barrier", "custom-call", "all-gather", "all-to-all", "collective-permute"}) {
+           "opt-barrier", "custom-call", "all-gather", "all-to-all", "collective-permute",
+           "add-dependency"}) {
     // clang-format on
     rows.push_back({op, kAll});
   }
@@ -148,6 +150,10 @@ std::vector<Row> Table() {
       {"compare", kAll},
       {"clamp", kAll},
       {"is-finite", kFloats},
+      {"real", kFloats},
+      {"imag", kFloats},
+      {"complex", Of({DType::kF32, DType::kF64})},
+      {"after-all", 0},  // tokens only
       {"reduce add", kNumeric},
       {"reduce multiply", kNumeric},
       {"reduce maximum", kNumeric},
@@ -1047,6 +1053,53 @@ void OptimizationBarrier(Sweep& s, DType t) {
   s.Check("opt-barrier", t, Module(entry), {a, b}, {a, b});
 }
 
+// real and imag of a real number: the number and 0 (XLA); complex takes two
+// f32 or f64 parts (complex_test.cc checks the complex types themselves).
+void RealPart(Sweep& s, DType t) {
+  const Array x = Sample(t, {4});
+  s.Check("real", t, Module("  x = $t[4] parameter(0)\n  ROOT r = $t[4] real(x)\n"), {x}, {x});
+}
+void ImagPart(Sweep& s, DType t) {
+  const Array x = Sample(t, {4});
+  s.Check("imag", t, Module("  x = $t[4] parameter(0)\n  ROOT r = $t[4] imag(x)\n"), {x},
+          {Array(t, {4})});
+}
+void ComplexOf(Sweep& s, DType t) {
+  const Array re = Sample(t, {3}), im = Sample(t, {3}, 1);
+  const DType c = t == DType::kF64 ? DType::kC128 : DType::kC64;
+  const std::string entry = Hlo(R"(  re = $t[3] parameter(0)
+  im = $t[3] parameter(1)
+  ROOT r = $c[3] complex(re, im)
+)",
+                                {{"$c", Name(c)}});
+  // Each element is its two parts side by side, real first (of f32 / f64,
+  // the types the row accepts; others are rejected before any run).
+  Array z(c, {3});
+  const int64_t part = DTypeSize(t);
+  for (int64_t i = 0; i < 3 && 2 * part == DTypeSize(c); ++i) {
+    std::memcpy(z.at(i), re.at(i), part);
+    std::memcpy(z.at(i) + part, im.at(i), part);
+  }
+  s.Check("complex", t, Module(entry), {re, im}, {z});
+}
+
+// A value made to wait for a token: the value, bit for bit; after-all joins
+// tokens only, so an operand of any other type is rejected.
+void AddDependency(Sweep& s, DType t) {
+  const std::string entry = R"(  x = $t[3] parameter(0)
+  first = token[] after-all()
+  both = token[] after-all(first, first)
+  ROOT r = $t[3] add-dependency(x, both)
+)";
+  const Array x = Sample(t, {3});
+  s.Check("add-dependency", t, Module(entry), {x}, {x});
+}
+void AfterAll(Sweep& s, DType t) {
+  const Array x = Sample(t, {3});
+  s.Check("after-all", t, Module("  x = $t[3] parameter(0)\n  ROOT r = token[] after-all(x)\n"),
+          {x}, {});
+}
+
 // A manual region's boundary in a program run whole on one device (no
 // partitioner): the identity when it keeps the shape.
 void CustomCall(Sweep& s, DType t) {
@@ -1211,7 +1264,9 @@ const std::map<Opcode, Case> kCases = {
     {Opcode::kScatter, Scatter}, {Opcode::kTuple, Tuple},
     {Opcode::kGetTupleElement, GetTupleElement}, {Opcode::kWhile, While}, {Opcode::kConditional, Conditional}, {Opcode::kCall, Call},
     {Opcode::kFusion, Fusion}, {Opcode::kOptimizationBarrier, OptimizationBarrier},
-    {Opcode::kCustomCall, CustomCall},
+    {Opcode::kCustomCall, CustomCall}, {Opcode::kReal, RealPart}, {Opcode::kImag, ImagPart},
+    {Opcode::kComplex, ComplexOf}, {Opcode::kAddDependency, AddDependency},
+    {Opcode::kAfterAll, AfterAll},
     {Opcode::kRngBitGenerator, RngBitGenerator}, {Opcode::kPartitionId, PartitionId},
     {Opcode::kReplicaId, ReplicaId}, {Opcode::kAllReduce, AllReduce},
     {Opcode::kAllGather, AllGather}, {Opcode::kReduceScatter, ReduceScatter},

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "strata/core/error.h"
@@ -43,9 +44,14 @@ class Literal {
     return reinterpret_cast<const T*>(bytes_.data());
   }
 
-  // Element i converted to double (for printing, folding and tests).
+  // Element i converted to double (for printing, folding and tests). A
+  // complex element is its real part when its imaginary part is 0 and NaN
+  // otherwise (no double equals it); SetFromDouble gives it imaginary part 0.
   double GetAsDouble(int64_t i) const;
   void SetFromDouble(int64_t i, double value);
+  // Element i of a c64 / c128 literal as (real, imaginary).
+  std::pair<double, double> GetComplex(int64_t i) const;
+  void SetComplex(int64_t i, double real, double imaginary);
   // Exact element equality of shape and bytes.
   bool operator==(const Literal& other) const {
     return shape_ == other.shape_ && bytes_ == other.bytes_;

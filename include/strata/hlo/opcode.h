@@ -58,6 +58,9 @@ namespace strata::hlo {
   V(kSelect, "select", Other) \
   V(kCompare, "compare", Other) \
   V(kClamp, "clamp", Other) \
+  V(kReal, "real", Other) \
+  V(kImag, "imag", Other) \
+  V(kComplex, "complex", Other) \
   /* elementwise unary: types, float kernel, integer kernel, vector kernel, vjp */ \
   V(kNegate, "negate", Unary, Numeric, \
     -x, WrapNegate(x), nullptr, \
@@ -172,6 +175,8 @@ namespace strata::hlo {
   V(kFusion, "fusion", Other) \
   V(kOptimizationBarrier, "opt-barrier", Other) \
   V(kCustomCall, "custom-call", Other) \
+  V(kAfterAll, "after-all", Other) \
+  V(kAddDependency, "add-dependency", Other) \
   V(kRngBitGenerator, "rng-bit-generator", Other) \
   V(kPartitionId, "partition-id", Collective) \
   V(kReplicaId, "replica-id", Collective) \
@@ -208,6 +213,11 @@ constexpr bool TakesIntegers(ElementTypes t) {
          t == ElementTypes::kIntegerOrPred;
 }
 constexpr bool TakesPred(ElementTypes t) { return t == ElementTypes::kIntegerOrPred; }
+// Whether op takes c64 / c128 operands (XLA's complex arithmetic: +, -, *, /,
+// power, negate, abs (to the part type), sign, exp, expm1, log, log1p, sqrt,
+// rsqrt, sin, cos, tanh, logistic; compare EQ / NE; select, convert, dot,
+// reduce, sort by a comparator, and every op that only moves data).
+bool TakesComplex(Opcode op);
 
 enum class Comparison : uint8_t { kEq, kNe, kLt, kLe, kGt, kGe };
 // XLA's compare `type=`: kDefault orders as the element type does (IEEE for

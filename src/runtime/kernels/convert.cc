@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <complex>
 #include <cstring>
 #include <limits>
 #include <type_traits>
@@ -17,8 +18,9 @@ namespace {
 // Loads element i of `dtype` as a wide value of type W.
 template <typename W, typename T>
 W Widen(T v, DType dtype) {
-  if constexpr (std::is_same_v<T, uint16_t>) {
-    float f = dtype == DType::kF16 ? hlo::HalfToFloat(v) : hlo::BFloat16ToFloat(v);
+  if constexpr (std::is_same_v<T, HalfBits>) {
+    const auto bits = static_cast<uint16_t>(v);
+    float f = dtype == DType::kF16 ? hlo::HalfToFloat(bits) : hlo::BFloat16ToFloat(bits);
     return static_cast<W>(f);
   } else {
     return static_cast<W>(v);
@@ -50,21 +52,21 @@ float ToFloatRoundingToOdd(From v) {
 template <typename To, typename From>
 To ConvertOne(From v, DType from, DType to) {
   if constexpr (std::is_same_v<To, bool>) {
-    if constexpr (std::is_same_v<From, uint16_t>) return Widen<float>(v, from) != 0.0f;
+    if constexpr (std::is_same_v<From, HalfBits>) return Widen<float>(v, from) != 0.0f;
     return v != From(0);
-  } else if constexpr (std::is_same_v<To, uint16_t>) {
+  } else if constexpr (std::is_same_v<To, HalfBits>) {
     float f;
-    if constexpr (std::is_same_v<From, uint16_t>) {
+    if constexpr (std::is_same_v<From, HalfBits>) {
       f = Widen<float>(v, from);  // exact
     } else {
       f = ToFloatRoundingToOdd(v);
     }
-    return to == DType::kF16 ? hlo::FloatToHalf(f) : hlo::FloatToBFloat16(f);
+    return HalfBits{to == DType::kF16 ? hlo::FloatToHalf(f) : hlo::FloatToBFloat16(f)};
   } else if constexpr (std::is_floating_point_v<To>) {
     return Widen<To>(v, from);
   } else {
     // Integer target: from floating point saturate, NaN -> 0.
-    if constexpr (std::is_floating_point_v<From> || std::is_same_v<From, uint16_t>) {
+    if constexpr (std::is_floating_point_v<From> || std::is_same_v<From, HalfBits>) {
       double d = Widen<double>(v, from);
       if (std::isnan(d)) return 0;
       if (d <= static_cast<double>(std::numeric_limits<To>::min()))
@@ -76,6 +78,41 @@ To ConvertOne(From v, DType from, DType to) {
       return static_cast<To>(v);  // integer to integer wraps (two's complement)
     }
   }
+}
+
+// To a complex type: from a real or integer one the imaginary part is 0;
+// between c64 and c128 each part converts (complex to real is rejected by
+// the shape rule, as in XLA: real() and imag() say which part).
+template <typename Part>
+Kernel ToComplex(DType from, int64_t n, ThreadPool* pool) {
+  using C = std::complex<Part>;
+  if (IsComplex(from)) {
+    return [=](const KernelArgs& a) {
+      auto* out = reinterpret_cast<C*>(a.outputs[0]);
+      auto convert = [&](auto* x) {
+        pool->ParallelFor(n, kElementwiseGrain, [&](int64_t lo, int64_t hi) {
+          for (int64_t i = lo; i < hi; ++i)
+            out[i] = C(static_cast<Part>(x[i].real()), static_cast<Part>(x[i].imag()));
+        });
+      };
+      if (from == DType::kC64) {
+        convert(reinterpret_cast<const std::complex<float>*>(a.operands[0]));
+      } else {
+        convert(reinterpret_cast<const std::complex<double>*>(a.operands[0]));
+      }
+    };
+  }
+  return DispatchAnyType(from, [&](auto from_tag) -> Kernel {
+    using From = typename decltype(from_tag)::type;
+    return [=](const KernelArgs& a) {
+      auto* x = reinterpret_cast<const From*>(a.operands[0]);
+      auto* out = reinterpret_cast<C*>(a.outputs[0]);
+      pool->ParallelFor(n, kElementwiseGrain, [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i)
+          out[i] = C(ConvertOne<Part, From>(x[i], from, DTypeOf<Part>::value));
+      });
+    };
+  });
 }
 
 }  // namespace
@@ -91,6 +128,9 @@ KernelInfo MakeConvertKernel(const hlo::Instruction& inst, ThreadPool& pool_ref)
       if (a.outputs[0] != a.operands[0]) std::memcpy(a.outputs[0], a.operands[0], bytes);
     }};
   }
+  if (to == DType::kC64) return {ToComplex<float>(from, n, pool)};
+  if (to == DType::kC128) return {ToComplex<double>(from, n, pool)};
+  if (IsComplex(from)) UnsupportedType(inst, from);
   return {DispatchAnyType(from, [&](auto from_tag) -> Kernel {
     using From = typename decltype(from_tag)::type;
     return DispatchAnyType(to, [&](auto to_tag) -> Kernel {

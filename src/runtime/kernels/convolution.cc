@@ -512,6 +512,10 @@ KernelInfo MakeConvolutionKernel(const hlo::Instruction& inst, ThreadPool& pool)
       return {GemmConvolution<double>(g, &pool)};
     case DType::kS8:
       return {DirectConvolution<int8_t>(g, &pool)};
+    case DType::kS16:
+      return {DirectConvolution<int16_t>(g, &pool)};
+    case DType::kU16:
+      return {DirectConvolution<uint16_t>(g, &pool)};
     case DType::kS32:
       return {DirectConvolution<int32_t>(g, &pool)};
     case DType::kS64:

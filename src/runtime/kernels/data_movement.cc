@@ -40,8 +40,10 @@ void Fill(int64_t element_size, uint8_t* dst, int64_t n, const uint8_t* value) {
       return FillTyped<uint16_t>(dst, n, value);
     case 4:
       return FillTyped<uint32_t>(dst, n, value);
-    default:
+    case 8:
       return FillTyped<uint64_t>(dst, n, value);
+    default:
+      return FillTyped<Element16>(dst, n, value);
   }
 }
 
@@ -136,8 +138,11 @@ void CopyStrided(int64_t es, std::span<const int64_t> dims_in, const uint8_t* sr
           case 4:
             InnerCopy<uint32_t>(inner, s, inner_ss, d, inner_ds);
             break;
-          default:
+          case 8:
             InnerCopy<uint64_t>(inner, s, inner_ss, d, inner_ds);
+            break;
+          default:
+            InnerCopy<Element16>(inner, s, inner_ss, d, inner_ds);
             break;
         }
       }
@@ -213,9 +218,9 @@ KernelInfo MakeDataMovementKernel(const hlo::Instruction& inst, ThreadPool& pool
             T* o = reinterpret_cast<T*>(a.outputs[0]);
             std::vector<T> values(size);
             for (int64_t v = 0; v < size; ++v) {
-              if constexpr (std::is_same_v<T, uint16_t>) {  // f16 / bf16, exact below 2^24
+              if constexpr (std::is_same_v<T, HalfBits>) {  // f16 / bf16, exact below 2^24
                 const auto f = static_cast<float>(v);
-                values[v] = f16 ? hlo::FloatToHalf(f) : hlo::FloatToBFloat16(f);
+                values[v] = HalfBits{f16 ? hlo::FloatToHalf(f) : hlo::FloatToBFloat16(f)};
               } else {
                 values[v] = static_cast<T>(v);
               }
@@ -249,6 +254,8 @@ KernelInfo MakeDataMovementKernel(const hlo::Instruction& inst, ThreadPool& pool
             return {fill(TypeTag<uint32_t>{})};
           case 8:
             return {fill(TypeTag<uint64_t>{})};
+          case 16:
+            return {fill(TypeTag<Element16>{})};
           default:
             break;
         }

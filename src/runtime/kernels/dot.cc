@@ -7,6 +7,7 @@
 // whichever of its rows or columns re-packs less (a row piece packs all of
 // B, a column piece all of A).
 #include <algorithm>
+#include <complex>
 #include <cstring>
 #include <numeric>
 
@@ -120,7 +121,7 @@ KernelInfo MakeDotKernel(const hlo::Instruction& inst, ThreadPool& pool_ref) {
                             Concat({&d.rhs_batch, &rhs_free, &d.rhs_contracting}));
   int64_t es = DTypeSize(dtype);
   int64_t out_bytes = inst.shape().byte_size();
-  auto run = DispatchAnyType(dtype, [&](auto tag) -> Kernel {
+  auto make = [&](auto tag) -> Kernel {
     using T = typename decltype(tag)::type;
     return [=](const KernelArgs& a) {
       if (out_bytes == 0) return;  // M, N or batch is 0; sgemm rejects zero leading dimensions
@@ -128,7 +129,7 @@ KernelInfo MakeDotKernel(const hlo::Instruction& inst, ThreadPool& pool_ref) {
       const T* B = reinterpret_cast<const T*>(Prepare(rv, a.operands[1], a.scratch + lv.bytes, es));
       T* C = reinterpret_cast<T*>(a.outputs[0]);
       if (k == 0) {
-        std::memset(C, 0, out_bytes);
+        std::memset(static_cast<void*>(C), 0, out_bytes);
         return;
       }
       if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
@@ -165,14 +166,17 @@ KernelInfo MakeDotKernel(const hlo::Instruction& inst, ThreadPool& pool_ref) {
         const T* Ab = A + b * m * k;
         const T* Bb = B + b * k * n;
         T* Cb = C + b * m * n;
-        if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, uint16_t>) {
+        if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, HalfBits>) {
           Fail("[runtime] unsupported dot type");
         } else {
           LoopGemm<T>(m, n, k, Ab, lv.transposed, Bb, rv.transposed, Cb, *pool);
         }
       }
     };
-  });
+  };
+  Kernel run = dtype == DType::kC64    ? make(TypeTag<std::complex<float>>{})
+               : dtype == DType::kC128 ? make(TypeTag<std::complex<double>>{})
+                                       : DispatchAnyType(dtype, make);
   return {run, lv.bytes + rv.bytes};
 }
 

@@ -195,7 +195,7 @@ KernelInfo MakeElementwiseKernel(const hlo::Instruction& inst, ThreadPool& pool_
   DType operand_type = inst.operand(op == Opcode::kSelect ? 1 : 0)->shape().dtype();
   if (IsHalfType(operand_type) && op != Opcode::kSelect) UnsupportedType(inst, operand_type);
   if (hlo::IsElementwiseUnary(op)) {
-    return {DispatchAnyType(operand_type, [&](auto tag) -> Kernel {
+    return {DispatchArithmeticType(inst, operand_type, [&](auto tag) -> Kernel {
       using T = typename decltype(tag)::type;
       return [=](const KernelArgs& a) {
         RunUnary<T>(op, reinterpret_cast<const T*>(a.operands[0]),
@@ -205,7 +205,7 @@ KernelInfo MakeElementwiseKernel(const hlo::Instruction& inst, ThreadPool& pool_
   }
   if (hlo::IsElementwiseBinary(op)) {
     ScalarOperands scalar{IsScalarBroadcast(*inst.operand(0)), IsScalarBroadcast(*inst.operand(1))};
-    return {DispatchAnyType(operand_type, [&](auto tag) -> Kernel {
+    return {DispatchArithmeticType(inst, operand_type, [&](auto tag) -> Kernel {
       using T = typename decltype(tag)::type;
       return [=](const KernelArgs& a) {
         RunBinary<T>(op, reinterpret_cast<const T*>(a.operands[0]),
@@ -292,7 +292,7 @@ KernelInfo MakeElementwiseKernel(const hlo::Instruction& inst, ThreadPool& pool_
     case Opcode::kClamp: {
       bool scalar_lo = inst.operand(0)->shape().is_scalar();
       bool scalar_hi = inst.operand(2)->shape().is_scalar();
-      return {DispatchAnyType(operand_type, [&](auto tag) -> Kernel {
+      return {DispatchArithmeticType(inst, operand_type, [&](auto tag) -> Kernel {
         using T = typename decltype(tag)::type;
         return [=](const KernelArgs& a) {
           auto* lo_p = reinterpret_cast<const T*>(a.operands[0]);

@@ -57,21 +57,29 @@ T FloatMin(T a, T b) {
 // Integers wrap (signed overflow is undefined in C++): computed unsigned.
 template <typename T>
 using Unsigned = std::make_unsigned_t<std::conditional_t<std::is_same_v<T, bool>, uint8_t, T>>;
+// The word the arithmetic runs in: at least unsigned int, since narrower
+// types promote to (signed) int, where u16 65535 * 65535 would overflow.
+template <typename T>
+using Word = std::common_type_t<Unsigned<T>, unsigned>;
+template <typename T>
+Word<T> AsWord(T x) {
+  return static_cast<Unsigned<T>>(x);
+}
 template <typename T>
 T WrapNegate(T x) {
-  return static_cast<T>(Unsigned<T>(0) - static_cast<Unsigned<T>>(x));
+  return static_cast<T>(Word<T>(0) - AsWord(x));
 }
 template <typename T>
 T WrapAdd(T a, T b) {
-  return static_cast<T>(static_cast<Unsigned<T>>(a) + static_cast<Unsigned<T>>(b));
+  return static_cast<T>(AsWord(a) + AsWord(b));
 }
 template <typename T>
 T WrapSubtract(T a, T b) {
-  return static_cast<T>(static_cast<Unsigned<T>>(a) - static_cast<Unsigned<T>>(b));
+  return static_cast<T>(AsWord(a) - AsWord(b));
 }
 template <typename T>
 T WrapMultiply(T a, T b) {
-  return static_cast<T>(static_cast<Unsigned<T>>(a) * static_cast<Unsigned<T>>(b));
+  return static_cast<T>(AsWord(a) * AsWord(b));
 }
 template <typename T>
 T IntegerAbs(T x) {
@@ -118,9 +126,9 @@ T IntegerPower(T base, T exponent) {
   if constexpr (std::is_signed_v<T>) {
     if (exponent < 0) return base == 1 ? 1 : 0;
   }
-  using U = Unsigned<T>;
-  U result = 1, b = static_cast<U>(base);
-  auto e = static_cast<U>(exponent);
+  using U = Word<T>;
+  U result = 1, b = AsWord(base);
+  U e = AsWord(exponent);
   while (e) {
     if (e & 1) result *= b;
     b *= b;
@@ -132,10 +140,7 @@ T IntegerPower(T base, T exponent) {
 // Shifts by the bit width or more give 0 (or the sign, arithmetic).
 template <typename T>
 T ShiftLeft(T a, T b) {
-  using U = Unsigned<T>;
-  return static_cast<U>(b) >= static_cast<U>(sizeof(T) * 8)
-             ? T(0)
-             : static_cast<T>(static_cast<U>(a) << b);
+  return AsWord(b) >= sizeof(T) * 8 ? T(0) : static_cast<T>(AsWord(a) << AsWord(b));
 }
 template <typename T>
 T ShiftRightLogical(T a, T b) {

@@ -59,7 +59,9 @@ template <typename T>
 struct Combiner {
   Opcode op;  // kParameter means "overwrite with the update"
   T operator()(T a, T b) const {
-    if constexpr (std::is_same_v<T, bool>) {
+    if constexpr (std::is_same_v<T, HalfBits>) {  // overwrite only (MakeScatterKernel checks)
+      return b;
+    } else if constexpr (std::is_same_v<T, bool>) {
       return op == Opcode::kAdd || op == Opcode::kOr || op == Opcode::kMaximum ? (a || b)
              : op == Opcode::kParameter                                        ? b
                                                                                : (a && b);
@@ -233,7 +235,10 @@ KernelInfo MakeScatterKernel(const hlo::Instruction& inst, ThreadPool& pool,
       }
     }
   };
-  if (simple) {
+  if (simple && !IsComplex(dtype)) {
+    // f16 / bf16 arithmetic is widened to f32 before this; their bits only move.
+    if ((dtype == DType::kF16 || dtype == DType::kBF16) && *simple != Opcode::kParameter)
+      UnsupportedType(inst, dtype);
     return {DispatchAnyType(dtype, [&](auto tag) -> Kernel {
       using T = typename decltype(tag)::type;
       Combiner<T> f{*simple};

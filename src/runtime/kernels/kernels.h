@@ -56,6 +56,10 @@ inline constexpr int64_t kElementwiseGrain = 1 << 15;
 // set (isa.h); these build the one KernelIsa() names.
 KernelInfo MakeElementwiseKernel(const hlo::Instruction& inst, ThreadPool& pool);
 KernelInfo MakeConvertKernel(const hlo::Instruction& inst, ThreadPool& pool);
+// complex.cc: real, imag, complex, and the elementwise ops, compares and
+// selects of c64 / c128 operands (RunsOnComplexKernels says which).
+bool RunsOnComplexKernels(const hlo::Instruction& inst);
+KernelInfo MakeComplexKernel(const hlo::Instruction& inst, ThreadPool& pool);
 KernelInfo MakeDataMovementKernel(const hlo::Instruction& inst, ThreadPool& pool);
 KernelInfo MakeReduceKernel(const hlo::Instruction& inst, ThreadPool& pool,
                             ScalarFunction to_apply);
@@ -120,8 +124,9 @@ void CopyStrided(int64_t element_size, std::span<const int64_t> dims, const uint
 template <typename T>
 T WrappingAdd(T a, T b) {
   if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+    using U = std::common_type_t<std::make_unsigned_t<T>, unsigned>;  // no promotion to int
+    return static_cast<T>(U(static_cast<std::make_unsigned_t<T>>(a)) +
+                          U(static_cast<std::make_unsigned_t<T>>(b)));
   } else {
     return static_cast<T>(a + b);
   }
@@ -129,8 +134,9 @@ T WrappingAdd(T a, T b) {
 template <typename T>
 T WrappingMultiply(T a, T b) {
   if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+    using U = std::common_type_t<std::make_unsigned_t<T>, unsigned>;  // no promotion to int
+    return static_cast<T>(U(static_cast<std::make_unsigned_t<T>>(a)) *
+                          U(static_cast<std::make_unsigned_t<T>>(b)));
   } else {
     return static_cast<T>(a * b);
   }
@@ -141,8 +147,20 @@ struct TypeTag {
   using type = T;
 };
 
-// Calls f(TypeTag<T>{}) for the C++ type of a storage dtype (f16/bf16 are
-// passed as uint16_t bit patterns).
+// f16 and bf16 elements as kernels see them: bit patterns, with no
+// arithmetic (the widening pass computes in f32), so a u16 kernel can never
+// be handed one by mistake.
+enum class HalfBits : uint16_t {};
+
+// A c128 element as kernels that only move data see it (c64 moves as a
+// uint64_t): copy loops pick their word by element size, 1 to 16 bytes.
+struct Element16 {
+  uint64_t low, high;
+};
+
+// Calls f(TypeTag<T>{}) for the C++ type of a real or integer dtype (f16 /
+// bf16 as HalfBits). Complex types and tokens have kernels of their own
+// (complex.cc); the compiler routes them there before any kernel dispatches.
 template <typename F>
 decltype(auto) DispatchAnyType(DType dtype, F&& f) {
   switch (dtype) {
@@ -150,25 +168,46 @@ decltype(auto) DispatchAnyType(DType dtype, F&& f) {
       return f(TypeTag<bool>{});
     case DType::kS8:
       return f(TypeTag<int8_t>{});
+    case DType::kS16:
+      return f(TypeTag<int16_t>{});
     case DType::kS32:
       return f(TypeTag<int32_t>{});
     case DType::kS64:
       return f(TypeTag<int64_t>{});
     case DType::kU8:
       return f(TypeTag<uint8_t>{});
+    case DType::kU16:
+      return f(TypeTag<uint16_t>{});
     case DType::kU32:
       return f(TypeTag<uint32_t>{});
     case DType::kU64:
       return f(TypeTag<uint64_t>{});
     case DType::kF16:
     case DType::kBF16:
-      return f(TypeTag<uint16_t>{});
+      return f(TypeTag<HalfBits>{});
     case DType::kF32:
       return f(TypeTag<float>{});
     case DType::kF64:
       return f(TypeTag<double>{});
+    case DType::kC64:
+    case DType::kC128:
+    case DType::kToken:
+      break;
   }
-  return f(TypeTag<float>{});
+  Fail("[runtime] no real-valued kernel for {}", DTypeName(dtype));
+}
+
+// DispatchAnyType for kernels that compute: f16 / bf16 (which the widening
+// pass computes in f32 before any kernel sees them) are an Error naming inst.
+template <typename F>
+decltype(auto) DispatchArithmeticType(const hlo::Instruction& inst, DType dtype, F&& f) {
+  return DispatchAnyType(dtype, [&](auto tag) -> decltype(f(TypeTag<float>{})) {
+    if constexpr (std::is_same_v<typename decltype(tag)::type, HalfBits>) {
+      UnsupportedType(inst, dtype);
+    } else {
+      return f(tag);
+    }
+  });
 }
 
 }  // namespace strata::runtime

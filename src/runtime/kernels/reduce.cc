@@ -147,9 +147,9 @@ KernelInfo MakeReduceKernel(const hlo::Instruction& inst, ThreadPool& pool,
                             ScalarFunction to_apply) {
   int64_t n = inst.operand_count() / 2;
   DType dtype = inst.operand(0)->shape().dtype();
-  if (auto op = SimpleReducer(*inst.called[0]); op && n == 1) {
+  if (auto op = SimpleReducer(*inst.called[0]); op && n == 1 && !IsComplex(dtype)) {
     if (dtype == DType::kF16 || dtype == DType::kBF16) UnsupportedType(inst, dtype);
-    return {DispatchAnyType(dtype, [&](auto tag) -> Kernel {
+    return {DispatchArithmeticType(inst, dtype, [&](auto tag) -> Kernel {
       using T = typename decltype(tag)::type;
       return NativeReduce<T>(inst, *op, &pool);
     })};

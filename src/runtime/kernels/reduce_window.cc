@@ -210,12 +210,12 @@ KernelInfo MakeReduceWindowKernel(const hlo::Instruction& inst, ThreadPool& pool
   if (auto op = hlo::SimpleReducer(*inst.called[0]); op && n == 1) {
     if (dtype == DType::kF16 || dtype == DType::kBF16) UnsupportedType(inst, dtype);
     if (auto scan = FindScan(inst.operand(0)->shape().dims(), inst.window)) {
-      return {DispatchAnyType(dtype, [&](auto tag) -> Kernel {
+      return {DispatchArithmeticType(inst, dtype, [&](auto tag) -> Kernel {
         using T = typename decltype(tag)::type;
         return NativeScan<T>(*scan, *op, &pool);
       })};
     }
-    return {DispatchAnyType(dtype, [&](auto tag) -> Kernel {
+    return {DispatchArithmeticType(inst, dtype, [&](auto tag) -> Kernel {
       using T = typename decltype(tag)::type;
       return NativeReduceWindow<T>(windows, *op, &pool);
     })};
@@ -260,7 +260,7 @@ KernelInfo MakeSelectAndScatterKernel(const hlo::Instruction& inst, ThreadPool& 
   const auto compare = SimpleSelect(*inst.called[0]);
   const auto combine = hlo::SimpleReducer(*inst.called[1]);
   if (compare && combine == Opcode::kAdd && dtype != DType::kPred) {
-    return {DispatchAnyType(dtype, [&](auto tag) -> Kernel {
+    return {DispatchArithmeticType(inst, dtype, [&](auto tag) -> Kernel {
       using T = typename decltype(tag)::type;
       return NativeSelectAndScatter<T>(windows, *compare, n);
     })};

@@ -119,8 +119,10 @@ void GatherRow(const Rows& rows, int64_t row, const int64_t* perm, int64_t size,
       return gather(uint16_t{});
     case 4:
       return gather(uint32_t{});
-    default:
+    case 8:
       return gather(uint64_t{});
+    default:
+      return gather(Element16{});
   }
 }
 
@@ -133,8 +135,9 @@ void LoadKeys(const Rows& rows, int64_t row, DType dtype, bool total_order, cons
     const T* x = reinterpret_cast<const T*>(in);
     for (int64_t k = 0; k < rows.n; ++k) {
       const T v = x[rows.At(row, k)];
-      if constexpr (std::is_same_v<T, uint16_t>) {  // f16 / bf16: ordered as their f32 value
-        const float f = dtype == DType::kF16 ? hlo::HalfToFloat(v) : hlo::BFloat16ToFloat(v);
+      if constexpr (std::is_same_v<T, HalfBits>) {  // f16 / bf16: ordered as their f32 value
+        const auto bits = static_cast<uint16_t>(v);
+        const float f = dtype == DType::kF16 ? hlo::HalfToFloat(bits) : hlo::BFloat16ToFloat(bits);
         if constexpr (std::is_same_v<K, int32_t>) keys[k] = TotalOrderKey(f);
         if constexpr (std::is_same_v<K, float>) keys[k] = f;
       } else if constexpr (std::is_floating_point_v<T>) {
@@ -193,7 +196,10 @@ KernelInfo MakeSortKernel(const hlo::Instruction& inst, ThreadPool& pool_ref,
   for (int64_t k = 0; k < operands; ++k)
     sizes.push_back(DTypeSize(inst.operand(k)->shape().dtype()));
 
-  const std::optional<NativeOrder> native = FindNativeOrder(*inst.called[0]);
+  std::optional<NativeOrder> native = FindNativeOrder(*inst.called[0]);
+  // Complex keys (whose one compare can only be EQ / NE) go through the
+  // compiled comparator.
+  if (native && IsComplex(inst.operand(native->operand)->shape().dtype())) native.reset();
   const ScalarFunction comparator = native ? ScalarFunction{} : compile_comparator();
   const DType key_type = native ? inst.operand(native->operand)->shape().dtype() : DType::kF32;
   const bool half = key_type == DType::kF16 || key_type == DType::kBF16;
