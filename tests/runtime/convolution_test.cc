@@ -167,6 +167,34 @@ TEST(Convolution, OneAndThreeSpatialDimsAndOddLabelOrders) {
                                "window={size=3x2 pad=0_0x1_1}, dim_labels=f0b1_0oi1->10bf"));
 }
 
+TEST(Convolution, ImplicitGemmOverPlanarInputs) {
+  // NCHW in and out over at least 48 positions: the GEMM packs its panels
+  // straight from the input. Stride and padding on both sides, a row of
+  // output past a panel's width (positions 60 = 64 - 4 wrap mid-row).
+  CheckAgainstReference(Module("f32[2,3,13,17]", "f32[7,3,3,3]", "f32[2,7,7,9]",
+                               "window={size=3x3 stride=2x2 pad=1_1x1_2}, "
+                               "dim_labels=bf01_oi01->bf01"));
+  // One batch element: its positions split into column chunks for the pool.
+  CheckAgainstReference(Module("f32[1,4,20,20]", "f32[5,4,3,3]", "f32[1,5,18,18]",
+                               "window={size=3x3}, dim_labels=bf01_oi01->bf01"));
+  // Window dilation, padding wider than the window (whole rows of zeros),
+  // a trimmed (negative) pad, and a reversed window: the kernel is packed.
+  CheckAgainstReference(Module("f32[2,2,9,10]", "f32[3,2,2,3]", "f32[2,3,15,5]",
+                               "window={size=2x3 pad=4_5x0_-1 rhs_dilate=3x2 rhs_reversal=1x1}, "
+                               "dim_labels=bf01_oi01->bf01"));
+  // Feature groups (depthwise) and a kernel stored HWIO: packed too.
+  CheckAgainstReference(
+      Module("f32[2,6,9,9]", "f32[6,1,3,3]", "f32[2,6,7,7]",
+             "window={size=3x3}, dim_labels=bf01_oi01->bf01, feature_group_count=6"));
+  CheckAgainstReference(Module("f32[2,3,9,9]", "f32[3,3,3,8]", "f32[2,8,9,9]",
+                               "window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_01io->bf01"));
+  // One and three spatial dims.
+  CheckAgainstReference(Module("f32[3,4,110]", "f32[6,4,5]", "f32[3,6,53]",
+                               "window={size=5 stride=2 pad=0_0}, dim_labels=bf0_oi0->bf0"));
+  CheckAgainstReference(Module("f32[2,3,5,6,7]", "f32[4,3,2,3,2]", "f32[2,4,4,4,6]",
+                               "window={size=2x3x2}, dim_labels=bf012_oi012->bf012"));
+}
+
 TEST(Convolution, ManyOutputFeaturesOverFewPositionsSplitByColumns) {
   // 9 output positions: the kernel cuts the 130 features into column pieces
   // so both pool threads work (each element summed in the same order).

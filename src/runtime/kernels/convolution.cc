@@ -469,6 +469,178 @@ Kernel GemmConvolution(const Geometry& g, ThreadPool* pool) {
   };
 }
 
+// ---- implicit GEMM: planar (NCHW) forward convolutions ---------------------
+//
+// With each input feature's spatial plane contiguous (PyTorch's NCHW) and
+// the output's too, batch element n's output of group q is one GEMM,
+//   out[f, position] = kernel[f, (c, tap)] · patches[(c, tap), position],
+// whose A is the kernel (OIHW is row-major [O, I·taps] already), whose C is
+// the output in place, and whose B, the patches, is never built: the GEMM
+// packs its panels straight from the input (GemmPackingB), each row of a
+// panel a shifted run of one input row. Nothing is copied into channels-last
+// and no im2col block is written and read back.
+
+// Output positions per GEMM: fewer than a panel would be mostly padding.
+constexpr int64_t kMinImplicitPositions = 48;
+
+bool ImplicitGemmApplies(const Geometry& g) {
+  if (g.spatial == 0 || g.batch_grouped || g.group_inputs * g.taps == 0) return false;
+  if (g.positions < kMinImplicitPositions || g.in_feature_stride == 1) return false;
+  int64_t in_stride = 1, out_stride = 1;
+  for (int64_t s = g.spatial - 1; s >= 0; --s) {
+    if (g.window[s].base_dilation != 1) return false;  // phase classes (GemmConvolution)
+    if (g.in_spatial_stride[s] != in_stride || g.out_spatial_stride[s] != out_stride) return false;
+    in_stride *= g.in_size[s];
+    out_stride *= g.out_size[s];
+  }
+  return true;
+}
+
+// Packs patches[p0 : p0 + kc, j0 : j0 + cols] of one batch element and
+// group: row k = (input feature c, tap t) holds, for each output position,
+// the input element that tap reads there (0 in padding).
+template <typename T>
+struct PatchPacker {
+  const Geometry* g;
+  const std::vector<std::vector<int64_t>>* tap_index;  // per tap, its window element per dim
+  const T* in;                                         // this batch element and group
+
+  // A stretch of a panel's positions along one output row.
+  struct Run {
+    int64_t column, length, first;  // panel column, positions, first output column
+    std::vector<int64_t> outer;     // the row's output coordinates in the other dims
+  };
+
+  void operator()(int64_t p0, int64_t kc, int64_t j0, int64_t cols, T* out, int64_t nr) const {
+    const Geometry& h = *g;
+    const int64_t last = h.spatial - 1;
+    const hlo::WindowDim& lw = h.window[last];
+    const int64_t row_out = h.out_size[last], row_in = h.in_size[last], st = lw.stride;
+    std::vector<Run> runs;
+    for (int64_t jp = 0; jp < cols; jp += nr, out += kc * nr) {
+      const int64_t width = std::min(nr, cols - jp);
+      runs.clear();  // the same for every row of the panel
+      for (int64_t j = 0; j < width;) {
+        const int64_t position = j0 + jp + j, first = position % row_out;
+        Run r{j, std::min(width - j, row_out - first), first, std::vector<int64_t>(last)};
+        for (int64_t s = last - 1, rest = position / row_out; s >= 0; --s) {
+          r.outer[s] = rest % h.out_size[s];
+          rest /= h.out_size[s];
+        }
+        j += r.length;
+        runs.push_back(std::move(r));
+      }
+      for (int64_t p = 0; p < kc; ++p) {
+        const int64_t k = p0 + p;
+        const std::vector<int64_t>& win = (*tap_index)[k % h.taps];
+        const T* plane = in + k / h.taps * h.in_feature_stride;
+        T* dst = out + p * nr;
+        // Output column o reads input column o * st + shift, inside the row
+        // for o in [o_lo, o_hi).
+        const int64_t shift = win[last] * lw.window_dilation - lw.pad_low;
+        const int64_t o_lo = shift < 0 ? (-shift + st - 1) / st : 0;
+        const int64_t o_hi = row_in - shift <= 0 ? 0 : (row_in - shift + st - 1) / st;
+        for (const Run& r : runs) {
+          T* d = dst + r.column;  // d[o - r.first] is output column o's
+          const int64_t end = r.first + r.length;
+          int64_t at = 0;  // the row's offset in the input plane, or -1 in padding
+          for (int64_t s = 0; s < last && at >= 0; ++s) {
+            const hlo::WindowDim& w = h.window[s];
+            const int64_t i = r.outer[s] * w.stride - w.pad_low + win[s] * w.window_dilation;
+            at = i < 0 || i >= h.in_size[s] ? -1 : at + i * h.in_spatial_stride[s];
+          }
+          const int64_t lo = at < 0 ? end : std::clamp(o_lo, r.first, end);
+          const int64_t hi = at < 0 ? end : std::clamp(o_hi, lo, end);
+          std::fill(d, d + (lo - r.first), T(0));
+          if (hi > lo) {
+            const T* src = plane + at + lo * st + shift;  // output column lo's input
+            if (st == 1) {
+              std::copy(src, src + (hi - lo), d + (lo - r.first));
+            } else {
+              for (int64_t o = lo; o < hi; ++o) d[o - r.first] = src[(o - lo) * st];
+            }
+          }
+          std::fill(d + (hi - r.first), d + r.length, T(0));
+        }
+        std::fill(dst + width, dst + nr, T(0));
+      }
+    }
+  }
+};
+
+template <typename T>
+Kernel ImplicitGemmConvolution(const Geometry& g, ThreadPool* pool) {
+  // Each tap's window element per dim, and its kernel offset.
+  auto tap_index = std::make_shared<std::vector<std::vector<int64_t>>>(g.taps);
+  std::vector<int64_t> kernel_at(g.taps);
+  for (int64_t t = 0; t < g.taps; ++t) {
+    std::vector<int64_t>& win = (*tap_index)[t];
+    win.resize(g.spatial);
+    for (int64_t s = g.spatial - 1, rest = t; s >= 0; --s) {
+      win[s] = rest % g.window[s].size;
+      rest /= g.window[s].size;
+    }
+    kernel_at[t] = TapOf(g, 0, t).kernel;
+  }
+  // The kernel as A = [output feature, (input feature, tap)]: in place when
+  // its strides say so (OIHW), else packed once per run.
+  const int64_t depth = g.group_inputs * g.taps;
+  const int64_t tap_stride = g.taps > 1 ? kernel_at[1] - kernel_at[0] : 1;
+  bool linear = g.kernel_in_stride == g.taps * tap_stride;
+  for (int64_t t = 0; t < g.taps; ++t) linear = linear && kernel_at[t] == t * tap_stride;
+  return [g, pool, tap_index, kernel_at, depth, tap_stride, linear](const KernelArgs& args) {
+    const T* in = reinterpret_cast<const T*>(args.operands[0]);
+    const T* kernel = reinterpret_cast<const T*>(args.operands[1]);
+    T* out = reinterpret_cast<T*>(args.outputs[0]);
+    if (g.batch == 0 || g.group_outputs == 0) return;
+    std::vector<T> packed;
+    MatrixView<const T> a{kernel, g.kernel_out_stride, tap_stride};
+    if (!linear) {
+      packed.resize(g.groups * g.group_outputs * depth);
+      pool->ParallelFor(g.groups * g.group_outputs, 1, [&](int64_t lo, int64_t hi) {
+        for (int64_t f = lo; f < hi; ++f) {
+          for (int64_t c = 0; c < g.group_inputs; ++c) {
+            for (int64_t t = 0; t < g.taps; ++t) {
+              packed[f * depth + c * g.taps + t] =
+                  kernel[f * g.kernel_out_stride + c * g.kernel_in_stride + kernel_at[t]];
+            }
+          }
+        }
+      });
+      a = {packed.data(), depth, 1};
+    }
+    // Tasks: (batch element, group, column chunk); chunks only when there
+    // are fewer batch elements and groups than threads.
+    const int64_t units = g.batch * g.groups;
+    const int64_t panel = GemmTileFor<T>().columns;
+    int64_t chunks = 1;
+    if (units < pool->num_threads()) {
+      chunks =
+          std::min((pool->num_threads() + units - 1) / units, (g.positions + panel - 1) / panel);
+    }
+    const int64_t chunk = ((g.positions + chunks - 1) / chunks + panel - 1) / panel * panel;
+    chunks = (g.positions + chunk - 1) / chunk;
+    pool->ParallelFor(units * chunks, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t task = lo; task < hi; ++task) {
+        const int64_t unit = task / chunks, j0 = task % chunks * chunk;
+        const int64_t n = unit / g.groups, q = unit % g.groups;
+        const int64_t cols = std::min(chunk, g.positions - j0);
+        const PatchPacker<T> pack{&g, tap_index.get(),
+                                  in + n * g.in_batch_stride + GroupInputOffset(g, q)};
+        MatrixView<const T> aq = a;
+        aq.data += q * g.group_outputs * (linear ? g.kernel_out_stride : depth);
+        GemmPackingB<T>(
+            g.group_outputs, cols, depth, aq,
+            [&](int64_t p0, int64_t kc, int64_t b0, int64_t nc, T* dst, int64_t nr) {
+              pack(p0, kc, j0 + b0, nc, dst, nr);
+            },
+            out + n * g.out_batch_stride + q * g.group_outputs * g.out_feature_stride + j0,
+            g.out_feature_stride);
+      }
+    });
+  };
+}
+
 // Integers: each output element summed directly, wrapping as XLA's do.
 template <typename T>
 Kernel DirectConvolution(const Geometry& g, ThreadPool* pool) {
@@ -507,8 +679,10 @@ KernelInfo MakeConvolutionKernel(const hlo::Instruction& inst, ThreadPool& pool)
   const DType dtype = inst.shape().dtype();
   switch (dtype) {
     case DType::kF32:
+      if (ImplicitGemmApplies(g)) return {ImplicitGemmConvolution<float>(g, &pool)};
       return {GemmConvolution<float>(g, &pool)};
     case DType::kF64:
+      if (ImplicitGemmApplies(g)) return {ImplicitGemmConvolution<double>(g, &pool)};
       return {GemmConvolution<double>(g, &pool)};
     case DType::kS8:
       return {DirectConvolution<int8_t>(g, &pool)};

@@ -291,9 +291,10 @@ GemmTile GemmTileFor() {
   return {config.mr, config.nr};
 }
 
-template <typename T>
-void Gemm(int64_t m, int64_t n, int64_t k, MatrixView<const T> a, MatrixView<const T> b, T* c,
-          int64_t ldc) {
+// C = A · B with B's blocks packed by pack_b(p0, kc, j0, nc, out, nr).
+template <typename T, typename PackBlock>
+void GemmWith(int64_t m, int64_t n, int64_t k, MatrixView<const T> a, const PackBlock& pack_b, T* c,
+              int64_t ldc) {
   const Config<T> B = ConfigFor<T>(KernelIsa());
   const MicroKernel<T> kernel = B.kernel;
   int64_t nc_max = std::min(B.nc, (n + B.nr - 1) / B.nr * B.nr);
@@ -313,8 +314,7 @@ void Gemm(int64_t m, int64_t n, int64_t k, MatrixView<const T> a, MatrixView<con
     for (int64_t p0 = 0; p0 < k; p0 += B.kc) {
       int64_t kc = std::min(B.kc, k - p0);
       bool accumulate = p0 > 0;
-      PackB<T>(kc, nc, {b.data + p0 * b.row_stride + j0 * b.col_stride, b.row_stride, b.col_stride},
-               packed_b, B.nr);
+      pack_b(p0, kc, j0, nc, packed_b, B.nr);
       for (int64_t i0 = 0; i0 < m; i0 += B.mc) {
         int64_t mc = std::min(B.mc, m - i0);
         MatrixView<const T> a_block{a.data + i0 * a.row_stride + p0 * a.col_stride, a.row_stride,
@@ -353,6 +353,29 @@ void Gemm(int64_t m, int64_t n, int64_t k, MatrixView<const T> a, MatrixView<con
   }
 }
 
+template <typename T>
+void Gemm(int64_t m, int64_t n, int64_t k, MatrixView<const T> a, MatrixView<const T> b, T* c,
+          int64_t ldc) {
+  GemmWith<T>(
+      m, n, k, a,
+      [&](int64_t p0, int64_t kc, int64_t j0, int64_t nc, T* out, int64_t nr) {
+        PackB<T>(kc, nc,
+                 {b.data + p0 * b.row_stride + j0 * b.col_stride, b.row_stride, b.col_stride}, out,
+                 nr);
+      },
+      c, ldc);
+}
+
+template <typename T>
+void GemmPackingB(int64_t m, int64_t n, int64_t k, MatrixView<const T> a, const PackBFn<T>& pack_b,
+                  T* c, int64_t ldc) {
+  GemmWith<T>(m, n, k, a, pack_b, c, ldc);
+}
+
+template void GemmPackingB<float>(int64_t, int64_t, int64_t, MatrixView<const float>,
+                                  const PackBFn<float>&, float*, int64_t);
+template void GemmPackingB<double>(int64_t, int64_t, int64_t, MatrixView<const double>,
+                                   const PackBFn<double>&, double*, int64_t);
 template void Gemm<float>(int64_t, int64_t, int64_t, MatrixView<const float>,
                           MatrixView<const float>, float*, int64_t);
 template void Gemm<double>(int64_t, int64_t, int64_t, MatrixView<const double>,

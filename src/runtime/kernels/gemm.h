@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 namespace strata::runtime {
 
@@ -30,6 +31,19 @@ struct MatrixView {
 template <typename T>
 void Gemm(int64_t m, int64_t n, int64_t k, MatrixView<const T> a, MatrixView<const T> b, T* c,
           int64_t ldc);
+
+// Packs B[p0 : p0 + kc, j0 : j0 + cols] into `out` as the GEMM's panels:
+// each nr columns wide and stored k-major (panel[p * nr + j]), one after
+// another, the columns past `cols` in the last one zero.
+template <typename T>
+using PackBFn =
+    std::function<void(int64_t p0, int64_t kc, int64_t j0, int64_t cols, T* out, int64_t nr)>;
+
+// Gemm with a B that exists only as its packer: an implicit matrix such as
+// a convolution's patches, built straight into the panels (no im2col copy).
+template <typename T>
+void GemmPackingB(int64_t m, int64_t n, int64_t k, MatrixView<const T> a, const PackBFn<T>& pack_b,
+                  T* c, int64_t ldc);
 
 // The micro-tile (rows x columns of C) Gemm<T> uses under KernelIsa():
 // the micro-kernel is chosen at run time, AVX-512 (6 x 64 f32, 6 x 32
