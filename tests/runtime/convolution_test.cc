@@ -188,6 +188,13 @@ TEST(Convolution, ImplicitGemmOverPlanarInputs) {
              "window={size=3x3}, dim_labels=bf01_oi01->bf01, feature_group_count=6"));
   CheckAgainstReference(Module("f32[2,3,9,9]", "f32[3,3,3,8]", "f32[2,8,9,9]",
                                "window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_01io->bf01"));
+  // 196 positions pad their last panel: the batch's columns run as one GEMM
+  // (one per group), copied out.
+  CheckAgainstReference(Module("f32[8,4,16,16]", "f32[6,4,3,3]", "f32[8,6,14,14]",
+                               "window={size=3x3}, dim_labels=bf01_oi01->bf01"));
+  CheckAgainstReference(
+      Module("f32[8,4,16,16]", "f32[6,2,3,3]", "f32[8,6,14,14]",
+             "window={size=3x3}, dim_labels=bf01_oi01->bf01, feature_group_count=2"));
   // One and three spatial dims.
   CheckAgainstReference(Module("f32[3,4,110]", "f32[6,4,5]", "f32[3,6,53]",
                                "window={size=5 stride=2 pad=0_0}, dim_labels=bf0_oi0->bf0"));

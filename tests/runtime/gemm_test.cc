@@ -92,8 +92,23 @@ const std::vector<Case>& Cases() {
     // 6 x 64 and 6 x 32 for AVX-512; k blocks are 512 (f32) and 256 (f64);
     // column blocks 3072 (f32) and 2048 (f64); row blocks 72.
     std::vector<std::vector<int64_t>> sizes = {
-        {1, 1, 1},     {5, 17, 3},    {6, 16, 512},    {7, 33, 513}, {12, 8, 257},   {12, 32, 256},
-        {13, 47, 255}, {24, 64, 700}, {150, 40, 1100}, {73, 31, 64}, {13, 3100, 20}, {2, 2050, 9}};
+        {1, 1, 1},
+        {5, 17, 3},
+        {6, 16, 512},
+        {7, 33, 513},
+        {12, 8, 257},
+        {12, 32, 256},
+        {13, 47, 255},
+        {24, 64, 700},
+        {150, 40, 1100},
+        {73, 31, 64},
+        {13, 3100, 20},
+        {2, 2050, 9},
+        // every short last row tile (m mod 6 = 3, 4), full-width and not
+        {9, 64, 30},
+        {64, 130, 77},
+        {3, 128, 5},
+        {76, 64, 600}};
     std::vector<Case> out;
     for (const auto& s : sizes) {
       for (int layout = 0; layout < 4; ++layout) {

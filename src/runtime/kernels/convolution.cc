@@ -496,18 +496,20 @@ bool ImplicitGemmApplies(const Geometry& g) {
   return true;
 }
 
-// Packs patches[p0 : p0 + kc, j0 : j0 + cols] of one batch element and
-// group: row k = (input feature c, tap t) holds, for each output position,
-// the input element that tap reads there (0 in padding).
+// Packs patches[p0 : p0 + kc, j0 : j0 + cols] of one group: row k = (input
+// feature c, tap t) holds, for each column, the input element that tap
+// reads at that output position (0 in padding). Column J is batch element
+// J / positions (from `in`, the first's), position J % positions.
 template <typename T>
 struct PatchPacker {
   const Geometry* g;
   const std::vector<std::vector<int64_t>>* tap_index;  // per tap, its window element per dim
-  const T* in;                                         // this batch element and group
+  const T* in;                                         // batch element 0 of the group
 
   // A stretch of a panel's positions along one output row.
   struct Run {
     int64_t column, length, first;  // panel column, positions, first output column
+    int64_t batch;                  // the batch element's offset in the input
     std::vector<int64_t> outer;     // the row's output coordinates in the other dims
   };
 
@@ -521,8 +523,9 @@ struct PatchPacker {
       const int64_t width = std::min(nr, cols - jp);
       runs.clear();  // the same for every row of the panel
       for (int64_t j = 0; j < width;) {
-        const int64_t position = j0 + jp + j, first = position % row_out;
-        Run r{j, std::min(width - j, row_out - first), first, std::vector<int64_t>(last)};
+        const int64_t position = (j0 + jp + j) % h.positions, first = position % row_out;
+        Run r{j, std::min(width - j, row_out - first), first,
+              (j0 + jp + j) / h.positions * h.in_batch_stride, std::vector<int64_t>(last)};
         for (int64_t s = last - 1, rest = position / row_out; s >= 0; --s) {
           r.outer[s] = rest % h.out_size[s];
           rest /= h.out_size[s];
@@ -553,7 +556,7 @@ struct PatchPacker {
           const int64_t hi = at < 0 ? end : std::clamp(o_hi, lo, end);
           std::fill(d, d + (lo - r.first), T(0));
           if (hi > lo) {
-            const T* src = plane + at + lo * st + shift;  // output column lo's input
+            const T* src = plane + r.batch + at + lo * st + shift;  // output column lo's input
             if (st == 1) {
               std::copy(src, src + (hi - lo), d + (lo - r.first));
             } else {
@@ -609,15 +612,58 @@ Kernel ImplicitGemmConvolution(const Geometry& g, ThreadPool* pool) {
       });
       a = {packed.data(), depth, 1};
     }
-    // Tasks: (batch element, group, column chunk); chunks only when there
-    // are fewer batch elements and groups than threads.
-    const int64_t units = g.batch * g.groups;
     const int64_t panel = GemmTileFor<T>().columns;
-    int64_t chunks = 1;
-    if (units < pool->num_threads()) {
-      chunks =
-          std::min((pool->num_threads() + units - 1) / units, (g.positions + panel - 1) / panel);
+    const int64_t padded = (g.positions + panel - 1) / panel * panel;
+    auto kernel_of = [&](int64_t q) {
+      MatrixView<const T> aq = a;
+      aq.data += q * g.group_outputs * (linear ? g.kernel_out_stride : depth);
+      return aq;
+    };
+    // Each group's columns are (batch element, position), position fastest.
+    // A GEMM per batch element pads its last panel (196 positions are four
+    // 64-wide panels); the batch's columns as one GEMM, into a scratch C
+    // copied out feature by feature, pad once. Whichever keeps the busiest
+    // thread's columns fewer (ties: a GEMM per batch element, no copy).
+    const int64_t threads = pool->num_threads();
+    const int64_t columns = g.batch * g.positions;
+    const int64_t panels = (columns + panel - 1) / panel;
+    const int64_t pieces = std::min(threads, panels);
+    const int64_t per_element = (g.batch * g.groups + threads - 1) / threads * padded;
+    const int64_t combined = g.groups * ((panels + pieces - 1) / pieces) * panel;
+    if (combined < per_element) {
+      const int64_t chunk = ((columns + pieces - 1) / pieces + panel - 1) / panel * panel;
+      const int64_t chunks = (columns + chunk - 1) / chunk;
+      pool->ParallelFor(g.groups * chunks, 1, [&](int64_t lo, int64_t hi) {
+        std::vector<T> product;
+        for (int64_t task = lo; task < hi; ++task) {
+          const int64_t q = task / chunks, j0 = task % chunks * chunk;
+          const int64_t cols = std::min(chunk, columns - j0);
+          const PatchPacker<T> pack{&g, tap_index.get(), in + GroupInputOffset(g, q)};
+          product.resize(g.group_outputs * cols);
+          GemmPackingB<T>(
+              g.group_outputs, cols, depth, kernel_of(q),
+              [&](int64_t p0, int64_t kc, int64_t b0, int64_t nc, T* dst, int64_t nr) {
+                pack(p0, kc, j0 + b0, nc, dst, nr);
+              },
+              product.data(), cols);
+          for (int64_t j = 0; j < cols;) {  // runs of one batch element's positions
+            const int64_t n = (j0 + j) / g.positions, p = (j0 + j) % g.positions;
+            const int64_t run = std::min(cols - j, g.positions - p);
+            T* dst = out + n * g.out_batch_stride + q * g.group_outputs * g.out_feature_stride + p;
+            for (int64_t f = 0; f < g.group_outputs; ++f)
+              std::copy_n(&product[f * cols + j], run, dst + f * g.out_feature_stride);
+            j += run;
+          }
+        }
+      });
+      return;
     }
+    // Otherwise a GEMM per (batch element, group), its output in place; cut
+    // into column chunks only when there are fewer of them than threads.
+    const int64_t units = g.batch * g.groups;
+    int64_t chunks = 1;
+    if (units < pool->num_threads())
+      chunks = std::min((pool->num_threads() + units - 1) / units, padded / panel);
     const int64_t chunk = ((g.positions + chunks - 1) / chunks + panel - 1) / panel * panel;
     chunks = (g.positions + chunk - 1) / chunk;
     pool->ParallelFor(units * chunks, 1, [&](int64_t lo, int64_t hi) {
@@ -625,14 +671,12 @@ Kernel ImplicitGemmConvolution(const Geometry& g, ThreadPool* pool) {
         const int64_t unit = task / chunks, j0 = task % chunks * chunk;
         const int64_t n = unit / g.groups, q = unit % g.groups;
         const int64_t cols = std::min(chunk, g.positions - j0);
-        const PatchPacker<T> pack{&g, tap_index.get(),
-                                  in + n * g.in_batch_stride + GroupInputOffset(g, q)};
-        MatrixView<const T> aq = a;
-        aq.data += q * g.group_outputs * (linear ? g.kernel_out_stride : depth);
+        const PatchPacker<T> pack{&g, tap_index.get(), in + GroupInputOffset(g, q)};
+        const int64_t first = n * g.positions + j0;  // batch element n's columns
         GemmPackingB<T>(
-            g.group_outputs, cols, depth, aq,
+            g.group_outputs, cols, depth, kernel_of(q),
             [&](int64_t p0, int64_t kc, int64_t b0, int64_t nc, T* dst, int64_t nr) {
-              pack(p0, kc, j0 + b0, nc, dst, nr);
+              pack(p0, kc, first + b0, nc, dst, nr);
             },
             out + n * g.out_batch_stride + q * g.group_outputs * g.out_feature_stride + j0,
             g.out_feature_stride);

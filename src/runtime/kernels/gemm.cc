@@ -38,6 +38,9 @@ template <typename T>
 struct Config {
   MicroKernel<T> kernel;
   int64_t mr, nr, kc, mc, nc;
+  // The kernel cut to 1 .. mr - 1 rows (index = rows), for the last, short
+  // row tile: it reads A in place like a full one. None for portable.
+  const MicroKernel<T>* short_rows = nullptr;
 };
 constexpr int64_t kMaxTile = 6 * 64;  // elements of the largest tile (edge buffers)
 
@@ -131,24 +134,36 @@ inline void TileKernel(int64_t kc, const T* a, int64_t a_rs, int64_t a_cs, const
   }
 }
 
-// AVX2: 6 rows x 2 vectors (12 of the 16 registers hold the tile).
-template <typename T>
+// AVX2: 6 rows x 2 vectors (12 of the 16 registers hold the tile); fewer
+// rows for the last row tile.
+template <typename T, int kRows = 6>
 __attribute__((target("avx2,fma"), flatten)) void KernelAvx2(int64_t kc, const T* a, int64_t a_rs,
                                                              int64_t a_cs, const T* b, T* c,
                                                              int64_t ldc, bool accumulate) {
-  TileKernel<Avx2<T>, T, 6, 2>(kc, a, a_rs, a_cs, b, c, ldc, accumulate);
+  TileKernel<Avx2<T>, T, kRows, 2>(kc, a, a_rs, a_cs, b, c, ldc, accumulate);
 }
 
 // AVX-512: 6 rows x 4 vectors (24 of the 32 registers). Of 6 x 4, 7 x 3,
 // 8 x 3, 12 x 2, 14 x 2 and 16 x 1, 6 x 4 ran fastest on a Zen 4
 // (bench/RESULTS.md): the fewest loads per FMA but one, and A's rows read
 // in place are 6 streams, as with AVX2.
-template <typename T>
+template <typename T, int kRows = 6>
 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma"), flatten)) void KernelAvx512(
     int64_t kc, const T* a, int64_t a_rs, int64_t a_cs, const T* b, T* c, int64_t ldc,
     bool accumulate) {
-  TileKernel<Avx512<T>, T, 6, 4>(kc, a, a_rs, a_cs, b, c, ldc, accumulate);
+  TileKernel<Avx512<T>, T, kRows, 4>(kc, a, a_rs, a_cs, b, c, ldc, accumulate);
 }
+
+template <typename T>
+constexpr MicroKernel<T> kShortAvx2[6] = {nullptr,          KernelAvx2<T, 1>, KernelAvx2<T, 2>,
+                                          KernelAvx2<T, 3>, KernelAvx2<T, 4>, KernelAvx2<T, 5>};
+template <typename T>
+constexpr MicroKernel<T> kShortAvx512[6] = {nullptr,
+                                            KernelAvx512<T, 1>,
+                                            KernelAvx512<T, 2>,
+                                            KernelAvx512<T, 3>,
+                                            KernelAvx512<T, 4>,
+                                            KernelAvx512<T, 5>};
 
 // For CPUs without AVX2/FMA: a 6 x kNr tile in plain loops.
 template <typename T, int64_t kNr>
@@ -174,11 +189,11 @@ Config<T> ConfigFor(Isa isa) {
   constexpr bool f32 = std::is_same_v<T, float>;
   switch (isa) {
     case Isa::kAvx512:
-      return f32 ? Config<T>{KernelAvx512<T>, 6, 64, 512, 72, 3072}
-                 : Config<T>{KernelAvx512<T>, 6, 32, 256, 72, 2048};
+      return f32 ? Config<T>{KernelAvx512<T>, 6, 64, 512, 72, 3072, kShortAvx512<T>}
+                 : Config<T>{KernelAvx512<T>, 6, 32, 256, 72, 2048, kShortAvx512<T>};
     case Isa::kAvx2:
-      return f32 ? Config<T>{KernelAvx2<T>, 6, 16, 512, 72, 3072}
-                 : Config<T>{KernelAvx2<T>, 6, 8, 256, 72, 2048};
+      return f32 ? Config<T>{KernelAvx2<T>, 6, 16, 512, 72, 3072, kShortAvx2<T>}
+                 : Config<T>{KernelAvx2<T>, 6, 8, 256, 72, 2048, kShortAvx2<T>};
     case Isa::kPortable:
       break;
   }
@@ -326,20 +341,24 @@ void GemmWith(int64_t m, int64_t n, int64_t k, MatrixView<const T> a, const Pack
             int64_t height = std::min(B.mr, mc - ir);
             const T* a_panel = packed_a + ir * kc;
             int64_t a_rs = 1, a_cs = B.mr;
-            if (height == B.mr) {
+            // The last, short row tile: a kernel of its height where there
+            // is one, else packed and zero-padded to a full tile.
+            const bool short_kernel = height < B.mr && B.short_rows;
+            if (height == B.mr || short_kernel) {
               a_panel = a_block.data + ir * a.row_stride;
               a_rs = a.row_stride;
               a_cs = a.col_stride;
-            } else if (jr == 0) {  // the last, partial rows: packed, zero-padded
+            } else if (jr == 0) {
               PackA<T>(height, kc, {a_block.data + ir * a.row_stride, a.row_stride, a.col_stride},
                        packed_a + ir * kc, B.mr);
             }
+            const MicroKernel<T> run = short_kernel ? B.short_rows[height] : kernel;
             T* tile = c + (i0 + ir) * ldc + j0 + jr;
-            if (height == B.mr && width == B.nr) {
-              kernel(kc, a_panel, a_rs, a_cs, b_panel, tile, ldc, accumulate);
+            if ((height == B.mr || short_kernel) && width == B.nr) {
+              run(kc, a_panel, a_rs, a_cs, b_panel, tile, ldc, accumulate);
               continue;
             }
-            kernel(kc, a_panel, a_rs, a_cs, b_panel, edge, B.nr, false);
+            run(kc, a_panel, a_rs, a_cs, b_panel, edge, B.nr, false);
             for (int64_t i = 0; i < height; ++i) {
               for (int64_t j = 0; j < width; ++j) {
                 T v = edge[i * B.nr + j];
