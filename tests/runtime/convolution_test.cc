@@ -202,6 +202,28 @@ TEST(Convolution, ImplicitGemmOverPlanarInputs) {
                                "window={size=2x3x2}, dim_labels=bf012_oi012->bf012"));
 }
 
+TEST(Convolution, FewOutputsOverADilatedInputScatterTheirProducts) {
+  // A strided convolution's input gradient with 3 features (the stem's):
+  // each input element's products added where they land.
+  CheckAgainstReference(Module("f32[2,5,9,9]", "f32[3,5,3,3]", "f32[2,3,17,17]",
+                               "window={size=3x3 pad=1_1x1_1 lhs_dilate=2x2}, "
+                               "dim_labels=bf01_oi01->bf01"));
+  // Uneven padding, a reversed window dim, one batch element (features
+  // split over the pool), window dilation and a trimmed pad.
+  CheckAgainstReference(Module("f32[2,5,9,9]", "f32[3,5,4,4]", "f32[2,3,19,19]",
+                               "window={size=4x4 pad=2_3x2_3 lhs_dilate=2x2 rhs_reversal=1x0}, "
+                               "dim_labels=bf01_oi01->bf01"));
+  CheckAgainstReference(Module("f32[1,4,6,7]", "f32[2,4,3,2]", "f32[1,2,13,13]",
+                               "window={size=3x2 pad=0_1x1_0 lhs_dilate=3x2 rhs_dilate=2x1}, "
+                               "dim_labels=bf01_oi01->bf01"));
+  CheckAgainstReference(Module("f32[1,4,6,7]", "f32[2,4,3,2]", "f32[1,2,11,13]",
+                               "window={size=3x2 pad=-1_0x1_0 lhs_dilate=3x2 rhs_dilate=2x1}, "
+                               "dim_labels=bf01_oi01->bf01"));
+  // One spatial dim.
+  CheckAgainstReference(Module("f32[2,3,10]", "f32[2,3,5]", "f32[2,2,28]",
+                               "window={size=5 pad=2_2 lhs_dilate=3}, dim_labels=bf0_oi0->bf0"));
+}
+
 TEST(Convolution, ManyOutputFeaturesOverFewPositionsSplitByColumns) {
   // 9 output positions: the kernel cuts the 130 features into column pieces
   // so both pool threads work (each element summed in the same order).

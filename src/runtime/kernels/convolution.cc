@@ -685,6 +685,123 @@ Kernel ImplicitGemmConvolution(const Geometry& g, ThreadPool* pool) {
   };
 }
 
+// ---- scattered products: few output features over a dilated input -----------
+//
+// A strided convolution's input gradient with few features (the stem's: 3)
+// reads a cotangent dilated by the stride, so as a GEMM over output
+// positions its M is 3 and most of each window is holes. Turned around, each
+// input element adds its products to the output positions it reaches: per
+// batch element one dense GEMM,
+//   products[(f, tap), i] = kernel[(f, tap), c] · input[c, i],
+// over the input's positions i (M = features x taps, K = input features),
+// then each product row added into the output at i·dilation + pad - tap.
+// Unit stride only (an output position then gets each tap from at most one
+// input element).
+constexpr int64_t kMaxScatteredOutputs = 16;
+
+bool ScatterApplies(const Geometry& g) {
+  if (g.spatial == 0 || g.groups != 1 || g.group_inputs == 0) return false;
+  if (g.group_outputs > kMaxScatteredOutputs || g.in_feature_stride == 1) return false;
+  bool dilated = false;
+  int64_t in_stride = 1, out_stride = 1;
+  for (int64_t s = g.spatial - 1; s >= 0; --s) {
+    const hlo::WindowDim& w = g.window[s];
+    if (w.stride != 1) return false;
+    dilated = dilated || w.base_dilation > 1;
+    if (g.in_spatial_stride[s] != in_stride || g.out_spatial_stride[s] != out_stride) return false;
+    in_stride *= g.in_size[s];
+    out_stride *= g.out_size[s];
+  }
+  return dilated;
+}
+
+template <typename T>
+Kernel ScatterConvolution(const Geometry& g, ThreadPool* pool) {
+  std::vector<std::vector<int64_t>> win(g.taps, std::vector<int64_t>(g.spatial));
+  std::vector<int64_t> kernel_at(g.taps);
+  for (int64_t t = 0; t < g.taps; ++t) {
+    for (int64_t s = g.spatial - 1, rest = t; s >= 0; --s) {
+      win[t][s] = rest % g.window[s].size;
+      rest /= g.window[s].size;
+    }
+    kernel_at[t] = TapOf(g, 0, t).kernel;
+  }
+  int64_t in_positions = 1;
+  for (int64_t size : g.in_size) in_positions *= size;
+  return [g, pool, win, kernel_at, in_positions](const KernelArgs& args) {
+    const T* in = reinterpret_cast<const T*>(args.operands[0]);
+    const T* kernel = reinterpret_cast<const T*>(args.operands[1]);
+    T* out = reinterpret_cast<T*>(args.outputs[0]);
+    const int64_t features = g.group_outputs, taps = g.taps, c_in = g.group_inputs;
+    if (g.batch == 0 || features == 0) return;
+    // The kernel as A = [(output feature, tap), input feature].
+    std::vector<T> a(features * taps * c_in);
+    for (int64_t f = 0; f < features; ++f) {
+      for (int64_t t = 0; t < taps; ++t) {
+        for (int64_t c = 0; c < c_in; ++c) {
+          a[(f * taps + t) * c_in + c] =
+              kernel[f * g.kernel_out_stride + c * g.kernel_in_stride + kernel_at[t]];
+        }
+      }
+    }
+    // Tasks: (batch element, output features); features split only when
+    // there are fewer batch elements than threads (outputs stay disjoint).
+    const int64_t splits =
+        g.batch >= pool->num_threads() ? 1 : std::min<int64_t>(features, pool->num_threads());
+    const int64_t last = g.spatial - 1;
+    pool->ParallelFor(g.batch * splits, 1, [&](int64_t lo, int64_t hi) {
+      std::vector<T> products;
+      std::vector<int64_t> index(g.spatial);
+      for (int64_t task = lo; task < hi; ++task) {
+        const int64_t n = task / splits, part = task % splits;
+        const int64_t f0 = part * features / splits, f1 = (part + 1) * features / splits;
+        const int64_t rows = (f1 - f0) * taps;
+        if (rows == 0) continue;
+        products.resize(rows * in_positions);
+        Gemm<T>(rows, in_positions, c_in, {a.data() + f0 * taps * c_in, c_in, 1},
+                {in + n * g.in_batch_stride, g.in_feature_stride, 1}, products.data(),
+                in_positions);
+        T* o = out + n * g.out_batch_stride;
+        for (int64_t f = f0; f < f1; ++f) {
+          std::fill_n(o + f * g.out_feature_stride, g.positions, T(0));
+        }
+        const hlo::WindowDim& lw = g.window[last];
+        const int64_t row_in = g.in_size[last], row_out = g.out_size[last];
+        const int64_t d = lw.base_dilation;
+        for (int64_t f = f0; f < f1; ++f) {
+          T* plane = o + f * g.out_feature_stride;
+          for (int64_t t = 0; t < taps; ++t) {
+            const T* row = products.data() + ((f - f0) * taps + t) * in_positions;
+            // Input column i reaches output column i * d + shift, inside for
+            // i in [i_lo, i_hi).
+            const int64_t shift = lw.pad_low - win[t][last] * lw.window_dilation;
+            const int64_t i_lo = shift < 0 ? (-shift + d - 1) / d : 0;
+            const int64_t i_hi =
+                std::min(row_in, row_out - shift <= 0 ? 0 : (row_out - shift + d - 1) / d);
+            for (int64_t r = 0; r < in_positions / row_in; ++r) {  // the input's rows
+              int64_t at = 0;  // the output row's offset, or -1 outside
+              for (int64_t s = last - 1, rest = r; s >= 0; --s) {
+                index[s] = rest % g.in_size[s];
+                rest /= g.in_size[s];
+              }
+              for (int64_t s = 0; s < last && at >= 0; ++s) {
+                const hlo::WindowDim& w = g.window[s];
+                const int64_t oc =
+                    index[s] * w.base_dilation + w.pad_low - win[t][s] * w.window_dilation;
+                at = oc < 0 || oc >= g.out_size[s] ? -1 : at + oc * g.out_spatial_stride[s];
+              }
+              if (at < 0 || i_hi <= i_lo) continue;
+              const T* src = row + r * row_in;
+              T* dst = plane + at + i_lo * d + shift;
+              for (int64_t i = i_lo; i < i_hi; ++i, dst += d) *dst += src[i];
+            }
+          }
+        }
+      }
+    });
+  };
+}
+
 // Integers: each output element summed directly, wrapping as XLA's do.
 template <typename T>
 Kernel DirectConvolution(const Geometry& g, ThreadPool* pool) {
@@ -723,9 +840,11 @@ KernelInfo MakeConvolutionKernel(const hlo::Instruction& inst, ThreadPool& pool)
   const DType dtype = inst.shape().dtype();
   switch (dtype) {
     case DType::kF32:
+      if (ScatterApplies(g)) return {ScatterConvolution<float>(g, &pool)};
       if (ImplicitGemmApplies(g)) return {ImplicitGemmConvolution<float>(g, &pool)};
       return {GemmConvolution<float>(g, &pool)};
     case DType::kF64:
+      if (ScatterApplies(g)) return {ScatterConvolution<double>(g, &pool)};
       if (ImplicitGemmApplies(g)) return {ImplicitGemmConvolution<double>(g, &pool)};
       return {GemmConvolution<double>(g, &pool)};
     case DType::kS8:
