@@ -449,43 +449,33 @@ ENTRY e {
   });
 }
 
-// What parsing and compiling `text` throws ("internal error: ..." for an
-// internal check, which user input must never fire).
-std::string CompileError(const std::string& text) {
-  try {
-    Executable::Compile(*hlo::ParseModule(text));
-  } catch (const InternalError& e) {
-    return std::string("internal error: ") + e.what();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
-
 // XLA defines no order on complex numbers and no silent complex -> real
 // conversion: each such program is an Error naming the op and the type.
 TEST(Complex, UndefinedOpsAreErrorsNamingTheType) {
   auto entry = [](const std::string& lines) {
     return "HloModule m\nENTRY e {\n  z = c64[2] parameter(0)\n" + lines + "}\n";
   };
-  EXPECT_THAT(CompileError(entry("  ROOT r = c64[2] maximum(z, z)\n")),
+  EXPECT_THAT(test::CompileError(entry("  ROOT r = c64[2] maximum(z, z)\n")),
               HasSubstr("[maximum] operand 0 (c64[2]) is complex, which maximum does not take"));
-  EXPECT_THAT(CompileError(entry("  ROOT r = pred[2] compare(z, z), direction=LT\n")),
+  EXPECT_THAT(test::CompileError(entry("  ROOT r = pred[2] compare(z, z), direction=LT\n")),
               HasSubstr("unordered"));
-  EXPECT_THAT(CompileError(entry("  ROOT r = f32[2] convert(z)\n")), HasSubstr("real() or imag()"));
-  EXPECT_THAT(CompileError(entry("  ROOT r = c64[2] floor(z)\n")),
+  EXPECT_THAT(test::CompileError(entry("  ROOT r = f32[2] convert(z)\n")),
+              HasSubstr("real() or imag()"));
+  EXPECT_THAT(test::CompileError(entry("  ROOT r = c64[2] floor(z)\n")),
               HasSubstr("which floor does not take"));
-  EXPECT_THAT(CompileError(entry("  ROOT r = c64[2] exponential(z, z)\n")),
+  EXPECT_THAT(test::CompileError(entry("  ROOT r = c64[2] exponential(z, z)\n")),
               ::testing::Not(HasSubstr("internal error")));
   EXPECT_THAT(
-      CompileError("HloModule m\nENTRY e {\n  ROOT r = c64[4] iota(), iota_dimension=0\n}\n"),
+      test::CompileError("HloModule m\nENTRY e {\n  ROOT r = c64[4] iota(), iota_dimension=0\n}\n"),
       HasSubstr("cannot make c64[4]"));
-  EXPECT_THAT(CompileError("HloModule m\nENTRY e {\n  ROOT r = c64[] constant(1)\n}\n"),
+  EXPECT_THAT(test::CompileError("HloModule m\nENTRY e {\n  ROOT r = c64[] constant(1)\n}\n"),
               HasSubstr("(real, imaginary)"));
-  EXPECT_THAT(CompileError("HloModule m\nENTRY e {\n  ROOT r = c64[] constant((1, 1e39))\n}\n"),
-              HasSubstr("out of range"));
-  EXPECT_THAT(CompileError(entry("  w = s32[2] parameter(1)\n  ROOT r = c64[2] complex(w, w)\n")),
-              HasSubstr("two f32 or two f64"));
+  EXPECT_THAT(
+      test::CompileError("HloModule m\nENTRY e {\n  ROOT r = c64[] constant((1, 1e39))\n}\n"),
+      HasSubstr("out of range"));
+  EXPECT_THAT(
+      test::CompileError(entry("  w = s32[2] parameter(1)\n  ROOT r = c64[2] complex(w, w)\n")),
+      HasSubstr("two f32 or two f64"));
 }
 
 }  // namespace

@@ -210,4 +210,18 @@ std::vector<T> Tabulate(const std::vector<int64_t>& dims, F value_at) {
   return out;
 }
 
+// What parsing and compiling HLO `text` throws: the Error's message,
+// "internal error: ..." for an internal check (which user input must never
+// fire), "no error" when it compiles.
+inline std::string CompileError(const std::string& text) {
+  try {
+    Executable::Compile(*hlo::ParseModule(text));
+  } catch (const InternalError& e) {
+    return std::string("internal error: ") + e.what();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
 }  // namespace strata::runtime::test

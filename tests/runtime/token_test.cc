@@ -94,42 +94,33 @@ ENTRY e {
   }
 }
 
-std::string CompileError(const std::string& text) {
-  try {
-    Executable::Compile(*hlo::ParseModule(text));
-  } catch (const InternalError& e) {
-    return std::string("internal error: ") + e.what();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
-
 TEST(Token, OpsThatReadDataRejectTokens) {
   auto entry = [](const std::string& lines) {
     return "HloModule m\nENTRY e {\n  t = token[] after-all()\n  x = f32[2] parameter(0)\n" +
            lines + "}\n";
   };
-  EXPECT_THAT(CompileError(entry("  ROOT r = token[] add(t, t)\n")), HasSubstr("[add] operand 0"));
-  EXPECT_THAT(CompileError(entry("  ROOT r = token[2] broadcast(t), dimensions={}\n")),
+  EXPECT_THAT(test::CompileError(entry("  ROOT r = token[] add(t, t)\n")),
+              HasSubstr("[add] operand 0"));
+  EXPECT_THAT(test::CompileError(entry("  ROOT r = token[2] broadcast(t), dimensions={}\n")),
               HasSubstr("token"));
-  EXPECT_THAT(CompileError(entry("  ROOT r = f32[2] add-dependency(x, x)\n")),
+  EXPECT_THAT(test::CompileError(entry("  ROOT r = f32[2] add-dependency(x, x)\n")),
               HasSubstr("operand 1 must be a token, got f32[2]"));
-  EXPECT_THAT(CompileError(entry("  ROOT r = token[] after-all(t, x)\n")),
+  EXPECT_THAT(test::CompileError(entry("  ROOT r = token[] after-all(t, x)\n")),
               HasSubstr("operand 1 must be a token, got f32[2]"));
-  EXPECT_THAT(CompileError(entry("  ROOT r = f32[2] convert(t)\n")), HasSubstr("token"));
-  EXPECT_THAT(CompileError(entry("  ROOT r = token[] constant(0)\n")),
+  EXPECT_THAT(test::CompileError(entry("  ROOT r = f32[2] convert(t)\n")), HasSubstr("token"));
+  EXPECT_THAT(test::CompileError(entry("  ROOT r = token[] constant(0)\n")),
               HasSubstr("a token has no constant value"));
-  EXPECT_THAT(CompileError(entry("  ROOT r = token[] copy(t)\n")), HasSubstr("[copy] operand 0"));
-  EXPECT_THAT(CompileError("HloModule m\nENTRY e {\n  ROOT t = token[3] after-all()\n}\n"),
+  EXPECT_THAT(test::CompileError(entry("  ROOT r = token[] copy(t)\n")),
+              HasSubstr("[copy] operand 0"));
+  EXPECT_THAT(test::CompileError("HloModule m\nENTRY e {\n  ROOT t = token[3] after-all()\n}\n"),
               HasSubstr("a token has no dimensions"));
 }
 
 // Bounded dynamic dimensions are refused by name, not misread.
 TEST(Token, DynamicDimensionsAreRefusedByName) {
-  EXPECT_THAT(CompileError("HloModule m\nENTRY e {\n  ROOT x = f32[<=4,2] parameter(0)\n}\n"),
+  EXPECT_THAT(test::CompileError("HloModule m\nENTRY e {\n  ROOT x = f32[<=4,2] parameter(0)\n}\n"),
               HasSubstr("dynamic dimensions ('<=N' or '?') are not supported"));
-  EXPECT_THAT(CompileError("HloModule m\nENTRY e {\n  ROOT x = f32[2,?] parameter(0)\n}\n"),
+  EXPECT_THAT(test::CompileError("HloModule m\nENTRY e {\n  ROOT x = f32[2,?] parameter(0)\n}\n"),
               ::testing::AnyOf(HasSubstr("dynamic dimensions"), HasSubstr("unexpected")));
 }
 
