@@ -533,37 +533,51 @@ struct PatchPacker {
         j += r.length;
         runs.push_back(std::move(r));
       }
+      std::vector<int64_t> row_at(runs.size());  // each run's row offset, or -1 in padding
+      int64_t outer_tap = -1, outer_feature = -1;
       for (int64_t p = 0; p < kc; ++p) {
-        const int64_t k = p0 + p;
-        const std::vector<int64_t>& win = (*tap_index)[k % h.taps];
-        const T* plane = in + k / h.taps * h.in_feature_stride;
+        const int64_t k = p0 + p, c = k / h.taps, t = k % h.taps;
+        const std::vector<int64_t>& win = (*tap_index)[t];
+        // Taps along the last dim share their rows' offsets: worked out
+        // again only when the window's outer position changes.
+        if (t / lw.size != outer_tap || c != outer_feature) {
+          outer_tap = t / lw.size;
+          outer_feature = c;
+          for (size_t ri = 0; ri < runs.size(); ++ri) {
+            int64_t at = 0;
+            for (int64_t s = 0; s < last && at >= 0; ++s) {
+              const hlo::WindowDim& w = h.window[s];
+              const int64_t i =
+                  runs[ri].outer[s] * w.stride - w.pad_low + win[s] * w.window_dilation;
+              at = i < 0 || i >= h.in_size[s] ? -1 : at + i * h.in_spatial_stride[s];
+            }
+            row_at[ri] = at < 0 ? -1 : at + runs[ri].batch + c * h.in_feature_stride;
+          }
+        }
         T* dst = out + p * nr;
         // Output column o reads input column o * st + shift, inside the row
         // for o in [o_lo, o_hi).
         const int64_t shift = win[last] * lw.window_dilation - lw.pad_low;
         const int64_t o_lo = shift < 0 ? (-shift + st - 1) / st : 0;
         const int64_t o_hi = row_in - shift <= 0 ? 0 : (row_in - shift + st - 1) / st;
-        for (const Run& r : runs) {
+        for (size_t ri = 0; ri < runs.size(); ++ri) {
+          const Run& r = runs[ri];
           T* d = dst + r.column;  // d[o - r.first] is output column o's
-          const int64_t end = r.first + r.length;
-          int64_t at = 0;  // the row's offset in the input plane, or -1 in padding
-          for (int64_t s = 0; s < last && at >= 0; ++s) {
-            const hlo::WindowDim& w = h.window[s];
-            const int64_t i = r.outer[s] * w.stride - w.pad_low + win[s] * w.window_dilation;
-            at = i < 0 || i >= h.in_size[s] ? -1 : at + i * h.in_spatial_stride[s];
-          }
+          const int64_t end = r.first + r.length, at = row_at[ri];
           const int64_t lo = at < 0 ? end : std::clamp(o_lo, r.first, end);
           const int64_t hi = at < 0 ? end : std::clamp(o_hi, lo, end);
-          std::fill(d, d + (lo - r.first), T(0));
+          int64_t j = 0;  // o - r.first
+          for (; j < lo - r.first; ++j) d[j] = T(0);
           if (hi > lo) {
-            const T* src = plane + r.batch + at + lo * st + shift;  // output column lo's input
+            const T* src = in + at + lo * st + shift;  // output column lo's input
             if (st == 1) {
-              std::copy(src, src + (hi - lo), d + (lo - r.first));
+              for (int64_t i = 0; i < hi - lo; ++i) d[j + i] = src[i];
             } else {
-              for (int64_t o = lo; o < hi; ++o) d[o - r.first] = src[(o - lo) * st];
+              for (int64_t i = 0; i < hi - lo; ++i) d[j + i] = src[i * st];
             }
+            j = hi - r.first;
           }
-          std::fill(d + (hi - r.first), d + r.length, T(0));
+          for (; j < r.length; ++j) d[j] = T(0);
         }
         std::fill(dst + width, dst + nr, T(0));
       }
