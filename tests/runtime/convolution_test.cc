@@ -188,6 +188,17 @@ TEST(Convolution, ImplicitGemmOverPlanarInputs) {
              "window={size=3x3}, dim_labels=bf01_oi01->bf01, feature_group_count=6"));
   CheckAgainstReference(Module("f32[2,3,9,9]", "f32[3,3,3,8]", "f32[2,8,9,9]",
                                "window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_01io->bf01"));
+  // Feature groups over a large image, three spatial dims, stride with window
+  // dilation and reversal.
+  CheckAgainstReference(
+      Module("f32[2,4,30,30]", "f32[6,2,3,3]", "f32[2,6,28,28]",
+             "window={size=3x3}, dim_labels=bf01_oi01->bf01, feature_group_count=2"));
+  CheckAgainstReference(Module("f32[1,2,6,40,40]", "f32[3,2,2,3,3]", "f32[1,3,5,38,38]",
+                               "window={size=2x3x3}, dim_labels=bf012_oi012->bf012"));
+  CheckAgainstReference(
+      Module("f32[2,3,30,31]", "f32[4,3,3,3]", "f32[2,4,15,16]",
+             "window={size=3x3 stride=2x2 pad=2_2x1_3 rhs_dilate=2x2 rhs_reversal=0x1}, "
+             "dim_labels=bf01_oi01->bf01"));
   // 196 positions pad their last panel: the batch's columns run as one GEMM
   // (one per group), copied out.
   CheckAgainstReference(Module("f32[8,4,16,16]", "f32[6,4,3,3]", "f32[8,6,14,14]",
