@@ -1,5 +1,9 @@
 // convolution, any dim_labels, window, dilation, feature and batch groups.
-// For floats the work is a GEMM per group and per phase class (output
+// Planar (NCHW) float convolutions run as implicit GEMMs that never build
+// the patches: over output positions when the output features fill the
+// GEMM's panels, else over output features (sections below); a few outputs
+// over a dilated input scatter their products. Otherwise, for floats, the
+// work is a GEMM per group and per phase class (output
 // positions that read the same window elements under lhs dilation). The
 // output positions are cut in blocks of rows. Each block's input patches are
 // gathered into a row each ("im2col": the window's elements, each with the
@@ -585,6 +589,32 @@ struct PatchPacker {
   }
 };
 
+// The kernel as rows [output feature (all groups), (input feature, tap)]:
+// in place when its strides say so (OIHW), else copied into `copy`. Group
+// q's rows start at q * group_outputs * row_stride.
+template <typename T>
+MatrixView<const T> KernelRows(const Geometry& g, const T* kernel,
+                               const std::vector<int64_t>& kernel_at, std::vector<T>& copy,
+                               ThreadPool& pool) {
+  const int64_t depth = g.group_inputs * g.taps;
+  const int64_t tap_stride = g.taps > 1 ? kernel_at[1] - kernel_at[0] : 1;
+  bool linear = g.kernel_in_stride == g.taps * tap_stride;
+  for (int64_t t = 0; t < g.taps; ++t) linear = linear && kernel_at[t] == t * tap_stride;
+  if (linear) return {kernel, g.kernel_out_stride, tap_stride};
+  copy.resize(g.groups * g.group_outputs * depth);
+  pool.ParallelFor(g.groups * g.group_outputs, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t f = lo; f < hi; ++f) {
+      for (int64_t c = 0; c < g.group_inputs; ++c) {
+        for (int64_t t = 0; t < g.taps; ++t) {
+          copy[f * depth + c * g.taps + t] =
+              kernel[f * g.kernel_out_stride + c * g.kernel_in_stride + kernel_at[t]];
+        }
+      }
+    }
+  });
+  return {copy.data(), depth, 1};
+}
+
 template <typename T>
 Kernel ImplicitGemmConvolution(const Geometry& g, ThreadPool* pool) {
   // Each tap's window element per dim, and its kernel offset.
@@ -599,38 +629,20 @@ Kernel ImplicitGemmConvolution(const Geometry& g, ThreadPool* pool) {
     }
     kernel_at[t] = TapOf(g, 0, t).kernel;
   }
-  // The kernel as A = [output feature, (input feature, tap)]: in place when
-  // its strides say so (OIHW), else packed once per run.
   const int64_t depth = g.group_inputs * g.taps;
-  const int64_t tap_stride = g.taps > 1 ? kernel_at[1] - kernel_at[0] : 1;
-  bool linear = g.kernel_in_stride == g.taps * tap_stride;
-  for (int64_t t = 0; t < g.taps; ++t) linear = linear && kernel_at[t] == t * tap_stride;
-  return [g, pool, tap_index, kernel_at, depth, tap_stride, linear](const KernelArgs& args) {
+  return [g, pool, tap_index, kernel_at, depth](const KernelArgs& args) {
     const T* in = reinterpret_cast<const T*>(args.operands[0]);
     const T* kernel = reinterpret_cast<const T*>(args.operands[1]);
     T* out = reinterpret_cast<T*>(args.outputs[0]);
     if (g.batch == 0 || g.group_outputs == 0) return;
-    std::vector<T> packed;
-    MatrixView<const T> a{kernel, g.kernel_out_stride, tap_stride};
-    if (!linear) {
-      packed.resize(g.groups * g.group_outputs * depth);
-      pool->ParallelFor(g.groups * g.group_outputs, 1, [&](int64_t lo, int64_t hi) {
-        for (int64_t f = lo; f < hi; ++f) {
-          for (int64_t c = 0; c < g.group_inputs; ++c) {
-            for (int64_t t = 0; t < g.taps; ++t) {
-              packed[f * depth + c * g.taps + t] =
-                  kernel[f * g.kernel_out_stride + c * g.kernel_in_stride + kernel_at[t]];
-            }
-          }
-        }
-      });
-      a = {packed.data(), depth, 1};
-    }
+    // The kernel as A = [output feature, (input feature, tap)].
+    std::vector<T> copy;
+    const MatrixView<const T> a = KernelRows(g, kernel, kernel_at, copy, *pool);
     const int64_t panel = GemmTileFor<T>().columns;
     const int64_t padded = (g.positions + panel - 1) / panel * panel;
     auto kernel_of = [&](int64_t q) {
       MatrixView<const T> aq = a;
-      aq.data += q * g.group_outputs * (linear ? g.kernel_out_stride : depth);
+      aq.data += q * g.group_outputs * a.row_stride;
       return aq;
     };
     // Each group's columns are (batch element, position), position fastest.
@@ -697,6 +709,206 @@ Kernel ImplicitGemmConvolution(const Geometry& g, ThreadPool* pool) {
       }
     });
   };
+}
+
+// ---- implicit GEMM over output positions -------------------------------------
+//
+// The same product turned around: C[position, feature] = patches[position,
+// (c, tap)] · kernel[(c, tap), feature]. The kernel, packed once per run
+// into the GEMM's panels, is B; the patches are A, supplied a tile of mr
+// positions at a time (GemmRowTiles). Padding is made real first (a
+// zero-bordered copy of the input), so no read needs a bounds check. A tile
+// is up to mr positions of one output row (a row's tiles as even as they
+// can be: 7 as 4 + 3), evenly spaced in the input, so its element
+// (i, (c, tap)) is at base + i * stride + offset[(c, tap)]: the indirect
+// micro-kernel reads it where it lies and nothing is packed. Where a run of
+// positions stays evenly spaced across rows (pointwise, unpadded), a tile
+// may cross rows. Each block of positions is then transposed into the
+// planar output.
+//
+// Against the form above (M = features), the GEMM's long side is the
+// positions and the patches are never packed; it needs the features to
+// fill the GEMM's panel width, so it is taken only where they do.
+
+bool PositionGemmApplies(const Geometry& g, int64_t panel_width) {
+  if (!ImplicitGemmApplies(g)) return false;
+  const int64_t padded = (g.group_outputs + panel_width - 1) / panel_width * panel_width;
+  return g.group_outputs * 8 >= padded * 7;  // at most 1/8 of the panels' columns idle
+}
+
+// The input with its padding made real: [batch, features, padded spatial...]
+// (negative padding crops). Where nothing is padded, the input itself.
+struct PaddedInput {
+  bool copied = false;
+  int64_t elements = 0;  // of the copy
+  int64_t batch_stride = 0, feature_stride = 0;
+  std::vector<int64_t> size, spatial_stride;  // per spatial dim
+};
+
+PaddedInput PaddedInputOf(const Geometry& g, int64_t features) {
+  PaddedInput p;
+  p.size.resize(g.spatial);
+  p.spatial_stride.resize(g.spatial);
+  int64_t plane = 1;
+  for (int64_t s = g.spatial - 1; s >= 0; --s) {
+    const hlo::WindowDim& w = g.window[s];
+    p.copied = p.copied || w.pad_low != 0 || w.pad_high != 0;
+    p.size[s] = g.in_size[s] + w.pad_low + w.pad_high;
+    p.spatial_stride[s] = plane;
+    plane *= p.size[s];
+  }
+  if (!p.copied) {
+    p.batch_stride = g.in_batch_stride;
+    p.feature_stride = g.in_feature_stride;
+    p.spatial_stride = g.in_spatial_stride;
+    return p;
+  }
+  p.feature_stride = plane;
+  p.batch_stride = features * plane;
+  p.elements = g.batch * p.batch_stride;
+  return p;
+}
+
+template <typename T>
+void CopyPadded(const Geometry& g, const PaddedInput& p, int64_t features, const T* in, T* out,
+                ThreadPool& pool) {
+  const int64_t last = g.spatial - 1, width = p.size[last];
+  const int64_t rows = p.feature_stride / width;  // padded rows per plane
+  const int64_t pad = g.window[last].pad_low, in_width = g.in_size[last];
+  const int64_t lo = std::clamp<int64_t>(pad, 0, width);  // columns [lo, hi) come from the input
+  const int64_t hi = std::clamp<int64_t>(pad + in_width, lo, width);
+  pool.ParallelFor(g.batch * features, 1, [&](int64_t first, int64_t end) {
+    for (int64_t plane = first; plane < end; ++plane) {
+      const int64_t n = plane / features, c = plane % features;
+      const T* src = in + n * g.in_batch_stride + c * g.in_feature_stride;
+      T* dst = out + plane * p.feature_stride;
+      for (int64_t r = 0; r < rows; ++r, dst += width) {
+        int64_t at = 0;  // the input row's offset, or -1 in padding
+        for (int64_t s = last - 1, rest = r; s >= 0 && at >= 0; --s) {
+          const int64_t i = rest % p.size[s] - g.window[s].pad_low;
+          rest /= p.size[s];
+          at = i < 0 || i >= g.in_size[s] ? -1 : at + i * g.in_spatial_stride[s];
+        }
+        if (at < 0 || hi == lo) {
+          std::fill_n(dst, width, T(0));
+          continue;
+        }
+        std::fill_n(dst, lo, T(0));
+        std::copy_n(src + at + (lo - pad), hi - lo, dst + lo);
+        std::fill_n(dst + hi, width - hi, T(0));
+      }
+    }
+  });
+}
+
+// The padded copy and the packed kernel live in the instruction's scratch
+// (reused from run to run: no fresh pages to fault in).
+template <typename T>
+KernelInfo PositionGemmConvolution(const Geometry& g, ThreadPool* pool) {
+  const int64_t features = g.groups * g.group_inputs;
+  const PaddedInput padded = PaddedInputOf(g, features);
+  const int64_t depth = g.group_inputs * g.taps;
+  // Each (input feature, tap)'s offset from its position's base, and each
+  // tap's kernel offset.
+  std::vector<int64_t> offsets(depth), kernel_at(g.taps);
+  for (int64_t t = 0; t < g.taps; ++t) {
+    int64_t at = 0;
+    for (int64_t s = g.spatial - 1, rest = t; s >= 0; --s) {
+      at += rest % g.window[s].size * g.window[s].window_dilation * padded.spatial_stride[s];
+      rest /= g.window[s].size;
+    }
+    for (int64_t c = 0; c < g.group_inputs; ++c)
+      offsets[c * g.taps + t] = c * padded.feature_stride + at;
+    kernel_at[t] = TapOf(g, 0, t).kernel;
+  }
+  // Whether a run of positions across output rows is still evenly spaced
+  // in the input (a tile may then cross rows): each dim's step one
+  // position along equals a whole row of the next.
+  bool linear = true;
+  for (int64_t s = 0; s + 1 < g.spatial; ++s) {
+    linear =
+        linear && g.window[s].stride * padded.spatial_stride[s] ==
+                      g.out_size[s + 1] * g.window[s + 1].stride * padded.spatial_stride[s + 1];
+  }
+  const PanelLayout layout = PanelLayoutFor<T>(depth, g.group_outputs);
+  const int64_t copy_bytes = (padded.elements * int64_t{sizeof(T)} + 63) / 64 * 64;
+  const int64_t panel_bytes = g.groups * layout.size() * int64_t{sizeof(T)};
+  Kernel run = [g, pool, padded, depth, features, offsets, kernel_at, linear, layout,
+                copy_bytes](const KernelArgs& args) {
+    const T* in = reinterpret_cast<const T*>(args.operands[0]);
+    const T* kernel = reinterpret_cast<const T*>(args.operands[1]);
+    T* out = reinterpret_cast<T*>(args.outputs[0]);
+    const int64_t outputs = g.group_outputs;
+    if (g.batch == 0 || outputs == 0) return;
+    if (padded.copied) {
+      T* copy = reinterpret_cast<T*>(args.scratch);
+      CopyPadded(g, padded, features, in, copy, *pool);
+      in = copy;
+    }
+    // B: per group, the kernel's rows transposed, packed into panels.
+    std::vector<T> kernel_copy;
+    const MatrixView<const T> rows = KernelRows(g, kernel, kernel_at, kernel_copy, *pool);
+    T* const panels = reinterpret_cast<T*>(args.scratch + copy_bytes);
+    pool->ParallelFor(g.groups * layout.panels(), 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t task = lo; task < hi; ++task) {
+        const int64_t q = task / layout.panels(), panel = task % layout.panels();
+        const MatrixView<const T> b{rows.data + q * outputs * rows.row_stride, rows.col_stride,
+                                    rows.row_stride};
+        PackPanels<T>(layout, b, panel, panel + 1, panels + q * layout.size());
+      }
+    });
+    // Blocks of whole output rows (of mr positions where tiles may cross
+    // rows), the same number per thread, each about 16 tiles.
+    const int64_t mr = GemmTileFor<T>().rows, threads = pool->num_threads();
+    const int64_t last = g.spatial - 1, width = g.out_size[last],
+                  row_stride = g.window[last].stride;
+    const int64_t total = g.batch * g.positions, unit = linear ? mr : width;
+    const int64_t units = (total + unit - 1) / unit;
+    const int64_t per_thread = (units + threads - 1) / threads;
+    const int64_t blocks = threads * std::max<int64_t>(1, per_thread * unit / (16 * mr));
+    // A row's tiles as even as they can be: `tall` of height + 1, then
+    // height (7 positions as 4 + 3, not 6 + 1).
+    const int64_t row_tiles = (width + mr - 1) / mr, height = width / row_tiles;
+    const int64_t tall = width % row_tiles, tall_end = tall * (height + 1);
+    pool->ParallelFor(g.groups * blocks, 1, [&](int64_t lo, int64_t hi) {
+      std::vector<T> product;
+      for (int64_t task = lo; task < hi; ++task) {
+        const int64_t q = task / blocks, b = task % blocks;
+        const int64_t r0 = std::min(total, b * units / blocks * unit);
+        const int64_t count = std::min(total, (b + 1) * units / blocks * unit) - r0;
+        if (count == 0) continue;
+        const T* group_in = in + q * g.group_inputs * padded.feature_stride;
+        auto tile = [&](int64_t i0) -> RowTile<T> {
+          const int64_t r = r0 + i0, position = r % g.positions;
+          int64_t rows = std::min({mr, count - i0, g.positions - position});
+          if (!linear) {  // up to the end of its tile of the row
+            const int64_t o = position % width;
+            const int64_t end = o < tall_end ? (o / (height + 1) + 1) * (height + 1)
+                                             : tall_end + ((o - tall_end) / height + 1) * height;
+            rows = std::min(rows, end - o);
+          }
+          int64_t at = r / g.positions * padded.batch_stride;
+          for (int64_t s = last, rest = position; s >= 0; --s) {
+            at += rest % g.out_size[s] * g.window[s].stride * padded.spatial_stride[s];
+            rest /= g.out_size[s];
+          }
+          return {group_in + at, row_stride, rows};
+        };
+        product.resize(count * outputs);
+        GemmRowTiles<T>(count, layout, panels + q * layout.size(), offsets.data(), tile,
+                        product.data(), outputs);
+        for (int64_t j = 0; j < count;) {  // runs of one batch element's positions
+          const int64_t n = (r0 + j) / g.positions, p = (r0 + j) % g.positions;
+          const int64_t run = std::min(count - j, g.positions - p);
+          T* dst = out + n * g.out_batch_stride + q * outputs * g.out_feature_stride + p;
+          Transpose<T>(run, outputs, product.data() + j * outputs, outputs, dst,
+                       g.out_feature_stride);
+          j += run;
+        }
+      }
+    });
+  };
+  return {std::move(run), copy_bytes + panel_bytes};
 }
 
 // ---- scattered products: few output features over a dilated input -----------
@@ -855,10 +1067,14 @@ KernelInfo MakeConvolutionKernel(const hlo::Instruction& inst, ThreadPool& pool)
   switch (dtype) {
     case DType::kF32:
       if (ScatterApplies(g)) return {ScatterConvolution<float>(g, &pool)};
+      if (PositionGemmApplies(g, GemmTileFor<float>().columns))
+        return PositionGemmConvolution<float>(g, &pool);
       if (ImplicitGemmApplies(g)) return {ImplicitGemmConvolution<float>(g, &pool)};
       return {GemmConvolution<float>(g, &pool)};
     case DType::kF64:
       if (ScatterApplies(g)) return {ScatterConvolution<double>(g, &pool)};
+      if (PositionGemmApplies(g, GemmTileFor<double>().columns))
+        return PositionGemmConvolution<double>(g, &pool);
       if (ImplicitGemmApplies(g)) return {ImplicitGemmConvolution<double>(g, &pool)};
       return {GemmConvolution<double>(g, &pool)};
     case DType::kS8:

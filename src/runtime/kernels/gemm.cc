@@ -10,6 +10,9 @@
 // KernelIsa(): AVX-512, AVX2/FMA or portable.
 // Packing pads partial panels with zeros, so the micro-kernel always runs a
 // full tile; an edge tile goes through a local buffer.
+// GemmRowTiles runs the same micro-kernels over a B packed once by the
+// caller and an A that is never packed: each tile's rows are read where
+// they lie, column p at offsets[p] (indirect kernels, one per tile height).
 #include "kernels/gemm.h"
 
 #include <immintrin.h>
@@ -34,6 +37,10 @@ using MicroKernel = void (*)(int64_t kc, const T* a, int64_t a_rs, int64_t a_cs,
 // C tile (row stride ldc) = or += A · B panel over kc, where A's element
 // (i, p) is a[i * a_rs + p * a_cs]: a packed panel ({1, mr}) or A's own
 // rows read in place ({row stride, 1}).
+// The same over A's element (i, p) at a[i * a_rs + offsets[p]].
+template <typename T>
+using IndirectKernel = void (*)(int64_t kc, const T* a, int64_t a_rs, const int64_t* offsets,
+                                const T* b, T* c, int64_t ldc, bool accumulate);
 template <typename T>
 struct Config {
   MicroKernel<T> kernel;
@@ -41,6 +48,8 @@ struct Config {
   // The kernel cut to 1 .. mr - 1 rows (index = rows), for the last, short
   // row tile: it reads A in place like a full one. None for portable.
   const MicroKernel<T>* short_rows = nullptr;
+  // The kernel over columns at offsets, per row count 1 .. mr (index = rows).
+  const IndirectKernel<T>* indirect = nullptr;
 };
 constexpr int64_t kMaxTile = 6 * 64;  // elements of the largest tile (edge buffers)
 
@@ -94,9 +103,11 @@ struct Avx512<double> {
 // The tile in kMr x kVectors accumulators: per k, kVectors loads of the B
 // panel, kMr broadcasts of A, kMr * kVectors FMAs. S is Avx2<T> or
 // Avx512<T>; the caller, flattened, compiles this with S's target.
-template <typename S, typename T, int kMr, int kVectors>
+// With kIndirect, column p of A starts at a + offsets[p] instead (a_cs
+// unused): rows of an implicit A read where they lie.
+template <typename S, typename T, int kMr, int kVectors, bool kIndirect = false>
 inline void TileKernel(int64_t kc, const T* a, int64_t a_rs, int64_t a_cs, const T* b, T* c,
-                       int64_t ldc, bool accumulate) {
+                       int64_t ldc, bool accumulate, const int64_t* offsets = nullptr) {
   constexpr int kL = S::kLanes, kNr = kVectors * kL;
   for (int i = 0; i < kMr; ++i) {
     _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
@@ -113,14 +124,16 @@ inline void TileKernel(int64_t kc, const T* a, int64_t a_rs, int64_t a_cs, const
     typename S::Vector bv[kVectors];
 #pragma GCC unroll 4
     for (int v = 0; v < kVectors; ++v) S::Load(bv[v], b + v * kL);
+    const T* column = a;
+    if constexpr (kIndirect) column = a + offsets[p];
 #pragma GCC unroll 16
     for (int i = 0; i < kMr; ++i) {
       typename S::Vector x;
-      S::Broadcast(x, a + i * a_rs);
+      S::Broadcast(x, column + i * a_rs);
 #pragma GCC unroll 4
       for (int v = 0; v < kVectors; ++v) S::Fma(acc[i][v], x, bv[v]);
     }
-    a += a_cs;
+    if constexpr (!kIndirect) a += a_cs;
     b += kNr;
   }
 #pragma GCC unroll 16
@@ -154,6 +167,37 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma"), flatten)) void 
   TileKernel<Avx512<T>, T, kRows, 4>(kc, a, a_rs, a_cs, b, c, ldc, accumulate);
 }
 
+// The tiles over an A whose columns lie at offsets (GemmRowTiles), of 1 to
+// 6 rows; index = rows.
+template <typename T, int kRows>
+__attribute__((target("avx2,fma"), flatten)) void IndirectAvx2(int64_t kc, const T* a, int64_t a_rs,
+                                                               const int64_t* offsets, const T* b,
+                                                               T* c, int64_t ldc, bool accumulate) {
+  TileKernel<Avx2<T>, T, kRows, 2, true>(kc, a, a_rs, 0, b, c, ldc, accumulate, offsets);
+}
+template <typename T, int kRows>
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma"), flatten)) void IndirectAvx512(
+    int64_t kc, const T* a, int64_t a_rs, const int64_t* offsets, const T* b, T* c, int64_t ldc,
+    bool accumulate) {
+  TileKernel<Avx512<T>, T, kRows, 4, true>(kc, a, a_rs, 0, b, c, ldc, accumulate, offsets);
+}
+template <typename T>
+constexpr IndirectKernel<T> kIndirectAvx2[7] = {nullptr,
+                                                IndirectAvx2<T, 1>,
+                                                IndirectAvx2<T, 2>,
+                                                IndirectAvx2<T, 3>,
+                                                IndirectAvx2<T, 4>,
+                                                IndirectAvx2<T, 5>,
+                                                IndirectAvx2<T, 6>};
+template <typename T>
+constexpr IndirectKernel<T> kIndirectAvx512[7] = {nullptr,
+                                                  IndirectAvx512<T, 1>,
+                                                  IndirectAvx512<T, 2>,
+                                                  IndirectAvx512<T, 3>,
+                                                  IndirectAvx512<T, 4>,
+                                                  IndirectAvx512<T, 5>,
+                                                  IndirectAvx512<T, 6>};
+
 template <typename T>
 constexpr MicroKernel<T> kShortAvx2[6] = {nullptr,          KernelAvx2<T, 1>, KernelAvx2<T, 2>,
                                           KernelAvx2<T, 3>, KernelAvx2<T, 4>, KernelAvx2<T, 5>};
@@ -182,6 +226,29 @@ void KernelPortable(int64_t kc, const T* a, int64_t a_rs, int64_t a_cs, const T*
   }
 }
 
+template <typename T, int64_t kNr, int64_t kMr>
+void IndirectPortable(int64_t kc, const T* a, int64_t a_rs, const int64_t* offsets, const T* b,
+                      T* c, int64_t ldc, bool accumulate) {
+  T acc[kMr][kNr] = {};
+  for (int64_t p = 0; p < kc; ++p, b += kNr) {
+    for (int64_t i = 0; i < kMr; ++i) {
+      for (int64_t j = 0; j < kNr; ++j) acc[i][j] += a[offsets[p] + i * a_rs] * b[j];
+    }
+  }
+  for (int64_t i = 0; i < kMr; ++i) {
+    for (int64_t j = 0; j < kNr; ++j)
+      c[i * ldc + j] = accumulate ? c[i * ldc + j] + acc[i][j] : acc[i][j];
+  }
+}
+template <typename T, int64_t kNr>
+constexpr IndirectKernel<T> kIndirectPortable[7] = {nullptr,
+                                                    IndirectPortable<T, kNr, 1>,
+                                                    IndirectPortable<T, kNr, 2>,
+                                                    IndirectPortable<T, kNr, 3>,
+                                                    IndirectPortable<T, kNr, 4>,
+                                                    IndirectPortable<T, kNr, 5>,
+                                                    IndirectPortable<T, kNr, 6>};
+
 // The blocking per variant. kc x nr of B (the panel every row tile of a
 // row block reuses) stays near L1's size; mc x kc of a packed A in L2.
 template <typename T>
@@ -189,16 +256,20 @@ Config<T> ConfigFor(Isa isa) {
   constexpr bool f32 = std::is_same_v<T, float>;
   switch (isa) {
     case Isa::kAvx512:
-      return f32 ? Config<T>{KernelAvx512<T>, 6, 64, 512, 72, 3072, kShortAvx512<T>}
-                 : Config<T>{KernelAvx512<T>, 6, 32, 256, 72, 2048, kShortAvx512<T>};
+      return f32 ? Config<T>{KernelAvx512<T>,   6, 64, 512, 72, 3072, kShortAvx512<T>,
+                             kIndirectAvx512<T>}
+                 : Config<T>{KernelAvx512<T>,   6, 32, 256, 72, 2048, kShortAvx512<T>,
+                             kIndirectAvx512<T>};
     case Isa::kAvx2:
-      return f32 ? Config<T>{KernelAvx2<T>, 6, 16, 512, 72, 3072, kShortAvx2<T>}
-                 : Config<T>{KernelAvx2<T>, 6, 8, 256, 72, 2048, kShortAvx2<T>};
+      return f32 ? Config<T>{KernelAvx2<T>, 6, 16, 512, 72, 3072, kShortAvx2<T>, kIndirectAvx2<T>}
+                 : Config<T>{KernelAvx2<T>, 6, 8, 256, 72, 2048, kShortAvx2<T>, kIndirectAvx2<T>};
     case Isa::kPortable:
       break;
   }
-  return f32 ? Config<T>{KernelPortable<T, 16>, 6, 16, 512, 72, 3072}
-             : Config<T>{KernelPortable<T, 8>, 6, 8, 256, 72, 2048};
+  return f32 ? Config<T>{KernelPortable<T, 16>,   6, 16, 512, 72, 3072, nullptr,
+                         kIndirectPortable<T, 16>}
+             : Config<T>{KernelPortable<T, 8>,   6, 8, 256, 72, 2048, nullptr,
+                         kIndirectPortable<T, 8>};
 }
 
 // 8 rows of 8 floats → 8 columns (AVX2 in-register transpose).
@@ -390,6 +461,125 @@ void GemmPackingB(int64_t m, int64_t n, int64_t k, MatrixView<const T> a, const 
                   T* c, int64_t ldc) {
   GemmWith<T>(m, n, k, a, pack_b, c, ldc);
 }
+
+template <typename T>
+PanelLayout PanelLayoutFor(int64_t k, int64_t n) {
+  const Config<T> config = ConfigFor<T>(KernelIsa());
+  return {k, n, config.kc, config.nr};
+}
+
+template <typename T>
+void PackPanels(const PanelLayout& layout, MatrixView<const T> b, int64_t first, int64_t last,
+                T* out) {
+  const int64_t padded = layout.padded_n();
+  for (int64_t p0 = 0; p0 < layout.k; p0 += layout.kc) {
+    const int64_t kc = std::min(layout.kc, layout.k - p0);
+    for (int64_t panel = first; panel < last; ++panel) {
+      const int64_t j0 = panel * layout.nr;
+      PackB<T>(kc, std::min(layout.nr, layout.n - j0),
+               {b.data + p0 * b.row_stride + j0 * b.col_stride, b.row_stride, b.col_stride},
+               out + p0 * padded + j0 * kc, layout.nr);
+    }
+  }
+}
+
+// Rows in blocks of up to 16 tiles, k in blocks of kc: each panel of the k
+// block runs against the block's tiles in turn (it stays in L2; the tiles'
+// rows of A, read in place, in L1).
+template <typename T>
+void GemmRowTiles(int64_t m, const PanelLayout& layout, const T* panels, const int64_t* offsets,
+                  const RowTileFn<T>& a_tile, T* c, int64_t ldc) {
+  const Config<T> B = ConfigFor<T>(KernelIsa());
+  constexpr int64_t kMaxTiles = 16;
+  const int64_t padded = layout.padded_n();
+  alignas(64) T edge[kMaxTile];
+  RowTile<T> tiles[kMaxTiles];
+  int64_t first[kMaxTiles];  // each tile's first row
+  for (int64_t i0 = 0; i0 < m;) {
+    int64_t count = 0, rows = 0;
+    for (; count < kMaxTiles && i0 + rows < m; ++count) {
+      first[count] = i0 + rows;
+      tiles[count] = a_tile(i0 + rows);
+      rows += tiles[count].rows;
+    }
+    for (int64_t p0 = 0; p0 < layout.k; p0 += layout.kc) {
+      const int64_t kc = std::min(layout.kc, layout.k - p0);
+      const bool accumulate = p0 > 0;
+      for (int64_t jr = 0; jr < layout.n; jr += B.nr) {
+        const int64_t width = std::min(B.nr, layout.n - jr);
+        const T* b_panel = panels + p0 * padded + jr * kc;
+        for (int64_t t = 0; t < count; ++t) {
+          const RowTile<T>& a = tiles[t];
+          T* tile = c + first[t] * ldc + jr;
+          const IndirectKernel<T> run = B.indirect[a.rows];
+          if (width == B.nr) {
+            run(kc, a.base, a.row_stride, offsets + p0, b_panel, tile, ldc, accumulate);
+            continue;
+          }
+          run(kc, a.base, a.row_stride, offsets + p0, b_panel, edge, B.nr, false);
+          for (int64_t i = 0; i < a.rows; ++i) {
+            for (int64_t j = 0; j < width; ++j) {
+              T v = edge[i * B.nr + j];
+              tile[i * ldc + j] = accumulate ? tile[i * ldc + j] + v : v;
+            }
+          }
+        }
+      }
+    }
+    i0 += rows;
+  }
+}
+
+__attribute__((target("avx2"))) void TransposeBlocksF32Avx2(int64_t rows, int64_t cols,
+                                                            const float* src, int64_t src_stride,
+                                                            float* dst, int64_t dst_stride) {
+  for (int64_t i0 = 0; i0 + 8 <= rows; i0 += 8) {
+    for (int64_t j0 = 0; j0 + 8 <= cols; j0 += 8) {
+      __m256 r[8];
+      for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + (i0 + i) * src_stride + j0);
+      Transpose8x8(r);
+      for (int j = 0; j < 8; ++j) _mm256_storeu_ps(dst + (j0 + j) * dst_stride + i0, r[j]);
+    }
+  }
+}
+
+template <typename T>
+void Transpose(int64_t rows, int64_t cols, const T* src, int64_t src_stride, T* dst,
+               int64_t dst_stride) {
+  int64_t done_rows = 0, done_cols = 0;  // the block of 8 x 8 tiles done in registers
+  if constexpr (std::is_same_v<T, float>) {
+    if (KernelIsa() >= Isa::kAvx2) {
+      TransposeBlocksF32Avx2(rows, cols, src, src_stride, dst, dst_stride);
+      done_rows = rows / 8 * 8;
+      done_cols = cols / 8 * 8;
+    }
+  }
+  // The rest in 16 x 16 tiles (a column read whole would sit in a few
+  // cache sets when rows are a power of two apart).
+  auto tiles = [&](int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi) {
+    constexpr int64_t kTile = 16;
+    for (int64_t j0 = j_lo; j0 < j_hi; j0 += kTile) {
+      for (int64_t i0 = i_lo; i0 < i_hi; i0 += kTile) {
+        for (int64_t j = j0; j < std::min(j_hi, j0 + kTile); ++j) {
+          for (int64_t i = i0; i < std::min(i_hi, i0 + kTile); ++i)
+            dst[j * dst_stride + i] = src[i * src_stride + j];
+        }
+      }
+    }
+  };
+  tiles(0, done_rows, done_cols, cols);
+  tiles(done_rows, rows, 0, cols);
+}
+
+#define STRATA_ROW_TILES(T)                                                                   \
+  template PanelLayout PanelLayoutFor<T>(int64_t, int64_t);                                   \
+  template void PackPanels<T>(const PanelLayout&, MatrixView<const T>, int64_t, int64_t, T*); \
+  template void GemmRowTiles<T>(int64_t, const PanelLayout&, const T*, const int64_t*,        \
+                                const RowTileFn<T>&, T*, int64_t);                            \
+  template void Transpose<T>(int64_t, int64_t, const T*, int64_t, T*, int64_t);
+STRATA_ROW_TILES(float)
+STRATA_ROW_TILES(double)
+#undef STRATA_ROW_TILES
 
 template void GemmPackingB<float>(int64_t, int64_t, int64_t, MatrixView<const float>,
                                   const PackBFn<float>&, float*, int64_t);

@@ -45,6 +45,51 @@ template <typename T>
 void GemmPackingB(int64_t m, int64_t n, int64_t k, MatrixView<const T> a, const PackBFn<T>& pack_b,
                   T* c, int64_t ldc);
 
+// ---- B packed once, A supplied a row tile at a time ----
+// For products whose A exists only implicitly (a convolution's patches,
+// one row per output position) and whose B (the kernel) serves many calls.
+
+// Where the panels of a packed B[k, n] lie: k in blocks of kc, each block's
+// nr-wide panels one after another, panel (p0, j0) at p0 * padded_n() +
+// j0 * (that block's kc), k-major inside; columns past n are zero.
+struct PanelLayout {
+  int64_t k = 0, n = 0, kc = 0, nr = 0;
+  int64_t padded_n() const { return (n + nr - 1) / nr * nr; }
+  int64_t size() const { return k * padded_n(); }
+  int64_t panels() const { return padded_n() / nr; }
+};
+template <typename T>
+PanelLayout PanelLayoutFor(int64_t k, int64_t n);
+// Packs panels [first, last) of B (all of k) into `out`, sized layout.size().
+template <typename T>
+void PackPanels(const PanelLayout& layout, MatrixView<const T> b, int64_t first, int64_t last,
+                T* out);
+
+// A tile of 1 to GemmTileFor().rows rows of an implicit A, read where it
+// lies: element (i, p) at base[i * row_stride + offsets[p]], i < rows.
+template <typename T>
+struct RowTile {
+  const T* base;
+  int64_t row_stride;
+  int64_t rows;
+};
+// The tile whose first row is i0 (its rows must not run past m).
+template <typename T>
+using RowTileFn = std::function<RowTile<T>(int64_t i0)>;
+
+// C[m, n] = A · B, overwriting C (row stride ldc), with B's panels packed by
+// PackPanels and A's rows from a_tile, its columns at offsets[0 .. k). Sums
+// over k in Gemm's order.
+template <typename T>
+void GemmRowTiles(int64_t m, const PanelLayout& layout, const T* panels, const int64_t* offsets,
+                  const RowTileFn<T>& a_tile, T* c, int64_t ldc);
+
+// dst[j * dst_stride + i] = src[i * src_stride + j] for i < rows, j < cols:
+// 8 x 8 blocks in registers where the CPU has AVX2 (f32).
+template <typename T>
+void Transpose(int64_t rows, int64_t cols, const T* src, int64_t src_stride, T* dst,
+               int64_t dst_stride);
+
 // The micro-tile (rows x columns of C) Gemm<T> uses under KernelIsa():
 // the micro-kernel is chosen at run time, AVX-512 (6 x 64 f32, 6 x 32
 // f64), AVX2/FMA (6 x 16, 6 x 8) or portable (as AVX2's), by kernels/cpu.h.
