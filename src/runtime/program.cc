@@ -378,11 +378,12 @@ class Planner {
           // write into the very parameter it reads last.
           const Instruction& writer = *c_.instructions()[st.first];
           // (A fusion: every operand the result's size is read elementwise.)
-          bool fusion_elementwise = writer.opcode() == Opcode::kFusion;
+          const std::optional<Shape> leaf =
+              writer.opcode() == Opcode::kFusion ? FusionOutputShape(writer) : std::nullopt;
+          bool fusion_elementwise = leaf.has_value();
           for (int64_t i = 0; fusion_elementwise && i < writer.operand_count(); ++i) {
-            fusion_elementwise =
-                writer.operand(i)->shape().byte_size() != writer.shape().byte_size() ||
-                FusionReadsElementwise(writer, i);
+            fusion_elementwise = writer.operand(i)->shape().byte_size() != leaf->byte_size() ||
+                                 FusionReadsElementwise(writer, i);
           }
           program_->root_writer_elementwise_[k] = hlo::IsElementwiseUnary(writer.opcode()) ||
                                                   hlo::IsElementwiseBinary(writer.opcode()) ||

@@ -215,8 +215,55 @@ TEST(Fusion, WritesOverWhatItReadsOnlyElementwise) {
   }
 }
 
-// What does not fuse: an intermediate some other op also reads (it must be
-// written out), half types, integer ops and a lone op with nothing to gain.
+// AdamW's update: the new moments are results the new parameter also reads.
+// One fusion writes all three (a tuple), reading p, m, v and g once; with
+// the three inputs donated, each result goes into its input's buffer.
+TEST(Fusion, AdamWUpdateIsOneMultiOutputLoop) {
+  const int64_t n = 1500;  // blocks of 512 and a partial one
+  const Shape vec(DType::kF32, {n});
+  std::vector<float> p = Random<float>(n, 21, -1, 1), m = Random<float>(n, 22, -0.1, 0.1),
+                     v = Random<float>(n, 23, 0, 0.01), grad = Random<float>(n, 24, -1, 1);
+  const float b1 = 0.9f, b2 = 0.95f, decay = 0.999f, eps = 1e-8f, c1 = 0.01f, c2 = 3.2f;
+  for (bool donate : {false, true}) {
+    SCOPED_TRACE(donate ? "donated" : "not donated");
+    Graph g({vec, vec, vec, vec});
+    auto scalar = [&](float x) { return g.b.Broadcast(g.b.ConstantScalar<float>(x), {n}, {}); };
+    auto* m1 =
+        g.b.Add(g.b.Multiply(g.params[1], scalar(b1)), g.b.Multiply(g.params[3], scalar(1 - b1)));
+    auto* v1 = g.b.Add(g.b.Multiply(g.params[2], scalar(b2)),
+                       g.b.Multiply(g.b.Multiply(g.params[3], g.params[3]), scalar(1 - b2)));
+    auto* denom = g.b.Add(g.b.Multiply(g.b.Unary(Opcode::kSqrt, v1), scalar(c2)), scalar(eps));
+    auto* p1 = g.b.Subtract(g.b.Multiply(g.params[0], scalar(decay)),
+                            g.b.Multiply(g.b.Divide(m1, denom), scalar(c1)));
+    auto exe = g.Compile(g.b.Tuple({p1, m1, v1}));
+    const hlo::Computation& entry = *exe->module().entry();
+    ASSERT_EQ(Count(entry, Opcode::kFusion), 1) << hlo::ToText(exe->module());
+    for (const auto& inst : entry.instructions()) {
+      if (inst->opcode() == Opcode::kFusion) EXPECT_EQ(inst->shape().tuple_size(), 3);
+    }
+    EXPECT_EQ(exe->stats().kernels, 1);
+    std::vector<Buffer> args = {Arg(p, {n}), Arg(m, {n}), Arg(v, {n}), Arg(grad, {n})};
+    std::vector<const void*> inputs;
+    for (const Buffer& a : args) inputs.push_back(a.data());
+    auto out = exe->Run(args, nullptr,
+                        donate ? std::vector<bool>{true, true, true, false} : std::vector<bool>{});
+    ASSERT_EQ(out.size(), 3u);
+    for (int j = 0; j < 3 && donate; ++j) EXPECT_EQ(out[j].data(), inputs[j]) << "result " << j;
+    const std::vector<float> p_out = out[0].ToVector<float>(), m_out = out[1].ToVector<float>(),
+                             v_out = out[2].ToVector<float>();
+    for (int64_t i = 0; i < n; ++i) {
+      const double mi = double(m[i]) * b1 + double(grad[i]) * (1 - double(b1));
+      const double vi = double(v[i]) * b2 + double(grad[i]) * grad[i] * (1 - double(b2));
+      const double pi = double(p[i]) * decay - mi / (std::sqrt(vi) * c2 + eps) * c1;
+      ASSERT_NEAR(m_out[i], mi, 1e-6) << i;
+      ASSERT_NEAR(v_out[i], vi, 1e-7) << i;
+      ASSERT_NEAR(p_out[i], pi, 1e-5 * std::max(1.0, std::abs(pi))) << i;
+    }
+  }
+}
+
+// What does not fuse: half types, integer ops and a lone op with nothing to
+// gain. An intermediate that is also a result joins as a second output.
 TEST(Fusion, LeavesWhatItCannotFuse) {
   const int64_t n = 600;
   std::vector<float> x = Random<float>(n, 12, -1, 1);
@@ -228,7 +275,10 @@ TEST(Fusion, LeavesWhatItCannotFuse) {
   auto exe = g.Compile(g.b.Tuple({chain, shared, ints, lone}));
   const hlo::Computation& entry = *exe->module().entry();
   EXPECT_EQ(Count(entry, Opcode::kFusion), 1) << hlo::ToText(exe->module());
-  EXPECT_EQ(Count(entry, Opcode::kTanh), 1);
+  EXPECT_EQ(Count(entry, Opcode::kTanh), 0);
+  for (const auto& inst : entry.instructions()) {
+    if (inst->opcode() == Opcode::kFusion) EXPECT_EQ(inst->shape().tuple_size(), 2);
+  }
   EXPECT_EQ(Count(entry, Opcode::kNegate), 1);
   std::vector<int32_t> k(n);
   for (int64_t i = 0; i < n; ++i) k[i] = static_cast<int32_t>(i) - 300;
@@ -513,6 +563,55 @@ TEST(RowFusion, PerRowOperandsAndRowOpsWithoutAReduction) {
       for (int64_t c = 0; c < cols; ++c)
         ASSERT_NEAR(out[i * cols + c], x[i * cols + c] * (double(top) / m[i]), 1e-6) << i;
     }
+  }
+}
+
+// A multi-output fusion whose first output is written over a donated input
+// that a later op of the same block still reads: the block's outputs are
+// copied out only once it is computed.
+TEST(Fusion, OutputsOverADonatedInputAreWrittenAfterTheBlockReadsIt) {
+  const int64_t n = 1000;
+  std::vector<float> x = Random<float>(n, 41, -1, 1);
+  Graph g({Shape(DType::kF32, {n})});
+  auto* out0 = g.b.Unary(Opcode::kExp, g.params[0]);
+  auto* out1 = g.b.Multiply(g.b.Unary(Opcode::kTanh, out0), g.params[0]);
+  auto exe = g.Compile(g.b.Tuple({out0, out1}));
+  ASSERT_EQ(Count(*exe->module().entry(), Opcode::kFusion), 1);
+  Buffer arg = Arg(x, {n});
+  const void* bytes = arg.data();
+  auto out = exe->Run({arg}, nullptr, {true});
+  EXPECT_TRUE(out[0].data() == bytes || out[1].data() == bytes);  // one took the input's bytes
+  const std::vector<float> e = out[0].ToVector<float>(), y = out[1].ToVector<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_NEAR(e[i], std::exp(x[i]), 1e-6 * std::exp(x[i])) << i;
+    ASSERT_NEAR(y[i], std::tanh(std::exp(x[i])) * x[i], 1e-6) << i;
+  }
+}
+
+// An intermediate that is a result and is read by an op outside the fusion
+// that wants it (here a reduction) is written by its own fusion: joining the
+// later fusion as an output could make a cycle through that op.
+TEST(Fusion, AResultOthersReadStaysItsOwnFusion) {
+  const int64_t n = 700;
+  const Shape vec(DType::kF32, {n});
+  std::vector<float> a = Random<float>(n, 31, -1, 1), b = Random<float>(n, 32, -1, 1);
+  Graph g({vec, vec});
+  auto* t = g.b.Unary(Opcode::kExp, g.b.Add(g.params[0], g.params[1]));
+  auto* total =
+      g.b.Reduce(t, g.b.ConstantScalar<float>(0), {0}, Reducer(g, Opcode::kAdd, DType::kF32));
+  auto* y = g.b.Multiply(g.b.Unary(Opcode::kTanh, t), g.b.Broadcast(total, {n}, {}));
+  auto exe = g.Compile(g.b.Tuple({y, t}));
+  for (const auto& inst : exe->module().entry()->instructions()) {
+    if (inst->opcode() == Opcode::kFusion) EXPECT_TRUE(inst->shape().is_array());
+  }
+  auto out = exe->Run({Arg(a, {n}), Arg(b, {n})});
+  const std::vector<float> y_out = out[0].ToVector<float>(), t_out = out[1].ToVector<float>();
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += std::exp(double(a[i]) + b[i]);
+  for (int64_t i = 0; i < n; ++i) {
+    const double ti = std::exp(double(a[i]) + b[i]);
+    ASSERT_NEAR(t_out[i], ti, 1e-6 * ti) << i;
+    ASSERT_NEAR(y_out[i], std::tanh(ti) * sum, 1e-5 * sum) << i;
   }
 }
 

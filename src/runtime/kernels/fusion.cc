@@ -153,8 +153,14 @@ template <typename T>
 class FusedLoop {
  public:
   // row: the elements a reduction covers (0 without reductions).
-  FusedLoop(std::vector<Op> ops, std::vector<int64_t> dims, int64_t row, ThreadPool& pool)
-      : ops_(std::move(ops)), dims_(std::move(dims)), row_(row), pool_(&pool) {
+  // outputs: the op each output of the fusion is (one, or a tuple's).
+  FusedLoop(std::vector<Op> ops, std::vector<int64_t> outputs, std::vector<int64_t> dims,
+            int64_t row, ThreadPool& pool)
+      : ops_(std::move(ops)),
+        outputs_(std::move(outputs)),
+        dims_(std::move(dims)),
+        row_(row),
+        pool_(&pool) {
     n_ = 1;
     for (int64_t d : dims_) n_ *= d;
   }
@@ -165,10 +171,15 @@ class FusedLoop {
     for (size_t k = 0; k < ops_.size(); ++k) {
       if (ops_[k].uniform) uniform[k] = Uniform(ops_[k], uniform, args);
     }
-    T* out = reinterpret_cast<T*>(args.outputs[0]);
-    const Op& root = ops_.back();
-    if (root.uniform) {
-      std::fill_n(out, n_, uniform.back());
+    // One output that is the last op writes its blocks in place. Otherwise
+    // each block's outputs are copied out once the whole block is computed:
+    // an output may share its buffer with an operand the block still reads.
+    const bool in_place = outputs_.size() == 1 && outputs_[0] + 1 == std::ssize(ops_);
+    bool all_uniform = true;
+    for (int64_t k : outputs_) all_uniform = all_uniform && ops_[k].uniform;
+    if (all_uniform) {
+      for (size_t j = 0; j < outputs_.size(); ++j)
+        std::fill_n(reinterpret_cast<T*>(args.outputs[j]), n_, uniform[outputs_[j]]);
       return;
     }
     // Blocks of kBlock elements, or one row each.
@@ -179,10 +190,19 @@ class FusedLoop {
       for (int64_t at = lo; at < hi; at += block) {
         const int64_t m = std::min(block, hi - at);
         for (size_t k = 0; k < ops_.size(); ++k) {
-          T* buffer = k + 1 == ops_.size() ? out + at : &buffers[k * block];
+          T* buffer = in_place && k + 1 == ops_.size() ? reinterpret_cast<T*>(args.outputs[0]) + at
+                                                       : &buffers[k * block];
           values[k] = Block(ops_[k], k, values, uniform, args, at, m, buffer);
         }
-        if (!values.back().varies) std::fill_n(out + at, m, values.back().ptr[0]);
+        for (size_t j = 0; j < outputs_.size(); ++j) {
+          T* out = reinterpret_cast<T*>(args.outputs[j]) + at;
+          const Value<T>& v = values[outputs_[j]];
+          if (!v.varies) {
+            std::fill_n(out, m, v.ptr[0]);
+          } else if (v.ptr != out) {
+            std::copy_n(v.ptr, m, out);
+          }
+        }
       }
     };
     if (row_ == 0) {
@@ -291,6 +311,7 @@ class FusedLoop {
   }
 
   std::vector<Op> ops_;
+  std::vector<int64_t> outputs_;
   std::vector<int64_t> dims_;
   int64_t row_ = 0;
   int64_t n_ = 0;
@@ -312,7 +333,8 @@ std::vector<int64_t> BroadcastStrides(const Instruction& broadcast) {
 
 // The fused computation as a list of ops, parameters and broadcasts folded
 // into the ops that read them.
-std::vector<Op> Translate(const hlo::Computation& fused, int64_t elements, int64_t row) {
+std::vector<Op> Translate(const hlo::Computation& fused, int64_t elements, int64_t row,
+                          std::vector<int64_t>& outputs) {
   std::vector<Op> ops;
   std::unordered_map<const Instruction*, int64_t> value;
   auto operand_op = [&](const Instruction& p, Kind kind) {
@@ -324,7 +346,11 @@ std::vector<Op> Translate(const hlo::Computation& fused, int64_t elements, int64
   // Only what the root reads: a dead instruction (XLA's text may hold one)
   // would be ordered after the root and computed for nothing.
   std::unordered_set<const Instruction*> live;
-  std::vector<const Instruction*> pending = {fused.root()};
+  const Instruction* root = fused.root();
+  std::vector<const Instruction*> results = {root};  // the fusion's outputs
+  if (root->opcode() == Opcode::kTuple)
+    results = {root->operands().begin(), root->operands().end()};
+  std::vector<const Instruction*> pending = results;
   while (!pending.empty()) {
     const Instruction* inst = pending.back();
     pending.pop_back();
@@ -420,18 +446,15 @@ std::vector<Op> Translate(const hlo::Computation& fused, int64_t elements, int64
     value[&inst] = static_cast<int64_t>(ops.size());
     ops.push_back(std::move(op));
   }
-  // The root last (the loop writes the last op into the result).
-  const int64_t root = value.at(fused.root());
-  if (root + 1 != static_cast<int64_t>(ops.size())) {
-    Fail("[runtime] fusion {}: the root must be the last instruction", fused.name());
-  }
+  outputs.clear();
+  for (const Instruction* r : results) outputs.push_back(value.at(r));
   return ops;
 }
 
 // The elements each of the fusion's reductions covers: all reduce the same
 // trailing dims of the fusion's shape. 0 when it has none.
 int64_t FusedRowLength(const Instruction& fusion) {
-  const std::vector<int64_t>& dims = fusion.shape().dims();
+  const std::vector<int64_t> dims = FusionOutputShape(fusion)->dims();
   int64_t row = 0;
   for (const auto& inst : fusion.called.at(0)->instructions()) {
     if (inst->opcode() != Opcode::kReduce) continue;
@@ -457,11 +480,14 @@ int64_t FusedRowLength(const Instruction& fusion) {
 }  // namespace
 
 bool FusedKernelRuns(const Instruction& fusion, ThreadPool& pool) {
-  const Shape& shape = fusion.shape();
-  if (!fusion.fusion_kind.empty() || !shape.is_array() || shape.rank() > 8) return false;
-  const DType type = shape.dtype();
+  if (!fusion.fusion_kind.empty()) return false;
+  const std::optional<Shape> leaf = FusionOutputShape(fusion);
+  if (!leaf || leaf->rank() > 8) return false;
+  const DType type = leaf->dtype();
   if (type != DType::kF32 && type != DType::kF64) return false;
-  for (const auto& inst : fusion.called.at(0)->instructions()) {
+  const hlo::Computation& fused = *fusion.called.at(0);
+  for (const auto& inst : fused.instructions()) {
+    if (inst.get() == fused.root() && inst->opcode() == Opcode::kTuple) continue;
     const Shape& s = inst->shape();
     if (!s.is_array()) return false;
     const bool typed = s.dtype() == type, pred = s.dtype() == DType::kPred;
@@ -505,23 +531,30 @@ bool FusionReadsElementwise(const Instruction& fusion, int64_t index) {
       if (operand == parameter && inst->opcode() == Opcode::kBroadcast) return false;
     }
   }
-  return parameter->shape().dims() == fusion.shape().dims();
+  const std::optional<Shape> leaf = FusionOutputShape(fusion);
+  return leaf && parameter->shape().dims() == leaf->dims();
 }
 
 KernelInfo MakeFusionKernel(const Instruction& inst, ThreadPool& pool) {
   const hlo::Computation& fused = *inst.called.at(0);
-  std::vector<int64_t> dims = inst.shape().dims();
+  const std::optional<Shape> leaf = FusionOutputShape(inst);
+  if (!leaf) {
+    Fail("[runtime] fusion {}: a loop fusion's outputs must be arrays of one shape, got {}",
+         inst.name(), inst.shape().ToString());
+  }
+  std::vector<int64_t> dims = leaf->dims();
   if (dims.size() > 8)
     Fail("[runtime] fusion {} has rank {} (at most 8)", inst.name(), dims.size());
   const int64_t row = FusedRowLength(inst);
-  std::vector<Op> ops = Translate(fused, inst.shape().num_elements(), row);
-  switch (inst.shape().dtype()) {
+  std::vector<int64_t> outputs;
+  std::vector<Op> ops = Translate(fused, leaf->num_elements(), row, outputs);
+  switch (leaf->dtype()) {
     case DType::kF32:
-      return {FusedLoop<float>(std::move(ops), std::move(dims), row, pool)};
+      return {FusedLoop<float>(std::move(ops), std::move(outputs), std::move(dims), row, pool)};
     case DType::kF64:
-      return {FusedLoop<double>(std::move(ops), std::move(dims), row, pool)};
+      return {FusedLoop<double>(std::move(ops), std::move(outputs), std::move(dims), row, pool)};
     default:
-      UnsupportedType(inst, inst.shape().dtype());
+      UnsupportedType(inst, leaf->dtype());
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <type_traits>
 
 #include "strata/core/error.h"
@@ -98,12 +99,25 @@ bool AcceptsScalarBroadcast(const hlo::Instruction& user, int64_t operand);
 // blocks that stay in cache, so its intermediates never reach memory.
 KernelInfo MakeFusionKernel(const hlo::Instruction& inst, ThreadPool& pool);
 // Whether the fused loop runs `fusion`: a kLoop fusion with an f32 / f64
-// array result of rank <= 8 whose computation holds parameters, constants,
-// broadcasts, row reductions, compares, selects and elementwise ops of that
-// type, in the forms MakeFusionKernel accepts. Any other fusion (XLA's other
-// kinds, several results, slices, integer or half-precision ops) the
-// compiler runs as a call of its computation.
+// array result of rank <= 8, or a tuple of such results of one shape (a
+// multi-output fusion: each block computes them all), whose computation
+// holds parameters, constants, broadcasts, row reductions, compares, selects
+// and elementwise ops of that type, in the forms MakeFusionKernel accepts.
+// Any other fusion (XLA's other kinds, results of different shapes, slices,
+// integer or half-precision ops) the compiler runs as a call of its
+// computation.
 bool FusedKernelRuns(const hlo::Instruction& fusion, ThreadPool& pool);
+// The shape of each of a fusion's outputs: its array result, or the one
+// shape every element of its tuple result has. None otherwise.
+inline std::optional<Shape> FusionOutputShape(const hlo::Instruction& fusion) {
+  const Shape& shape = fusion.shape();
+  if (shape.is_array()) return shape;
+  if (!shape.is_tuple() || shape.tuple_size() == 0) return std::nullopt;
+  for (const Shape& element : shape.tuple_shapes()) {
+    if (!element.is_array() || element != shape.tuple_shape(0)) return std::nullopt;
+  }
+  return shape.tuple_shape(0);
+}
 // Whether a fusion reads operand `index` element by element (not through a
 // broadcast), so its result may overwrite that operand.
 bool FusionReadsElementwise(const hlo::Instruction& fusion, int64_t index);

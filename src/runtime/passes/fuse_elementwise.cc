@@ -11,6 +11,13 @@
 // select in the same fusion. Everything else a fusion reads becomes one of
 // its parameters.
 //
+// An elementwise op with the root's dims that is also one of the
+// computation's results joins as an extra output (a multi-output fusion,
+// whose result is a tuple): its operands are then read once, by the fusion,
+// instead of once by its own fusion and again through its result (AdamW's
+// new moments, which the new parameter also reads). Only results: a user
+// outside that other ops read could make a cycle through the fusion.
+//
 // A reduction over the fusion's trailing dims joins too when its result is
 // read only inside the fusion (a softmax's max and sum, a norm's mean
 // square), through broadcasts back along those dims or through per-row ops
@@ -128,7 +135,8 @@ bool IsRowShaped(const Shape& s, const std::vector<int64_t>& dims, int64_t lead)
 struct Group {
   Instruction* root = nullptr;
   std::unordered_set<Instruction*> members;
-  std::vector<Instruction*> joined;  // members in the order they joined (deterministic)
+  std::vector<Instruction*> outputs;  // members also read outside, after the root
+  std::vector<Instruction*> joined;   // members in the order they joined (deterministic)
   int64_t core = 0;
   bool absorbs_broadcast = false;  // reads a non-scalar broadcast
   int64_t row = 0;                 // the row its reductions cover (0: none)
@@ -169,7 +177,14 @@ class Fuser {
       for (Instruction* m : g.members) {
         if (m->opcode() != Opcode::kBroadcast) fused_.insert(m);
       }
-      replacements[root] = Build(g, order);
+      Instruction* fusion = Build(g, order);
+      if (g.outputs.empty()) {
+        replacements[root] = fusion;
+        continue;
+      }
+      replacements[root] = Element(fusion, 0);
+      for (size_t j = 0; j < g.outputs.size(); ++j)
+        replacements[g.outputs[j]] = Element(fusion, static_cast<int64_t>(j) + 1);
     }
     if (replacements.empty()) return false;
     c_.ApplyReplacements(replacements);
@@ -185,6 +200,29 @@ class Fuser {
     if (it == users_.end()) return false;
     for (Instruction* u : it->second) {
       if (!g.members.count(u)) return false;
+    }
+    return true;
+  }
+
+  Instruction* Element(Instruction* tuple, int64_t index) {
+    auto e =
+        std::make_unique<Instruction>(Opcode::kGetTupleElement, tuple->shape().tuple_shape(index),
+                                      std::vector<Instruction*>{tuple});
+    e->tuple_index = index;
+    e->set_name(fmt::format("{}.{}", tuple->name(), index));
+    return c_.AddInstruction(std::move(e));
+  }
+
+  // Whether `i`, a core op some of whose users are outside the group, can
+  // join as an extra output: every user outside is the computation's result
+  // (a tuple), which nothing reads, so no cycle can form through it.
+  bool CanExport(Instruction* i, const Group& g) const {
+    const Instruction* result = c_.root();
+    if (i == result || result->opcode() != Opcode::kTuple) return false;
+    auto it = users_.find(i);
+    if (it == users_.end()) return false;
+    for (Instruction* u : it->second) {
+      if (u != result && !g.members.count(u)) return false;
     }
     return true;
   }
@@ -259,6 +297,12 @@ class Fuser {
           g.Join(op);
           ++g.core;
           changed = true;
+        } else if (IsCore(*op, type) && op->opcode() != Opcode::kCompare &&
+                   op->shape().dims() == dims && CanExport(op, g)) {
+          g.Join(op);
+          g.outputs.push_back(op);
+          ++g.core;
+          changed = true;
         } else if (op->opcode() == Opcode::kBroadcast && op->operand(0)->shape().rank() == 0 &&
                    g.lead >= 0 && IsRowShaped(op->shape(), dims, g.lead)) {
           g.Join(op);  // a scalar spread over the row values
@@ -324,9 +368,23 @@ class Fuser {
       clone->set_name(m->name());
       inside[m] = fused->AddInstruction(std::move(clone));
     }
-    fused->set_root(inside.at(g.root));
+    Shape shape = g.root->shape();
+    if (g.outputs.empty()) {
+      fused->set_root(inside.at(g.root));
+    } else {  // (root, outputs...)
+      std::vector<Instruction*> elements = {inside.at(g.root)};
+      std::vector<Shape> shapes = {g.root->shape()};
+      for (Instruction* o : g.outputs) {
+        elements.push_back(inside.at(o));
+        shapes.push_back(o->shape());
+      }
+      shape = Shape::Tuple(shapes);
+      auto tuple = std::make_unique<Instruction>(Opcode::kTuple, shape, std::move(elements));
+      tuple->set_name("outputs");
+      fused->set_root(fused->AddInstruction(std::move(tuple)));
+    }
     hlo::Computation* callee = module_.AddComputationBefore(std::move(fused), &c_);
-    auto fusion = std::make_unique<Instruction>(Opcode::kFusion, g.root->shape(), arguments);
+    auto fusion = std::make_unique<Instruction>(Opcode::kFusion, shape, arguments);
     fusion->called = {callee};
     fusion->set_name(fmt::format("fusion.{}", g.root->name()));
     return c_.AddInstruction(std::move(fusion));
