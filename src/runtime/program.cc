@@ -12,6 +12,7 @@
 #include <limits>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace strata::runtime {
 
@@ -178,6 +179,7 @@ class Planner {
     program_ = std::make_unique<Program>();
     AssignSlots();
     AssignStorages();
+    FindViewReaders();
     PlaceArena();
     return std::move(program_);
   }
@@ -290,6 +292,51 @@ class Planner {
     for (int64_t s : program_->root_slots_) last_use_[s] = end_;
   }
 
+  // Where each view's readers keep its address: their indices in
+  // Frame::operands (laid out step by step, as Bind lays them out).
+  void FindViewReaders() {
+    std::unordered_map<int64_t, Step*> view_of;  // slot -> its view step
+    size_t flat = 0;
+    for (Step& step : program_->steps_) {
+      for (int64_t slot : step.operand_slots) {
+        auto it = view_of.find(slot);
+        if (it != view_of.end()) it->second->view_readers.push_back(flat);
+        ++flat;
+      }
+      if (step.view) view_of[step.output_slots[0]] = &step;
+    }
+  }
+
+  // Whether a dynamic-slice step reads a contiguous block (unit slices of
+  // leading dims, then one dim cut, then whole dims) of a leaf nothing
+  // writes while the program runs: a parameter of the entry, a constant, or
+  // loop state the body passes through unchanged. Its result must not be a
+  // result of the program (those get bytes of their own).
+  bool IsView(const Step& step) const {
+    const Instruction& inst = *step.inst;
+    if (inst.opcode() != Opcode::kDynamicSlice || !inst.shape().is_array()) return false;
+    const int64_t out = step.output_slots[0], in = step.operand_slots[0];
+    for (int64_t r : program_->root_slots_) {
+      if (r == out) return false;
+    }
+    const Storage& st = program_->storages_.at(program_->slot_storage_[in]);
+    bool read_only = st.kind == StorageKind::kParameter || st.kind == StorageKind::kConstant;
+    if (st.kind == StorageKind::kLoopState) {
+      read_only = st.index < static_cast<int64_t>(program_->root_slots_.size()) &&
+                  program_->root_slots_[st.index] == in && !view_slots_.count(in);
+    }
+    if (!read_only) return false;
+    const std::vector<int64_t>& dims = inst.operand(0)->shape().dims();
+    const std::vector<int64_t>& sizes = inst.dynamic_slice_sizes;
+    size_t d = 0;
+    while (d < dims.size() && sizes[d] == 1) ++d;
+    if (d < dims.size()) ++d;  // the one dim cut anywhere
+    for (; d < dims.size(); ++d) {
+      if (sizes[d] != dims[d]) return false;
+    }
+    return true;
+  }
+
   bool Writable(int64_t storage) const {
     StorageKind k = program_->storages_[storage].kind;
     return k == StorageKind::kArena || k == StorageKind::kLoopState;
@@ -307,7 +354,7 @@ class Planner {
       std::vector<int64_t> claimed;
       auto try_reuse = [&](int64_t in_slot, int64_t out_slot) {
         int64_t st = slot_storage[in_slot];
-        if (last_use_[in_slot] != pos || !Writable(st) ||
+        if (last_use_[in_slot] != pos || !Writable(st) || view_slots_.count(in_slot) ||
             storages[st].size != slot_size_[out_slot] ||
             std::find(claimed.begin(), claimed.end(), st) != claimed.end()) {
           return false;
@@ -317,6 +364,12 @@ class Planner {
         ++program_->in_place_updates_;
         return true;
       };
+      if (IsView(step)) {  // its operand's storage, at an offset set at run time
+        step.view = true;
+        slot_storage[step.output_slots[0]] = slot_storage[step.operand_slots[0]];
+        view_slots_.insert(step.output_slots[0]);
+        continue;
+      }
       if (inst.opcode() == Opcode::kWhile) {
         for (size_t j = 0; j < step.output_slots.size(); ++j)
           try_reuse(step.operand_slots[j], step.output_slots[j]);
@@ -464,6 +517,7 @@ class Planner {
   ThreadPool& pool_;
   std::unique_ptr<Program> program_;
   std::unordered_map<const Instruction*, std::vector<int64_t>> leaves_;
+  std::unordered_set<int64_t> view_slots_;  // results of view steps
   std::vector<int64_t> slot_size_, last_use_, step_position_;
   std::vector<std::pair<size_t, int64_t>> scratch_storage_;
   int64_t end_ = 0;
@@ -524,6 +578,10 @@ void Program::Execute(Frame& frame, uint8_t* arena) const {
   const bool tracing = trace::Enabled();
   for (size_t k = 0; k < steps_.size(); ++k) {
     const Step& step = steps_[k];
+    if (step.view) {
+      RunView(step, frame, k);
+      continue;
+    }
     if (!step.kernel) {
       RunWhile(step, frame, arena, k);
       continue;
@@ -555,6 +613,25 @@ void Program::ExecuteTraced(const Step& step, Frame& frame, uint8_t* arena, size
   step.kernel(KernelArgs{frame.operands.data() + frame.operand_begin[index],
                          frame.outputs.data() + frame.output_begin[index],
                          arena + step.scratch_offset, frame.context});
+}
+
+// dynamic-slice's semantics: each start clamped so the slice fits.
+void Program::RunView(const Step& step, Frame& frame, size_t index) const {
+  const Instruction& inst = *step.inst;
+  const uint8_t* const* operands = frame.operands.data() + frame.operand_begin[index];
+  const std::vector<int64_t>& dims = inst.operand(0)->shape().dims();
+  int64_t offset = 0, stride = DTypeSize(inst.shape().dtype());
+  for (int64_t d = static_cast<int64_t>(dims.size()) - 1; d >= 0; --d) {
+    const int64_t limit = dims[d] - inst.dynamic_slice_sizes[d];
+    if (limit > 0) {
+      const int64_t start = ReadIndex(operands[1 + d], inst.operand(1 + d)->shape().dtype());
+      offset += std::clamp<int64_t>(start, 0, limit) * stride;
+    }
+    stride *= dims[d];
+  }
+  uint8_t* at = const_cast<uint8_t*>(operands[0]) + offset;
+  frame.slot[step.output_slots[0]] = at;
+  for (size_t reader : step.view_readers) frame.operands[reader] = at;
 }
 
 void Program::RunWhile(const Step& step, Frame& frame, uint8_t* arena, size_t index) const {

@@ -44,6 +44,12 @@ struct Step {
   // first), and the swap area for loop state that moved between leaves.
   std::unique_ptr<Program> condition, body;
   int64_t condition_offset = 0, swap_offset = 0;
+  // A dynamic-slice of a contiguous block of an operand nothing writes while
+  // the program runs (a stacked layer's weights): no kernel and no bytes of
+  // its own. At run time its slot, and each operand that reads it
+  // (view_readers: indices into Frame::operands), point into the operand.
+  bool view = false;
+  std::vector<size_t> view_readers;
 };
 
 // Pointers resolved for one execution of a program.
@@ -89,6 +95,7 @@ class Program {
  private:
   friend class Planner;
   void RunWhile(const Step& step, Frame& frame, uint8_t* arena, size_t index) const;
+  void RunView(const Step& step, Frame& frame, size_t index) const;
   void ExecuteTraced(const Step& step, Frame& frame, uint8_t* arena, size_t index) const;
 
   std::vector<Storage> storages_;

@@ -9,9 +9,6 @@
 #include "strata/hlo/literal.h"
 
 namespace strata::runtime {
-namespace {
-
-using hlo::Opcode;
 
 int64_t ReadIndex(const uint8_t* p, DType dtype) {
   return DispatchAnyType(dtype, [&](auto tag) -> int64_t {
@@ -24,6 +21,10 @@ int64_t ReadIndex(const uint8_t* p, DType dtype) {
     return static_cast<int64_t>(v);
   });
 }
+
+namespace {
+
+using hlo::Opcode;
 
 template <typename T>
 void FillTyped(uint8_t* dst, int64_t n, const uint8_t* value) {

@@ -95,6 +95,10 @@ bool CanRunInPlace(const hlo::Instruction& inst, int64_t index);
 bool IsScalarBroadcast(const hlo::Instruction& inst);
 bool AcceptsScalarBroadcast(const hlo::Instruction& user, int64_t operand);
 
+// An integer index operand (one element of `dtype`) as int64; unsigned
+// values past INT64_MAX saturate, as XLA compares them unsigned.
+int64_t ReadIndex(const uint8_t* p, DType dtype);
+
 // Runs a loop fusion (fusion.cc): the fused computation's elementwise ops in
 // blocks that stay in cache, so its intermediates never reach memory.
 KernelInfo MakeFusionKernel(const hlo::Instruction& inst, ThreadPool& pool);
