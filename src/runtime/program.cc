@@ -373,6 +373,20 @@ class Planner {
       if (inst.opcode() == Opcode::kWhile) {
         for (size_t j = 0; j < step.output_slots.size(); ++j)
           try_reuse(step.operand_slots[j], step.output_slots[j]);
+      } else if (inst.opcode() == Opcode::kFusion && step.output_slots.size() > 1) {
+        // A multi-output fusion writes a block's outputs after reading all
+        // of it: each output may take a dying operand it reads elementwise.
+        const std::optional<Shape> leaf = FusionOutputShape(inst);
+        for (int64_t out_slot : step.output_slots) {
+          for (int64_t i = 0; leaf && i < inst.operand_count(); ++i) {
+            const Shape& in = inst.operand(i)->shape();
+            if (in.is_array() && in.byte_size() == leaf->byte_size() &&
+                FusionReadsElementwise(inst, i) &&
+                try_reuse(leaves_.at(inst.operand(i))[0], out_slot)) {
+              break;
+            }
+          }
+        }
       } else if (step.output_slots.size() == 1) {
         // Window writers (dynamic-update-slice, scatter) read their other
         // operands while writing: never over storage one of those shares.

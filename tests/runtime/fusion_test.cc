@@ -588,6 +588,39 @@ TEST(Fusion, OutputsOverADonatedInputAreWrittenAfterTheBlockReadsIt) {
   }
 }
 
+// A multi-output fusion over values computed inside the program (dots, not
+// arguments): each output may take the bytes of an operand that dies there.
+TEST(Fusion, MultiOutputFusionWritesOverOperandsThatDieThere) {
+  const int64_t k = 64;
+  const Shape square(DType::kF32, {k, k});
+  std::vector<float> a = Random<float>(k * k, 51, -1, 1), b = Random<float>(k * k, 52, -1, 1);
+  hlo::DotDims dims;
+  dims.lhs_contracting = {1};
+  dims.rhs_contracting = {0};
+  Graph g({square, square});
+  auto* x = g.b.Dot(g.params[0], g.params[1], dims);  // dies in the fusion
+  auto* y = g.b.Dot(g.params[1], g.params[0], dims);  // dies in the fusion
+  auto* first = g.b.Add(g.b.Unary(Opcode::kTanh, x), y);
+  auto* second = g.b.Multiply(first, x);
+  auto exe = g.Compile(g.b.Tuple({second, first}));
+  ASSERT_EQ(Count(*exe->module().entry(), Opcode::kFusion), 1) << hlo::ToText(exe->module());
+  EXPECT_EQ(exe->stats().in_place_updates, 2);
+  auto out = exe->Run({Arg(a, {k, k}), Arg(b, {k, k})});
+  const std::vector<float> s_out = out[0].ToVector<float>(), f_out = out[1].ToVector<float>();
+  for (int64_t i = 0; i < k; ++i) {
+    for (int64_t j = 0; j < k; ++j) {
+      double xij = 0, yij = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        xij += double(a[i * k + p]) * b[p * k + j];
+        yij += double(b[i * k + p]) * a[p * k + j];
+      }
+      const double f = std::tanh(xij) + yij;
+      ASSERT_NEAR(f_out[i * k + j], f, 1e-4) << i << "," << j;
+      ASSERT_NEAR(s_out[i * k + j], f * xij, 1e-3 * std::max(1.0, std::abs(f * xij)));
+    }
+  }
+}
+
 // An intermediate that is a result and is read by an op outside the fusion
 // that wants it (here a reduction) is written by its own fusion: joining the
 // later fusion as an output could make a cycle through that op.
