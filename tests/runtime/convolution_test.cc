@@ -226,48 +226,49 @@ TEST(Convolution, ImplicitGemmOverPlanarInputs) {
 
 TEST(Convolution, ImplicitGemmOverOutputPositions) {
   // NCHW with output features that fill the GEMM's panels (64 and 128: its
-  // width under AVX-512, AVX2 and portable alike): patches read in place,
-  // mr positions of an output row at a time, from a zero-padded copy.
+  // width under AVX-512, AVX2 and portable alike) over a window of 128 or
+  // more (input features x taps): patches read in place, mr positions of an
+  // output row at a time, from a zero-padded copy.
   // Rows of 7 (tiles of 4 + 3) and 13 (5 + 4 + 4), three batch elements.
-  CheckAgainstReference(Module("f32[3,5,7,7]", "f32[64,5,3,3]", "f32[3,64,7,7]",
+  CheckAgainstReference(Module("f32[3,16,7,7]", "f32[64,16,3,3]", "f32[3,64,7,7]",
                                "window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01"));
-  CheckAgainstReference(Module("f32[2,3,15,15]", "f32[128,3,3,3]", "f32[2,128,13,13]",
+  CheckAgainstReference(Module("f32[2,15,15,15]", "f32[128,15,3,3]", "f32[2,128,13,13]",
                                "window={size=3x3}, dim_labels=bf01_oi01->bf01"));
   // Stride, uneven and trimmed padding, window dilation and reversal.
   CheckAgainstReference(
-      Module("f32[2,3,30,31]", "f32[64,3,3,3]", "f32[2,64,15,16]",
+      Module("f32[2,15,30,31]", "f32[64,15,3,3]", "f32[2,64,15,16]",
              "window={size=3x3 stride=2x2 pad=2_2x1_3 rhs_dilate=2x2 rhs_reversal=0x1}, "
              "dim_labels=bf01_oi01->bf01"));
-  CheckAgainstReference(Module("f32[2,2,9,10]", "f32[64,2,2,3]", "f32[2,64,15,5]",
+  CheckAgainstReference(Module("f32[2,22,9,10]", "f32[64,22,2,3]", "f32[2,64,15,5]",
                                "window={size=2x3 pad=4_5x0_-1 rhs_dilate=3x2 rhs_reversal=1x1}, "
                                "dim_labels=bf01_oi01->bf01"));
   // Pointwise, nothing padded: read from the input itself; at unit stride a
   // tile runs across rows, at stride 2 over an odd width it cannot.
-  CheckAgainstReference(Module("f32[2,6,7,9]", "f32[64,6,1,1]", "f32[2,64,7,9]",
+  CheckAgainstReference(Module("f32[2,130,7,9]", "f32[64,130,1,1]", "f32[2,64,7,9]",
                                "window={size=1x1}, dim_labels=bf01_oi01->bf01"));
-  CheckAgainstReference(Module("f32[2,6,9,11]", "f32[64,6,1,1]", "f32[2,64,5,6]",
+  CheckAgainstReference(Module("f32[2,130,9,11]", "f32[64,130,1,1]", "f32[2,64,5,6]",
                                "window={size=1x1 stride=2x2}, dim_labels=bf01_oi01->bf01"));
   // Features not a multiple of the panel width (the last panel's columns
   // through an edge tile), two feature groups, a kernel stored HWIO.
-  CheckAgainstReference(Module("f32[2,4,9,9]", "f32[60,4,3,3]", "f32[2,60,9,9]",
+  CheckAgainstReference(Module("f32[2,15,9,9]", "f32[60,15,3,3]", "f32[2,60,9,9]",
                                "window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01"));
-  CheckAgainstReference(Module("f32[2,4,9,9]", "f32[120,4,3,3]", "f32[2,120,7,7]",
+  CheckAgainstReference(Module("f32[2,15,9,9]", "f32[120,15,3,3]", "f32[2,120,7,7]",
                                "window={size=3x3}, dim_labels=bf01_oi01->bf01"));
   CheckAgainstReference(
-      Module("f32[2,6,10,10]", "f32[128,3,3,3]", "f32[2,128,8,8]",
+      Module("f32[2,30,10,10]", "f32[128,15,3,3]", "f32[2,128,8,8]",
              "window={size=3x3}, dim_labels=bf01_oi01->bf01, feature_group_count=2"));
-  CheckAgainstReference(Module("f32[2,3,9,9]", "f32[3,3,3,64]", "f32[2,64,9,9]",
+  CheckAgainstReference(Module("f32[2,15,9,9]", "f32[3,3,15,64]", "f32[2,64,9,9]",
                                "window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_01io->bf01"));
   // One spatial dim (a whole batch element is one run), three (padding in
   // depth: its planes are zeros), and f64.
-  CheckAgainstReference(Module("f32[3,4,110]", "f32[64,4,5]", "f32[3,64,55]",
+  CheckAgainstReference(Module("f32[3,26,110]", "f32[64,26,5]", "f32[3,64,55]",
                                "window={size=5 stride=2 pad=1_2}, dim_labels=bf0_oi0->bf0"));
   CheckAgainstReference(
-      Module("f32[2,3,4,6,7]", "f32[64,3,2,3,2]", "f32[2,64,5,4,6]",
+      Module("f32[2,11,4,6,7]", "f32[64,11,2,3,2]", "f32[2,64,5,4,6]",
              "window={size=2x3x2 pad=1_1x0_0x0_0}, dim_labels=bf012_oi012->bf012"));
-  CheckAgainstReference(Module("f64[2,3,9,9]", "f64[64,3,3,3]", "f64[2,64,9,9]",
+  CheckAgainstReference(Module("f64[2,15,9,9]", "f64[64,15,3,3]", "f64[2,64,9,9]",
                                "window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01"));
-  CheckAgainstReference(Module("f64[2,3,9,9]", "f64[32,3,3,3]", "f64[2,32,5,5]",
+  CheckAgainstReference(Module("f64[2,15,9,9]", "f64[32,15,3,3]", "f64[2,32,5,5]",
                                "window={size=3x3 stride=2x2 pad=1_1x1_1}, "
                                "dim_labels=bf01_oi01->bf01"));
 }

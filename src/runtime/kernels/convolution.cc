@@ -730,9 +730,20 @@ Kernel ImplicitGemmConvolution(const Geometry& g, ThreadPool* pool) {
 // positions and the patches are never packed; it needs the features to
 // fill the GEMM's panel width, so it is taken only where they do.
 
-bool PositionGemmApplies(const Geometry& g, int64_t panel_width) {
+// Measured (bench/RESULTS.md) against the form above, which these keep:
+// a shallow window (1 x 1 over 64 features: the transposition out costs as
+// much as the product) and, with narrow panels (AVX2: 16 columns, 8
+// accumulators in a 6-row tile), rows cut into tiles of 3 (7 = 4 + 3).
+constexpr int64_t kMinPositionDepth = 128;
+constexpr int64_t kMinNarrowTileRows = 4;
+
+bool PositionGemmApplies(const Geometry& g, GemmTile tile) {
   if (!ImplicitGemmApplies(g)) return false;
-  const int64_t padded = (g.group_outputs + panel_width - 1) / panel_width * panel_width;
+  if (g.group_inputs * g.taps < kMinPositionDepth) return false;
+  const int64_t width = g.out_size[g.spatial - 1];
+  const int64_t shortest = width / ((width + tile.rows - 1) / tile.rows);
+  if (tile.columns < 32 && g.spatial > 1 && shortest < kMinNarrowTileRows) return false;
+  const int64_t padded = (g.group_outputs + tile.columns - 1) / tile.columns * tile.columns;
   return g.group_outputs * 8 >= padded * 7;  // at most 1/8 of the panels' columns idle
 }
 
@@ -1067,13 +1078,13 @@ KernelInfo MakeConvolutionKernel(const hlo::Instruction& inst, ThreadPool& pool)
   switch (dtype) {
     case DType::kF32:
       if (ScatterApplies(g)) return {ScatterConvolution<float>(g, &pool)};
-      if (PositionGemmApplies(g, GemmTileFor<float>().columns))
+      if (PositionGemmApplies(g, GemmTileFor<float>()))
         return PositionGemmConvolution<float>(g, &pool);
       if (ImplicitGemmApplies(g)) return {ImplicitGemmConvolution<float>(g, &pool)};
       return {GemmConvolution<float>(g, &pool)};
     case DType::kF64:
       if (ScatterApplies(g)) return {ScatterConvolution<double>(g, &pool)};
-      if (PositionGemmApplies(g, GemmTileFor<double>().columns))
+      if (PositionGemmApplies(g, GemmTileFor<double>()))
         return PositionGemmConvolution<double>(g, &pool);
       if (ImplicitGemmApplies(g)) return {ImplicitGemmConvolution<double>(g, &pool)};
       return {GemmConvolution<double>(g, &pool)};
