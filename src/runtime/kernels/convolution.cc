@@ -814,11 +814,76 @@ void CopyPadded(const Geometry& g, const PaddedInput& p, int64_t features, const
 
 // The padded copy and the packed kernel live in the instruction's scratch
 // (reused from run to run: no fresh pages to fault in).
+// Rows [first, first + rows) of the padded planes of batch element n's
+// `channels` features from c0 (a 2-D input), into band[c * band_stride + r *
+// width]: the rows one block of output rows reads, copied where the block
+// runs so they are read back from cache.
+template <typename T>
+void CopyBand(const Geometry& g, int64_t n, int64_t c0, int64_t channels, int64_t first,
+              int64_t rows, int64_t width, const T* in, T* band, int64_t band_stride) {
+  const int64_t pad = g.window[1].pad_low, in_width = g.in_size[1];
+  const int64_t lo = std::clamp<int64_t>(pad, 0, width);  // columns [lo, hi) from the input
+  const int64_t hi = std::clamp<int64_t>(pad + in_width, lo, width);
+  for (int64_t c = 0; c < channels; ++c) {
+    const T* src = in + n * g.in_batch_stride + (c0 + c) * g.in_feature_stride;
+    T* dst = band + c * band_stride;
+    for (int64_t r = 0; r < rows; ++r, dst += width) {
+      const int64_t i = first + r - g.window[0].pad_low;
+      if (i < 0 || i >= g.in_size[0] || hi == lo) {
+        std::fill_n(dst, width, T(0));
+        continue;
+      }
+      const T* row = src + i * g.in_spatial_stride[0];
+      std::fill_n(dst, lo, T(0));
+      std::copy_n(row + (lo - pad), hi - lo, dst + lo);
+      std::fill_n(dst + hi, width - hi, T(0));
+    }
+  }
+}
+
+// Where a row of `width` positions is cut into tiles of at most mr, as even
+// as they can be (`tall` tiles of height + 1, then height: 7 as 4 + 3).
+struct RowCuts {
+  int64_t height = 0, tall_end = 0;
+  RowCuts(int64_t width, int64_t mr) {
+    const int64_t tiles = (width + mr - 1) / mr;
+    height = width / tiles;
+    tall_end = width % tiles * (height + 1);
+  }
+  // Positions from column o to the end of its tile.
+  int64_t Rest(int64_t o) const {
+    const int64_t end = o < tall_end ? (o / (height + 1) + 1) * (height + 1)
+                                     : tall_end + ((o - tall_end) / height + 1) * height;
+    return end - o;
+  }
+};
+
 template <typename T>
 KernelInfo PositionGemmConvolution(const Geometry& g, ThreadPool* pool) {
   const int64_t features = g.groups * g.group_inputs;
-  const PaddedInput padded = PaddedInputOf(g, features);
+  PaddedInput padded = PaddedInputOf(g, features);
   const int64_t depth = g.group_inputs * g.taps;
+  const int64_t mr = GemmTileFor<T>().rows;
+  // A padded 2-D input is copied a band of rows at a time, by the task
+  // that reads it (written to memory whole and read back, the copy cost a
+  // quarter of a strided convolution's time): blocks are `band_outputs`
+  // output rows of one batch element, whose rows of the padded input fill
+  // `band_rows`; each task's band holds its group's features.
+  const bool banded = padded.copied && g.spatial == 2;
+  int64_t band_outputs = 0, band_rows = 0;
+  if (banded) {
+    const hlo::WindowDim& w = g.window[0];
+    band_outputs = std::clamp<int64_t>(16 * mr / std::max<int64_t>(1, g.out_size[1]), 1,
+                                       std::max<int64_t>(1, g.out_size[0]));
+    auto tasks = [&] {
+      return g.groups * g.batch * ((g.out_size[0] + band_outputs - 1) / band_outputs);
+    };
+    while (band_outputs > 1 && tasks() < 2 * pool->num_threads())
+      band_outputs = (band_outputs + 1) / 2;
+    band_rows = (band_outputs - 1) * w.stride + (w.size - 1) * w.window_dilation + 1;
+    padded.feature_stride = band_rows * padded.size[1];
+    padded.elements = 0;
+  }
   // Each (input feature, tap)'s offset from its position's base, and each
   // tap's kernel offset.
   std::vector<int64_t> offsets(depth), kernel_at(g.taps);
@@ -844,14 +909,14 @@ KernelInfo PositionGemmConvolution(const Geometry& g, ThreadPool* pool) {
   const PanelLayout layout = PanelLayoutFor<T>(depth, g.group_outputs);
   const int64_t copy_bytes = (padded.elements * int64_t{sizeof(T)} + 63) / 64 * 64;
   const int64_t panel_bytes = g.groups * layout.size() * int64_t{sizeof(T)};
-  Kernel run = [g, pool, padded, depth, features, offsets, kernel_at, linear, layout,
-                copy_bytes](const KernelArgs& args) {
+  Kernel run = [g, pool, padded, depth, features, offsets, kernel_at, linear, layout, copy_bytes,
+                mr, banded, band_outputs, band_rows](const KernelArgs& args) {
     const T* in = reinterpret_cast<const T*>(args.operands[0]);
     const T* kernel = reinterpret_cast<const T*>(args.operands[1]);
     T* out = reinterpret_cast<T*>(args.outputs[0]);
     const int64_t outputs = g.group_outputs;
     if (g.batch == 0 || outputs == 0) return;
-    if (padded.copied) {
+    if (padded.copied && !banded) {
       T* copy = reinterpret_cast<T*>(args.scratch);
       CopyPadded(g, padded, features, in, copy, *pool);
       in = copy;
@@ -868,21 +933,56 @@ KernelInfo PositionGemmConvolution(const Geometry& g, ThreadPool* pool) {
         PackPanels<T>(layout, b, panel, panel + 1, panels + q * layout.size());
       }
     });
-    // Blocks of whole output rows (of mr positions where tiles may cross
-    // rows), the same number per thread, each about 16 tiles.
-    const int64_t mr = GemmTileFor<T>().rows, threads = pool->num_threads();
+    const int64_t threads = pool->num_threads();
     const int64_t last = g.spatial - 1, width = g.out_size[last],
                   row_stride = g.window[last].stride;
+    const RowCuts cuts(width, mr);
+    auto transpose_out = [&](int64_t q, int64_t r0, int64_t count, const T* product) {
+      for (int64_t j = 0; j < count;) {  // runs of one batch element's positions
+        const int64_t n = (r0 + j) / g.positions, p = (r0 + j) % g.positions;
+        const int64_t run = std::min(count - j, g.positions - p);
+        T* dst = out + n * g.out_batch_stride + q * outputs * g.out_feature_stride + p;
+        Transpose<T>(run, outputs, product + j * outputs, outputs, dst, g.out_feature_stride);
+        j += run;
+      }
+    };
+    if (banded) {
+      const int64_t chunks = (g.out_size[0] + band_outputs - 1) / band_outputs;
+      const int64_t padded_width = padded.size[1];
+      pool->ParallelFor(g.groups * g.batch * chunks, 1, [&](int64_t lo, int64_t hi) {
+        // Kept per thread from run to run (a fresh one would fault its pages in).
+        thread_local std::vector<T> product, band;
+        band.resize(g.group_inputs * padded.feature_stride);
+        for (int64_t task = lo; task < hi; ++task) {
+          const int64_t q = task / (g.batch * chunks), n = task / chunks % g.batch;
+          const int64_t o0 = task % chunks * band_outputs;  // first output row
+          const int64_t o1 = std::min(g.out_size[0], o0 + band_outputs);
+          const hlo::WindowDim& w = g.window[0];
+          CopyBand(g, n, q * g.group_inputs, g.group_inputs, o0 * w.stride,
+                   (o1 - o0 - 1) * w.stride + (w.size - 1) * w.window_dilation + 1, padded_width,
+                   in, band.data(), padded.feature_stride);
+          const int64_t count = (o1 - o0) * width;
+          auto tile = [&](int64_t i0) -> RowTile<T> {
+            const int64_t row = i0 / width, o = i0 % width;
+            const int64_t rows = std::min({mr, count - i0, cuts.Rest(o)});
+            return {band.data() + row * w.stride * padded_width + o * row_stride, row_stride, rows};
+          };
+          product.resize(count * outputs);
+          GemmRowTiles<T>(count, layout, panels + q * layout.size(), offsets.data(), tile,
+                          product.data(), outputs);
+          transpose_out(q, n * g.positions + o0 * width, count, product.data());
+        }
+      });
+      return;
+    }
+    // Blocks of whole output rows (of mr positions where tiles may cross
+    // rows), the same number per thread, each about 16 tiles.
     const int64_t total = g.batch * g.positions, unit = linear ? mr : width;
     const int64_t units = (total + unit - 1) / unit;
     const int64_t per_thread = (units + threads - 1) / threads;
     const int64_t blocks = threads * std::max<int64_t>(1, per_thread * unit / (16 * mr));
-    // A row's tiles as even as they can be: `tall` of height + 1, then
-    // height (7 positions as 4 + 3, not 6 + 1).
-    const int64_t row_tiles = (width + mr - 1) / mr, height = width / row_tiles;
-    const int64_t tall = width % row_tiles, tall_end = tall * (height + 1);
     pool->ParallelFor(g.groups * blocks, 1, [&](int64_t lo, int64_t hi) {
-      std::vector<T> product;
+      thread_local std::vector<T> product;
       for (int64_t task = lo; task < hi; ++task) {
         const int64_t q = task / blocks, b = task % blocks;
         const int64_t r0 = std::min(total, b * units / blocks * unit);
@@ -892,12 +992,7 @@ KernelInfo PositionGemmConvolution(const Geometry& g, ThreadPool* pool) {
         auto tile = [&](int64_t i0) -> RowTile<T> {
           const int64_t r = r0 + i0, position = r % g.positions;
           int64_t rows = std::min({mr, count - i0, g.positions - position});
-          if (!linear) {  // up to the end of its tile of the row
-            const int64_t o = position % width;
-            const int64_t end = o < tall_end ? (o / (height + 1) + 1) * (height + 1)
-                                             : tall_end + ((o - tall_end) / height + 1) * height;
-            rows = std::min(rows, end - o);
-          }
+          if (!linear) rows = std::min(rows, cuts.Rest(position % width));
           int64_t at = r / g.positions * padded.batch_stride;
           for (int64_t s = last, rest = position; s >= 0; --s) {
             at += rest % g.out_size[s] * g.window[s].stride * padded.spatial_stride[s];
@@ -908,14 +1003,7 @@ KernelInfo PositionGemmConvolution(const Geometry& g, ThreadPool* pool) {
         product.resize(count * outputs);
         GemmRowTiles<T>(count, layout, panels + q * layout.size(), offsets.data(), tile,
                         product.data(), outputs);
-        for (int64_t j = 0; j < count;) {  // runs of one batch element's positions
-          const int64_t n = (r0 + j) / g.positions, p = (r0 + j) % g.positions;
-          const int64_t run = std::min(count - j, g.positions - p);
-          T* dst = out + n * g.out_batch_stride + q * outputs * g.out_feature_stride + p;
-          Transpose<T>(run, outputs, product.data() + j * outputs, outputs, dst,
-                       g.out_feature_stride);
-          j += run;
-        }
+        transpose_out(q, r0, count, product.data());
       }
     });
   };
