@@ -259,6 +259,15 @@ TEST(Convolution, ImplicitGemmOverOutputPositions) {
              "window={size=3x3}, dim_labels=bf01_oi01->bf01, feature_group_count=2"));
   CheckAgainstReference(Module("f32[2,15,9,9]", "f32[3,3,15,64]", "f32[2,64,9,9]",
                                "window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_01io->bf01"));
+  // Padded inputs of 1 MiB and more are copied a band of rows at a time by
+  // the task that reads them: 47 output rows in bands of 5 (the last of 2),
+  // and one batch element whose bands shrink to give each thread two.
+  CheckAgainstReference(
+      Module("f32[2,15,94,94]", "f32[56,15,3,3]", "f32[2,56,47,47]",
+             "window={size=3x3 stride=2x2 pad=0_1x1_0}, dim_labels=bf01_oi01->bf01"));
+  CheckAgainstReference(Module(
+      "f32[1,30,130,130]", "f32[64,30,3,3]", "f32[1,64,65,65]",
+      "window={size=3x3 stride=2x2 pad=1_1x1_1 rhs_dilate=1x1}, dim_labels=bf01_oi01->bf01"));
   // One spatial dim (a whole batch element is one run), three (padding in
   // depth: its planes are zeros), and f64.
   CheckAgainstReference(Module("f32[3,26,110]", "f32[64,26,5]", "f32[3,64,55]",

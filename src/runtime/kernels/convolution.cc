@@ -864,23 +864,35 @@ KernelInfo PositionGemmConvolution(const Geometry& g, ThreadPool* pool) {
   PaddedInput padded = PaddedInputOf(g, features);
   const int64_t depth = g.group_inputs * g.taps;
   const int64_t mr = GemmTileFor<T>().rows;
-  // A padded 2-D input is copied a band of rows at a time, by the task
-  // that reads it (written to memory whole and read back, the copy cost a
-  // quarter of a strided convolution's time): blocks are `band_outputs`
-  // output rows of one batch element, whose rows of the padded input fill
-  // `band_rows`; each task's band holds its group's features.
-  const bool banded = padded.copied && g.spatial == 2;
+  // A large padded 2-D input is copied a band of rows at a time, by the
+  // task that reads it (written to memory whole and read back, the copy
+  // cost a quarter of a strided convolution's time): blocks are
+  // `band_outputs` output rows of one batch element, about kBandPositions
+  // positions (bands overlap by the window's height less the stride: the
+  // fewer rows, the more is copied twice), whose rows of the padded input
+  // fill `band_rows`; each task's band holds its group's features. A small
+  // input (the stem's) is copied whole: it stays in cache anyway.
+  constexpr int64_t kBandFrom = int64_t{1} << 20, kBandPositions = 256, kMaxBand = 256 << 10;
+  const bool banded =
+      padded.copied && g.spatial == 2 && padded.elements * int64_t{sizeof(T)} >= kBandFrom;
   int64_t band_outputs = 0, band_rows = 0;
   if (banded) {
     const hlo::WindowDim& w = g.window[0];
-    band_outputs = std::clamp<int64_t>(16 * mr / std::max<int64_t>(1, g.out_size[1]), 1,
+    auto rows_for = [&](int64_t outputs) {
+      return (outputs - 1) * w.stride + (w.size - 1) * w.window_dilation + 1;
+    };
+    band_outputs = std::clamp<int64_t>(kBandPositions / std::max<int64_t>(1, g.out_size[1]), 1,
                                        std::max<int64_t>(1, g.out_size[0]));
     auto tasks = [&] {
       return g.groups * g.batch * ((g.out_size[0] + band_outputs - 1) / band_outputs);
     };
-    while (band_outputs > 1 && tasks() < 2 * pool->num_threads())
+    while (band_outputs > 1 &&
+           (tasks() < 2 * pool->num_threads() ||
+            g.group_inputs * rows_for(band_outputs) * padded.size[1] * int64_t{sizeof(T)} >
+                kMaxBand)) {
       band_outputs = (band_outputs + 1) / 2;
-    band_rows = (band_outputs - 1) * w.stride + (w.size - 1) * w.window_dilation + 1;
+    }
+    band_rows = rows_for(band_outputs);
     padded.feature_stride = band_rows * padded.size[1];
     padded.elements = 0;
   }
