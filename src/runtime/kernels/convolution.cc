@@ -780,6 +780,9 @@ PaddedInput PaddedInputOf(const Geometry& g, int64_t features) {
   return p;
 }
 
+// Work below this many bytes runs on the calling thread.
+constexpr int64_t kInlineBytes = int64_t{1} << 20;
+
 template <typename T>
 void CopyPadded(const Geometry& g, const PaddedInput& p, int64_t features, const T* in, T* out,
                 ThreadPool& pool) {
@@ -788,7 +791,11 @@ void CopyPadded(const Geometry& g, const PaddedInput& p, int64_t features, const
   const int64_t pad = g.window[last].pad_low, in_width = g.in_size[last];
   const int64_t lo = std::clamp<int64_t>(pad, 0, width);  // columns [lo, hi) come from the input
   const int64_t hi = std::clamp<int64_t>(pad + in_width, lo, width);
-  pool.ParallelFor(g.batch * features, 1, [&](int64_t first, int64_t end) {
+  // A small copy runs on the calling thread: waking the pool for it cost
+  // more than it saved (the stem's 334 KiB).
+  const int64_t planes = g.batch * features;
+  const bool small = planes * p.feature_stride * int64_t{sizeof(T)} < kInlineBytes;
+  pool.ParallelFor(planes, small ? planes : 1, [&](int64_t first, int64_t end) {
     for (int64_t plane = first; plane < end; ++plane) {
       const int64_t n = plane / features, c = plane % features;
       const T* src = in + n * g.in_batch_stride + c * g.in_feature_stride;
@@ -937,7 +944,9 @@ KernelInfo PositionGemmConvolution(const Geometry& g, ThreadPool* pool) {
     std::vector<T> kernel_copy;
     const MatrixView<const T> rows = KernelRows(g, kernel, kernel_at, kernel_copy, *pool);
     T* const panels = reinterpret_cast<T*>(args.scratch + copy_bytes);
-    pool->ParallelFor(g.groups * layout.panels(), 1, [&](int64_t lo, int64_t hi) {
+    const int64_t panel_tasks = g.groups * layout.panels();
+    const bool few = g.groups * layout.size() * int64_t{sizeof(T)} < kInlineBytes;
+    pool->ParallelFor(panel_tasks, few ? panel_tasks : 1, [&](int64_t lo, int64_t hi) {
       for (int64_t task = lo; task < hi; ++task) {
         const int64_t q = task / layout.panels(), panel = task % layout.panels();
         const MatrixView<const T> b{rows.data + q * outputs * rows.row_stride, rows.col_stride,
