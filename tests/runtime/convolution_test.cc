@@ -268,6 +268,12 @@ TEST(Convolution, ImplicitGemmOverOutputPositions) {
   CheckAgainstReference(Module(
       "f32[1,30,130,130]", "f32[64,30,3,3]", "f32[1,64,65,65]",
       "window={size=3x3 stride=2x2 pad=1_1x1_1 rhs_dilate=1x1}, dim_labels=bf01_oi01->bf01"));
+  // Bands per feature group, with window dilation along the rows and a
+  // trimmed (negative) pad.
+  CheckAgainstReference(Module(
+      "f32[1,32,132,130]", "f32[128,16,3,3]", "f32[1,128,65,65]",
+      "window={size=3x3 stride=2x2 pad=-1_2x2_0 rhs_dilate=2x1}, dim_labels=bf01_oi01->bf01, "
+      "feature_group_count=2"));
   // One spatial dim (a whole batch element is one run), three (padding in
   // depth: its planes are zeros), and f64.
   CheckAgainstReference(Module("f32[3,26,110]", "f32[64,26,5]", "f32[3,64,55]",
