@@ -8,6 +8,7 @@
 // Every benchmark uses wall-clock time: the work runs on several threads.
 #include <benchmark/benchmark.h>
 #include <dnnl.h>
+#include <fmt/core.h>
 #include <immintrin.h>
 
 #include <unistd.h>
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "strata/hlo/builder.h"
+#include "strata/hlo/text.h"
 #include "strata/runtime/cpu.h"
 #include "strata/runtime/executable.h"
 
@@ -71,6 +73,17 @@ std::unique_ptr<Executable> CompileDot(int64_t m, int64_t k, int64_t n, int layo
   dims.rhs_contracting = {layout == 2 ? 1 : 0};
   module.AddEntryComputation(b.Build(b.Dot(lhs, rhs, dims)));
   return Executable::Compile(module);
+}
+
+// The same product of bf16 matrices into f32 (XLA's preferred element type).
+std::unique_ptr<Executable> CompileBf16Dot(int64_t m, int64_t k, int64_t n, int layout) {
+  const std::string lhs = layout == 1 ? fmt::format("{},{}", k, m) : fmt::format("{},{}", m, k);
+  const std::string rhs = layout == 2 ? fmt::format("{},{}", n, k) : fmt::format("{},{}", k, n);
+  return Executable::Compile(*hlo::ParseModule(fmt::format(
+      "HloModule gemm\nENTRY main {{\n  a = bf16[{}] parameter(0)\n  b = bf16[{}] parameter(1)\n"
+      "  ROOT d = f32[{},{}] dot(a, b), lhs_contracting_dims={{{}}}, "
+      "rhs_contracting_dims={{{}}}\n}}\n",
+      lhs, rhs, m, n, layout == 1 ? 0 : 1, layout == 2 ? 1 : 0)));
 }
 
 void SetGemmCounters(benchmark::State& state, int64_t m, int64_t k, int64_t n) {
@@ -223,6 +236,58 @@ void GemmLayouts(benchmark::internal::Benchmark* b) {
   b->UseRealTime()->Unit(benchmark::kMillisecond);
 }
 BENCHMARK(BM_GemmIsas)->Apply(GemmLayouts);
+
+// bf16 x bf16 -> f32 (the mixed-precision step's products), strata's f32
+// dot on the same shape and dnnl_sgemm, call by call in a rotating order.
+// `bf16_ratio` is the bf16 dot's GFLOP/s over dnnl_sgemm's, `f32_ratio`
+// strata's f32 dot's. (This oneDNN's C API has no bf16 GEMM.)
+void BM_GemmBf16(benchmark::State& state) {
+  int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  const int layout = static_cast<int>(state.range(3));
+  auto dims = [&](int which) {
+    if (which == 0) return layout == 1 ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k};
+    return layout == 2 ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n};
+  };
+  auto f32 = CompileDot(m, k, n, layout), bf16 = CompileBf16Dot(m, k, n, layout);
+  std::vector<Buffer> wide = {FilledF32(dims(0), 0.5f), FilledF32(dims(1), 0.25f)};
+  std::vector<Buffer> half;
+  for (int which = 0; which < 2; ++which) {
+    Buffer buffer = Buffer::Allocate(Shape(DType::kBF16, dims(which)), Cpu());
+    auto* bits = buffer.data_as<uint16_t>();
+    for (int64_t i = 0; i < buffer.shape().num_elements(); ++i) bits[i] = which ? 0x3e80 : 0x3f00;
+    half.push_back(std::move(buffer));
+  }
+  std::shared_ptr<uint8_t> c_owner;
+  float* c = AlignedF32(c_owner, m * n, 0.0f);
+  double seconds[3] = {0, 0, 0};
+  int first = 0;
+  for (auto _ : state) {
+    for (int call = 0; call < 3; ++call) {
+      const int who = (first + call) % 3;
+      auto start = Clock::now();
+      if (who == 0) {
+        benchmark::DoNotOptimize(bf16->Run(half)[0].data());
+      } else if (who == 1) {
+        benchmark::DoNotOptimize(f32->Run(wide)[0].data());
+      } else {
+        RunSgemm(m, k, n, wide[0].data_as<const float>(), wide[1].data_as<const float>(), c,
+                 layout);
+        benchmark::ClobberMemory();
+      }
+      seconds[who] += SecondsSince(start);
+    }
+    first = (first + 1) % 3;
+  }
+  double gflop = 2e-9 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) *
+                 static_cast<double>(state.iterations());
+  state.counters["bf16_GFLOPS"] = gflop / seconds[0];
+  state.counters["f32_GFLOPS"] = gflop / seconds[1];
+  state.counters["dnnl_GFLOPS"] = gflop / seconds[2];
+  state.counters["bf16_ratio"] = seconds[2] / seconds[0];
+  state.counters["f32_ratio"] = seconds[2] / seconds[1];
+  state.counters["isa"] = static_cast<double>(KernelIsa());
+}
+BENCHMARK(BM_GemmBf16)->Apply(GemmLayouts);
 
 // Batched products as attention runs them (batch = B x H = 4 x 8, S = 256,
 // head dim 64): scores Q·Kᵀ (layout 2), probabilities · V (layout 0), and

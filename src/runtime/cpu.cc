@@ -13,14 +13,14 @@ Isa Detect() {
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
       __builtin_cpu_supports("fma")) {
-    return Isa::kAvx512;
+    return __builtin_cpu_supports("avx512bf16") ? Isa::kAvx512Bf16 : Isa::kAvx512;
   }
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::kAvx2;
   return Isa::kPortable;
 }
 
 std::optional<Isa> IsaFromName(std::string_view name) {
-  for (Isa isa : {Isa::kPortable, Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa : {Isa::kPortable, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16}) {
     if (IsaName(isa) == name) return isa;
   }
   return std::nullopt;
@@ -39,7 +39,8 @@ Isa EnvironmentIsa() {
     const char* env = std::getenv("STRATA_ISA");
     if (!env || !*env) return CpuIsa();
     std::optional<Isa> named = IsaFromName(env);
-    if (!named) Fail("[runtime] STRATA_ISA must be portable, avx2 or avx512, got '{}'", env);
+    if (!named)
+      Fail("[runtime] STRATA_ISA must be portable, avx2, avx512 or avx512bf16, got '{}'", env);
     CheckSupported(*named, "STRATA_ISA");
     return *named;
   }();
@@ -59,6 +60,8 @@ std::string_view IsaName(Isa isa) {
       return "avx2";
     case Isa::kAvx512:
       return "avx512";
+    case Isa::kAvx512Bf16:
+      return "avx512bf16";
   }
   return "portable";
 }

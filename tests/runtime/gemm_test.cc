@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <limits>
@@ -155,7 +156,7 @@ TEST(Gemm, F64MatchesATripleLoopInEveryLayoutUnderEveryIsa) {
 TEST(Gemm, EachIsaHasItsTile) {
   UnderEveryIsa([](Isa isa) {
     const GemmTile f32 = GemmTileFor<float>(), f64 = GemmTileFor<double>();
-    if (isa == Isa::kAvx512) {
+    if (isa >= Isa::kAvx512) {
       EXPECT_EQ(f32.rows, 6);
       EXPECT_EQ(f32.columns, 64);
       EXPECT_EQ(f64.columns, 32);
@@ -190,9 +191,11 @@ TEST(Gemm, TheDefaultIsTheWidestTheCpuRunsAndWiderIsAnError) {
     }
     return true;
   };
-  const Isa expected = has({"avx512f", "avx512bw", "avx512dq", "avx512vl", "fma"}) ? Isa::kAvx512
-                       : has({"avx2", "fma"})                                      ? Isa::kAvx2
-                                                                                   : Isa::kPortable;
+  const bool avx512 = has({"avx512f", "avx512bw", "avx512dq", "avx512vl", "fma"});
+  const Isa expected = avx512 && has({"avx512_bf16"}) ? Isa::kAvx512Bf16
+                       : avx512                       ? Isa::kAvx512
+                       : has({"avx2", "fma"})         ? Isa::kAvx2
+                                                      : Isa::kPortable;
   EXPECT_EQ(CpuIsa(), expected);
   CapIsa(std::nullopt);
   if (std::getenv("STRATA_ISA") == nullptr) {
@@ -200,9 +203,9 @@ TEST(Gemm, TheDefaultIsTheWidestTheCpuRunsAndWiderIsAnError) {
   }
   EXPECT_EQ(SupportedIsas().front(), Isa::kPortable);
   EXPECT_EQ(SupportedIsas().back(), CpuIsa());
-  if (CpuIsa() != Isa::kAvx512) {  // a CPU without AVX-512 cannot be made to run it
+  if (CpuIsa() != Isa::kAvx512Bf16) {  // a CPU without it cannot be made to run it
     try {
-      CapIsa(Isa::kAvx512);
+      CapIsa(Isa::kAvx512Bf16);
       ADD_FAILURE() << "capping above the CPU's ISA must be an Error";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("this CPU runs at most"), std::string::npos) << e.what();
@@ -245,6 +248,102 @@ TEST(Gemm, PiecesEqualTheWholeBitForBitUnderEveryIsa) {
   UnderEveryIsa([](Isa) {
     CheckPiecesEqualWhole<float>();
     CheckPiecesEqualWhole<double>();
+  });
+}
+
+// ---- bf16 x bf16 -> f32 (GemmBf16) ----
+
+uint16_t ToBf16(float f) {  // round to nearest even (no NaNs here)
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return static_cast<uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+
+float FromBf16(uint16_t bits) {
+  uint32_t u = static_cast<uint32_t>(bits) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+struct Bf16Operands {
+  Case c;
+  std::vector<uint16_t> a = Round(Random<float>(c.m * c.k, 1)),
+                        b = Round(Random<float>(c.k * c.n, 2));
+  static std::vector<uint16_t> Round(const std::vector<float>& v) {
+    std::vector<uint16_t> out;
+    for (float x : v) out.push_back(ToBf16(x));
+    return out;
+  }
+  MatrixView<const uint16_t> A() const {
+    return {a.data(), c.a_transposed ? 1 : c.k, c.a_transposed ? c.m : 1};
+  }
+  MatrixView<const uint16_t> B() const {
+    return {b.data(), c.b_transposed ? 1 : c.n, c.b_transposed ? c.k : 1};
+  }
+  static float At(MatrixView<const uint16_t> v, int64_t i, int64_t j) {
+    return FromBf16(v.data[i * v.row_stride + j * v.col_stride]);
+  }
+};
+
+// Each product of two bf16 values is exact in f32, so C is a k-term f32
+// sum: within the same bound as the f32 GEMM's.
+TEST(Gemm, Bf16MatchesATripleLoopInEveryLayoutUnderEveryIsa) {
+  UnderEveryIsa([](Isa) {
+    for (const Case& c : Cases()) {
+      Bf16Operands ops{c};
+      const float pad = 12345.0f;
+      const int64_t ldc = c.n + 3;
+      std::vector<float> out(c.m * ldc, pad);
+      GemmBf16(c.m, c.n, c.k, ops.A(), ops.B(), out.data(), ldc);
+      const long double eps = std::numeric_limits<float>::epsilon();
+      for (int64_t i = 0; i < c.m; ++i) {
+        for (int64_t j = 0; j < ldc; ++j) {
+          const float got = out[i * ldc + j];
+          if (j >= c.n) {
+            ASSERT_EQ(got, pad) << Name(c) << ": wrote outside C at (" << i << ", " << j << ")";
+            continue;
+          }
+          long double sum = 0, magnitude = 0;
+          for (int64_t p = 0; p < c.k; ++p) {
+            long double term =
+                static_cast<long double>(ops.At(ops.A(), i, p)) * ops.At(ops.B(), p, j);
+            sum += term;
+            magnitude += std::fabs(term);
+          }
+          ASSERT_LE(std::fabs(got - sum), 2 * c.k * eps * magnitude)
+              << Name(c) << " at (" << i << ", " << j << "): got " << got << ", loop " << sum;
+        }
+      }
+    }
+  });
+}
+
+// Row and column pieces cut on GemmBf16Tile()'s edges and off them give the
+// whole product's bits.
+TEST(Gemm, Bf16PiecesEqualTheWholeBitForBitUnderEveryIsa) {
+  UnderEveryIsa([](Isa) {
+    for (Case c : {Case{151, 70, 701, false, true}, Case{40, 150, 600, true, false}}) {
+      Bf16Operands ops{c};
+      std::vector<float> whole(c.m * c.n), rows(c.m * c.n), columns(c.m * c.n);
+      GemmBf16(c.m, c.n, c.k, ops.A(), ops.B(), whole.data(), c.n);
+      const GemmTile tile = GemmBf16Tile();
+      const int64_t row_cuts[] = {0, 7, tile.rows * 4, c.m};
+      const int64_t column_cuts[] = {0, 5, tile.columns, c.n};
+      for (int piece = 0; piece < 3; ++piece) {
+        MatrixView<const uint16_t> a = ops.A(), b = ops.B();
+        a.data += row_cuts[piece] * a.row_stride;
+        GemmBf16(row_cuts[piece + 1] - row_cuts[piece], c.n, c.k, a, ops.B(),
+                 rows.data() + row_cuts[piece] * c.n, c.n);
+        b.data += column_cuts[piece] * b.col_stride;
+        GemmBf16(c.m, column_cuts[piece + 1] - column_cuts[piece], c.k, ops.A(), b,
+                 columns.data() + column_cuts[piece], c.n);
+      }
+      for (int64_t i = 0; i < c.m * c.n; ++i) {
+        ASSERT_EQ(rows[i], whole[i]) << Name(c) << " element " << i << " (row pieces)";
+        ASSERT_EQ(columns[i], whole[i]) << Name(c) << " element " << i << " (column pieces)";
+      }
+    }
   });
 }
 

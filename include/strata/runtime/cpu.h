@@ -1,6 +1,6 @@
 // The vector instruction sets the runtime's hand-written kernels choose
 // from at run time, by what the CPU reports (cpuid), so one binary runs at
-// full width on any x86-64 machine. STRATA_ISA=portable|avx2|avx512 caps
+// full width on any x86-64 machine. STRATA_ISA=portable|avx2|avx512|avx512bf16 caps
 // the choice (a cap above what the CPU has is an Error), and tests and
 // benchmarks cap it from code to cover the narrower variants.
 #pragma once
@@ -15,6 +15,9 @@ enum class Isa : int {
   kPortable = 0,  // plain C++
   kAvx2 = 1,      // AVX2 + FMA (256-bit)
   kAvx512 = 2,    // AVX-512 F, BW, DQ, VL (512-bit)
+  // kAvx512 and AVX512_BF16: bf16 dots on vdpbf16ps (two products per f32
+  // lane); everything else runs kAvx512's kernels.
+  kAvx512Bf16 = 3,
 };
 
 std::string_view IsaName(Isa isa);

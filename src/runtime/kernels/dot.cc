@@ -1,6 +1,7 @@
 // dot: each operand is viewed as a batch of row-major matrices, transposing
 // into scratch only when its dimension order fits neither GEMM layout. f32
-// and f64 go to strata's GEMM (gemm.h); integers use a blocked loop.
+// and f64 go to strata's GEMM (gemm.h), bf16 x bf16 -> f32 to its bf16 GEMM;
+// integers use a blocked loop.
 //
 // The pool splits the work: by batch when there are at least as many
 // matrices as threads, else each matrix into one piece per thread along
@@ -87,6 +88,25 @@ void LoopGemm(int64_t m, int64_t n, int64_t k, const T* a, bool ta, const T* b, 
                    });
 }
 
+// The GEMMs a dot runs, with their operand and result types.
+template <typename T>
+struct TypedGemm {
+  using In = T;
+  using Out = T;
+  void operator()(int64_t m, int64_t n, int64_t k, MatrixView<const T> a, MatrixView<const T> b,
+                  T* c, int64_t ldc) const {
+    Gemm<T>(m, n, k, a, b, c, ldc);
+  }
+};
+struct Bf16Gemm {
+  using In = uint16_t;
+  using Out = float;
+  void operator()(int64_t m, int64_t n, int64_t k, MatrixView<const uint16_t> a,
+                  MatrixView<const uint16_t> b, float* c, int64_t ldc) const {
+    GemmBf16(m, n, k, a, b, c, ldc);
+  }
+};
+
 }  // namespace
 
 KernelInfo MakeDotKernel(const hlo::Instruction& inst, ThreadPool& pool_ref) {
@@ -95,8 +115,6 @@ KernelInfo MakeDotKernel(const hlo::Instruction& inst, ThreadPool& pool_ref) {
   const Shape& rhs = inst.operand(1)->shape();
   const hlo::DotDims& d = inst.dot;
   DType dtype = lhs.dtype();
-  if (dtype == DType::kF16 || dtype == DType::kBF16 || dtype == DType::kPred)
-    UnsupportedType(inst, dtype);
   auto free_dims = [](const Shape& s, const std::vector<int64_t>& batch,
                       const std::vector<int64_t>& contracting) {
     std::vector<int64_t> free;
@@ -121,47 +139,69 @@ KernelInfo MakeDotKernel(const hlo::Instruction& inst, ThreadPool& pool_ref) {
                             Concat({&d.rhs_batch, &rhs_free, &d.rhs_contracting}));
   int64_t es = DTypeSize(dtype);
   int64_t out_bytes = inst.shape().byte_size();
+  // The GEMM's pieces: by batch when there are enough matrices, else each
+  // matrix cut along the side that re-packs less; edges on `tile`'s.
+  auto pieces = [=](const KernelArgs& a, const GemmTile& tile, auto gemm) {
+    using In = typename decltype(gemm)::In;
+    using Out = typename decltype(gemm)::Out;
+    const In* A = reinterpret_cast<const In*>(Prepare(lv, a.operands[0], a.scratch, es));
+    const In* B = reinterpret_cast<const In*>(Prepare(rv, a.operands[1], a.scratch + lv.bytes, es));
+    Out* C = reinterpret_cast<Out*>(a.outputs[0]);
+    int64_t threads = pool ? pool->num_threads() : 1;
+    bool worth_splitting = 2.0 * m * n * k * batch >= 1 << 17;
+    int64_t parts = batch >= threads || !worth_splitting ? 1 : threads;
+    bool split_rows = n <= m;  // re-pack the smaller operand
+    int64_t extent = split_rows ? m : n, align = split_rows ? tile.rows : tile.columns;
+    int64_t step = ((extent + parts - 1) / parts + align - 1) / align * align;
+    auto piece = [&](int64_t lo, int64_t hi) {
+      for (int64_t p = lo; p < hi; ++p) {
+        int64_t b = p / parts, s0 = (p % parts) * step, s1 = std::min(extent, s0 + step);
+        if (s0 >= s1) continue;
+        int64_t r0 = split_rows ? s0 : 0, r1 = split_rows ? s1 : m;
+        int64_t c0 = split_rows ? 0 : s0, c1 = split_rows ? n : s1;
+        // A is [m, k] (or stored [k, m]); B is [k, n] (or stored [n, k]).
+        MatrixView<const In> av{A + b * m * k, lv.transposed ? 1 : k, lv.transposed ? m : 1};
+        MatrixView<const In> bv{B + b * k * n, rv.transposed ? 1 : n, rv.transposed ? k : 1};
+        av.data += r0 * av.row_stride;
+        bv.data += c0 * bv.col_stride;
+        gemm(r1 - r0, c1 - c0, k, av, bv, C + b * m * n + r0 * n + c0, n);
+      }
+    };
+    if (pool && batch * parts > 1 && worth_splitting) {
+      pool->ParallelFor(batch * parts, 1, piece);
+    } else {
+      piece(0, batch * parts);
+    }
+  };
+  if (dtype == DType::kBF16) {  // bf16 x bf16 -> f32 (the widening pass leaves only this form)
+    if (rhs.dtype() != DType::kBF16 || inst.shape().dtype() != DType::kF32)
+      UnsupportedType(inst, dtype);
+    Kernel run = [=](const KernelArgs& a) {
+      if (out_bytes == 0) return;
+      if (k == 0) {
+        std::memset(a.outputs[0], 0, out_bytes);
+        return;
+      }
+      pieces(a, GemmBf16Tile(), Bf16Gemm{});
+    };
+    return {run, lv.bytes + rv.bytes};
+  }
+  if (dtype == DType::kF16 || dtype == DType::kPred) UnsupportedType(inst, dtype);
   auto make = [&](auto tag) -> Kernel {
     using T = typename decltype(tag)::type;
     return [=](const KernelArgs& a) {
       if (out_bytes == 0) return;  // M, N or batch is 0; sgemm rejects zero leading dimensions
-      const T* A = reinterpret_cast<const T*>(Prepare(lv, a.operands[0], a.scratch, es));
-      const T* B = reinterpret_cast<const T*>(Prepare(rv, a.operands[1], a.scratch + lv.bytes, es));
       T* C = reinterpret_cast<T*>(a.outputs[0]);
       if (k == 0) {
         std::memset(static_cast<void*>(C), 0, out_bytes);
         return;
       }
       if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-        int64_t threads = pool ? pool->num_threads() : 1;
-        bool worth_splitting = 2.0 * m * n * k * batch >= 1 << 17;
-        int64_t parts = batch >= threads || !worth_splitting ? 1 : threads;
-        bool split_rows = n <= m;  // re-pack the smaller operand
-        // Piece boundaries fall on micro-tile edges.
-        const GemmTile tile = GemmTileFor<T>();
-        int64_t extent = split_rows ? m : n, align = split_rows ? tile.rows : tile.columns;
-        int64_t step = ((extent + parts - 1) / parts + align - 1) / align * align;
-        auto piece = [&](int64_t lo, int64_t hi) {
-          for (int64_t p = lo; p < hi; ++p) {
-            int64_t b = p / parts, s0 = (p % parts) * step, s1 = std::min(extent, s0 + step);
-            if (s0 >= s1) continue;
-            int64_t r0 = split_rows ? s0 : 0, r1 = split_rows ? s1 : m;
-            int64_t c0 = split_rows ? 0 : s0, c1 = split_rows ? n : s1;
-            // A is [m, k] (or stored [k, m]); B is [k, n] (or stored [n, k]).
-            MatrixView<const T> av{A + b * m * k, lv.transposed ? 1 : k, lv.transposed ? m : 1};
-            MatrixView<const T> bv{B + b * k * n, rv.transposed ? 1 : n, rv.transposed ? k : 1};
-            av.data += r0 * av.row_stride;
-            bv.data += c0 * bv.col_stride;
-            Gemm<T>(r1 - r0, c1 - c0, k, av, bv, C + b * m * n + r0 * n + c0, n);
-          }
-        };
-        if (pool && batch * parts > 1 && worth_splitting) {
-          pool->ParallelFor(batch * parts, 1, piece);
-        } else {
-          piece(0, batch * parts);
-        }
+        pieces(a, GemmTileFor<T>(), TypedGemm<T>{});
         return;
       }
+      const T* A = reinterpret_cast<const T*>(Prepare(lv, a.operands[0], a.scratch, es));
+      const T* B = reinterpret_cast<const T*>(Prepare(rv, a.operands[1], a.scratch + lv.bytes, es));
       for (int64_t b = 0; b < batch; ++b) {
         const T* Ab = A + b * m * k;
         const T* Bb = B + b * k * n;

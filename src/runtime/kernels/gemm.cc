@@ -255,6 +255,7 @@ template <typename T>
 Config<T> ConfigFor(Isa isa) {
   constexpr bool f32 = std::is_same_v<T, float>;
   switch (isa) {
+    case Isa::kAvx512Bf16:
     case Isa::kAvx512:
       return f32 ? Config<T>{KernelAvx512<T>,   6, 64, 512, 72, 3072, kShortAvx512<T>,
                              kIndirectAvx512<T>}

@@ -100,4 +100,15 @@ struct GemmTile {
 template <typename T>
 GemmTile GemmTileFor();
 
+// C[m, n] (f32, row stride ldc) = A[m, k] · B[k, n] for bf16 A and B (their
+// bits): every product is exact in f32 and the sums are f32. Under
+// Isa::kAvx512Bf16 the products are vdpbf16ps's, two k at a time (which,
+// as the instruction does, flushes subnormal inputs and sums to zero);
+// elsewhere the operands are widened to f32 as they are packed and
+// Gemm<float> runs. Each element is summed in the same order whichever
+// pieces the caller cuts C into (on GemmBf16Tile()'s edges). k must be > 0.
+void GemmBf16(int64_t m, int64_t n, int64_t k, MatrixView<const uint16_t> a,
+              MatrixView<const uint16_t> b, float* c, int64_t ldc);
+GemmTile GemmBf16Tile();
+
 }  // namespace strata::runtime

@@ -9,6 +9,7 @@ namespace strata::runtime {
 // Returns `call` made in the namespace of KernelIsa()'s variant.
 #define STRATA_CALL_FOR_KERNEL_ISA(call) \
   switch (KernelIsa()) {                 \
+    case Isa::kAvx512Bf16:               \
     case Isa::kAvx512:                   \
       return isa_avx512::call;           \
     case Isa::kAvx2:                     \

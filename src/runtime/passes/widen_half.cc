@@ -9,7 +9,10 @@
 // convert, gathers, collectives, a sort by one compare) keeps them as they
 // are: those kernels handle half types themselves. A dot or convolution
 // whose result type is wider than its operands' (bf16 x bf16 -> f32, s8 x
-// s8 -> s32: XLA's preferred element type) computes in the result type.
+// s8 -> s32: XLA's preferred element type) computes in the result type,
+// except a dot of two bf16 operands: the dot kernel multiplies bf16 values
+// itself, summing in f32 (kernels/gemm.h's GemmBf16), so its operands stay
+// bf16 and only its result is made f32.
 #include <fmt/format.h>
 
 #include <map>
@@ -58,8 +61,18 @@ bool IsNativeComparator(const Computation& c) {
          a->parameter_number != b->parameter_number;
 }
 
+// A dot of two bf16 operands into bf16 or f32: the dot kernel reads them
+// as they are.
+bool IsBf16Dot(const Instruction& inst) {
+  const DType result = inst.shape().dtype();
+  return inst.opcode() == Opcode::kDot && inst.operand(0)->shape().dtype() == DType::kBF16 &&
+         inst.operand(1)->shape().dtype() == DType::kBF16 &&
+         (result == DType::kF32 || result == DType::kBF16);
+}
+
 // Whether `inst` computes on half-precision values (and so runs in f32).
 bool ComputesOnHalves(const Instruction& inst) {
+  if (IsBf16Dot(inst)) return inst.shape().dtype() != DType::kF32;
   const Opcode op = inst.opcode();
   auto operand_half = [&](int64_t i) {
     return inst.operand(i)->shape().is_array() && IsHalf(inst.operand(i)->shape().dtype());
@@ -155,12 +168,13 @@ class Widener {
       // rest in f32 where they read halves.
       const bool products =
           inst->opcode() == Opcode::kDot || inst->opcode() == Opcode::kConvolution;
+      const bool bf16_dot = IsBf16Dot(*inst);
       const DType product_type = Widened(inst->shape()).dtype();
       std::vector<Instruction*> operands;
       for (Instruction* op : inst->operands()) {
         const Shape& s = op->shape();
         const DType to = products ? product_type : DType::kF32;
-        if (!s.is_array() || (products ? s.dtype() == to : !IsHalf(s.dtype()))) {
+        if (!s.is_array() || bf16_dot || (products ? s.dtype() == to : !IsHalf(s.dtype()))) {
           operands.push_back(op);
           continue;
         }

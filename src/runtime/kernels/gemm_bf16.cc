@@ -1,0 +1,238 @@
+// GemmBf16 (gemm.h): a product of bf16 matrices summed in f32.
+//
+// Under Isa::kAvx512Bf16 the micro-kernel is vdpbf16ps, which adds to each
+// f32 lane the products of one pair of bf16 values from each operand: k is
+// taken two at a time. B's panels hold, for each pair of k and each of the
+// tile's 64 columns, the column's two values side by side (32 bits), so one
+// 512-bit load is 16 columns' pairs; A's panels hold each row's pair, which
+// is broadcast. A 6 x 64 tile of C is 24 accumulators, as in the f32 kernel,
+// but each instruction does twice the products. Both operands are packed
+// (a pair of k rows is interleaved on the way). Loops and blocking follow
+// gemm.cc's: columns in blocks of nc, k in blocks of kc, rows in blocks of
+// mc.
+//
+// Elsewhere the operands are widened to f32 (exact: a bf16 is an f32's top
+// half) and Gemm<float> runs: A into a row-major f32 copy, B straight into
+// the f32 panels through GemmPackingB.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <vector>
+
+#include "kernels/gemm.h"
+#include "strata/runtime/cpu.h"
+
+namespace strata::runtime {
+namespace {
+
+constexpr int64_t kMr = 6, kNr = 64, kKc = 512, kMc = 72, kNc = 3072;
+
+float Widen(uint16_t bits) {
+  uint32_t wide = static_cast<uint32_t>(bits) << 16;
+  float f;
+  std::memcpy(&f, &wide, sizeof f);
+  return f;
+}
+
+// The pair (x[p], x[p + 1]) of a line whose k-stride is `stride`, the
+// second 0 past k.
+inline uint32_t Pair(const uint16_t* x, int64_t stride, int64_t p, int64_t k) {
+  uint32_t low = x[p * stride];
+  uint32_t high = p + 1 < k ? x[(p + 1) * stride] : 0;
+  return low | high << 16;
+}
+
+// B[kc, cols] (rows p0.. of the view) into kNr-wide panels of pairs:
+// panel[q * kNr + j] = (B[2q, j], B[2q + 1, j]); columns past `cols` zero.
+void PackPairsB(int64_t kc, int64_t cols, MatrixView<const uint16_t> b, uint32_t* out) {
+  const int64_t pairs = (kc + 1) / 2;
+  for (int64_t j0 = 0; j0 < cols; j0 += kNr, out += kNr * pairs) {
+    const int64_t width = std::min(kNr, cols - j0);
+    const uint16_t* src = b.data + j0 * b.col_stride;
+    if (b.col_stride == 1) {  // row-major: interleave two rows
+      for (int64_t q = 0; q < pairs; ++q) {
+        const uint16_t* r0 = src + 2 * q * b.row_stride;
+        const uint16_t* r1 = 2 * q + 1 < kc ? r0 + b.row_stride : nullptr;
+        uint32_t* o = out + q * kNr;
+        if (r1) {
+          for (int64_t j = 0; j < width; ++j) o[j] = r0[j] | static_cast<uint32_t>(r1[j]) << 16;
+        } else {
+          for (int64_t j = 0; j < width; ++j) o[j] = r0[j];
+        }
+        std::fill(o + width, o + kNr, 0u);
+      }
+      continue;
+    }
+    for (int64_t j = 0; j < width; ++j) {
+      const uint16_t* column = src + j * b.col_stride;
+      for (int64_t q = 0; q < pairs; ++q) out[q * kNr + j] = Pair(column, b.row_stride, 2 * q, kc);
+    }
+    for (int64_t q = 0; q < pairs; ++q) std::fill(out + q * kNr + width, out + (q + 1) * kNr, 0u);
+  }
+}
+
+// A[rows, kc] into kMr-tall panels of pairs: panel[q * kMr + i] =
+// (A[i, 2q], A[i, 2q + 1]); rows past `rows` zero.
+void PackPairsA(int64_t rows, int64_t kc, MatrixView<const uint16_t> a, uint32_t* out) {
+  const int64_t pairs = (kc + 1) / 2;
+  for (int64_t i0 = 0; i0 < rows; i0 += kMr, out += kMr * pairs) {
+    const int64_t height = std::min(kMr, rows - i0);
+    for (int64_t i = 0; i < height; ++i) {
+      const uint16_t* row = a.data + (i0 + i) * a.row_stride;
+      for (int64_t q = 0; q < pairs; ++q) out[q * kMr + i] = Pair(row, a.col_stride, 2 * q, kc);
+    }
+    for (int64_t i = height; i < kMr; ++i) {
+      for (int64_t q = 0; q < pairs; ++q) out[q * kMr + i] = 0;
+    }
+  }
+}
+
+// The 6 x 64 tile over `pairs` pairs of k: C (row stride ldc) = or += A · B.
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16"))) void TileAvx512Bf16(
+    int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate) {
+  __m512 acc[kMr][4];
+#pragma GCC unroll 6
+  for (int i = 0; i < kMr; ++i) {
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) acc[i][v] = _mm512_setzero_ps();
+  }
+  for (int64_t q = 0; q < pairs; ++q) {
+    __m512bh bv[4];
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) bv[v] = (__m512bh)_mm512_load_si512(b + v * 16);
+#pragma GCC unroll 6
+    for (int i = 0; i < kMr; ++i) {
+      const __m512bh x = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[i]));
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], x, bv[v]);
+    }
+    a += kMr;
+    b += kNr;
+  }
+#pragma GCC unroll 6
+  for (int i = 0; i < kMr; ++i) {
+    float* out = c + i * ldc;
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) {
+      if (accumulate) acc[i][v] = _mm512_add_ps(acc[i][v], _mm512_loadu_ps(out + v * 16));
+      _mm512_storeu_ps(out + v * 16, acc[i][v]);
+    }
+  }
+}
+
+// Per-thread packing space, 64-byte aligned, grown on demand and kept.
+template <typename T>
+T* Space(int slot, int64_t elements) {
+  struct Buffer {
+    std::unique_ptr<T, decltype(&std::free)> data{nullptr, &std::free};
+    int64_t capacity = 0;
+  };
+  thread_local Buffer buffers[2];
+  Buffer& s = buffers[slot];
+  if (s.capacity < elements) {
+    size_t bytes = (static_cast<size_t>(elements) * sizeof(T) + 63) / 64 * 64;
+    s.data.reset(static_cast<T*>(std::aligned_alloc(64, bytes)));
+    if (!s.data) throw std::bad_alloc();
+    s.capacity = elements;
+  }
+  return s.data.get();
+}
+
+void GemmPairs(int64_t m, int64_t n, int64_t k, MatrixView<const uint16_t> a,
+               MatrixView<const uint16_t> b, float* c, int64_t ldc) {
+  const int64_t nc_max = std::min(kNc, (n + kNr - 1) / kNr * kNr);
+  const int64_t pairs_max = (std::min(kKc, k) + 1) / 2;
+  const int64_t mc_max = std::min(kMc, (m + kMr - 1) / kMr * kMr);
+  uint32_t* packed_a = Space<uint32_t>(0, mc_max * pairs_max);
+  uint32_t* packed_b = Space<uint32_t>(1, nc_max * pairs_max);
+  alignas(64) float edge[kMr * kNr];
+  for (int64_t j0 = 0; j0 < n; j0 += kNc) {
+    const int64_t nc = std::min(kNc, n - j0);
+    for (int64_t p0 = 0; p0 < k; p0 += kKc) {
+      const int64_t kc = std::min(kKc, k - p0), pairs = (kc + 1) / 2;
+      const bool accumulate = p0 > 0;
+      PackPairsB(kc, nc,
+                 {b.data + p0 * b.row_stride + j0 * b.col_stride, b.row_stride, b.col_stride},
+                 packed_b);
+      for (int64_t i0 = 0; i0 < m; i0 += kMc) {
+        const int64_t mc = std::min(kMc, m - i0);
+        PackPairsA(mc, kc,
+                   {a.data + i0 * a.row_stride + p0 * a.col_stride, a.row_stride, a.col_stride},
+                   packed_a);
+        for (int64_t jr = 0; jr < nc; jr += kNr) {
+          const int64_t width = std::min(kNr, nc - jr);
+          const uint32_t* b_panel = packed_b + jr * pairs;
+          for (int64_t ir = 0; ir < mc; ir += kMr) {
+            const int64_t height = std::min(kMr, mc - ir);
+            const uint32_t* a_panel = packed_a + ir * pairs;
+            float* tile = c + (i0 + ir) * ldc + j0 + jr;
+            if (height == kMr && width == kNr) {
+              TileAvx512Bf16(pairs, a_panel, b_panel, tile, ldc, accumulate);
+              continue;
+            }
+            TileAvx512Bf16(pairs, a_panel, b_panel, edge, kNr, false);
+            for (int64_t i = 0; i < height; ++i) {
+              for (int64_t j = 0; j < width; ++j) {
+                const float v = edge[i * kNr + j];
+                tile[i * ldc + j] = accumulate ? tile[i * ldc + j] + v : v;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+void GemmWidened(int64_t m, int64_t n, int64_t k, MatrixView<const uint16_t> a,
+                 MatrixView<const uint16_t> b, float* c, int64_t ldc) {
+  float* wide_a = Space<float>(0, m * k);
+  for (int64_t i = 0; i < m; ++i) {
+    const uint16_t* row = a.data + i * a.row_stride;
+    float* out = wide_a + i * k;
+    if (a.col_stride == 1) {
+      for (int64_t p = 0; p < k; ++p) out[p] = Widen(row[p]);
+    } else {
+      for (int64_t p = 0; p < k; ++p) out[p] = Widen(row[p * a.col_stride]);
+    }
+  }
+  GemmPackingB<float>(
+      m, n, k, {wide_a, k, 1},
+      [&](int64_t p0, int64_t kc, int64_t j0, int64_t cols, float* out, int64_t nr) {
+        for (int64_t jp = 0; jp < cols; jp += nr, out += nr * kc) {
+          const int64_t width = std::min(nr, cols - jp);
+          for (int64_t p = 0; p < kc; ++p) {
+            const uint16_t* src = b.data + (p0 + p) * b.row_stride + (j0 + jp) * b.col_stride;
+            float* o = out + p * nr;
+            if (b.col_stride == 1) {
+              for (int64_t j = 0; j < width; ++j) o[j] = Widen(src[j]);
+            } else {
+              for (int64_t j = 0; j < width; ++j) o[j] = Widen(src[j * b.col_stride]);
+            }
+            std::fill(o + width, o + nr, 0.0f);
+          }
+        }
+      },
+      c, ldc);
+}
+
+}  // namespace
+
+GemmTile GemmBf16Tile() {
+  return KernelIsa() == Isa::kAvx512Bf16 ? GemmTile{kMr, kNr} : GemmTileFor<float>();
+}
+
+void GemmBf16(int64_t m, int64_t n, int64_t k, MatrixView<const uint16_t> a,
+              MatrixView<const uint16_t> b, float* c, int64_t ldc) {
+  if (KernelIsa() == Isa::kAvx512Bf16) {
+    GemmPairs(m, n, k, a, b, c, ldc);
+  } else {
+    GemmWidened(m, n, k, a, b, c, ldc);
+  }
+}
+
+}  // namespace strata::runtime
