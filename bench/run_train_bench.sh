@@ -9,8 +9,10 @@
 # the peer's command only (OPENBLAS_CORETYPE unset lets OpenBLAS choose by
 # cpuid; a type the CPU cannot run is skipped), OMP_WAIT_POLICY=passive,
 # OPENBLAS_NUM_THREADS and torch threads 2, and again 1 — each in its own
-# process; the peer refuses to run on Debian's reference BLAS. Prints
-# tokens/s, peak RSS and the ratios against the fastest peer.
+# process; the peer refuses to run on Debian's reference BLAS. Then strata's
+# mixed-precision step (--dtype bf16: BM_TrainStepBf16, saving carries and
+# saving the unbatched products) against the same f32 peer. Prints tokens/s,
+# peak RSS and the ratios against the fastest peer.
 #
 #   bench/run_train_bench.sh                 # needs /usr/bin/python3 with torch
 #   LAYERS="2 8" bench/run_train_bench.sh
@@ -35,6 +37,10 @@ for round in $(seq "$ROUNDS"); do
     for mode in 1 2 3; do  # apply_layers saving carries; matrix products; unbatched products
       "$BUILD_DIR/train_step_bench" --benchmark_filter="BM_TrainStep/$layers/$mode/" \
         --benchmark_format=csv 2>/dev/null >"$out/strata$layers-$mode-$round.csv"
+    done
+    for mode in 1 3; do  # the same in bf16 (modes 11 and 13 below)
+      "$BUILD_DIR/train_step_bench" --benchmark_filter="BM_TrainStepBf16/$layers/$mode/" \
+        --benchmark_format=csv 2>/dev/null >"$out/strata$layers-1$mode-$round.csv"
     done
     for threads in 2 1; do
       for ct in $CORETYPES; do
@@ -70,12 +76,14 @@ def torch_round(l, t, r):  # the fastest core type
 print(f"{'layers':<7}{'torch 2t':>9}{'torch 1t':>9}{'torch MiB':>10}"
       f"{'carries tok/s':>14}{'MiB':>7}{'speed':>7}{'memory':>8}"
       f"{'dots tok/s':>11}{'MiB':>7}{'speed':>7}{'memory':>8}"
-      f"{'no-batch tok/s':>15}{'MiB':>7}{'speed':>7}{'memory':>8}")
+      f"{'no-batch tok/s':>15}{'MiB':>7}{'speed':>7}{'memory':>8}"
+      f"{'bf16 carries':>13}{'MiB':>7}{'speed':>7}{'memory':>8}"
+      f"{'bf16 no-batch':>14}{'MiB':>7}{'speed':>7}{'memory':>8}")
 for l in layers:
     torch = {t: max(torch_round(l, t, r) for r in range(1, rounds + 1)) for t in (2, 1)}
     best = max(torch, key=lambda t: torch[t][0])
     line = f"{l:<7}{torch[2][0]:>9.0f}{torch[1][0]:>9.0f}{torch[best][1]:>10.0f}"
-    for mode in (1, 2, 3):
+    for mode in (1, 2, 3, 11, 13):
         tps, mib = strata(l, mode)
         line += f"{tps:>14.0f}{mib:>7.0f}{tps / torch[best][0]:>7.2f}{mib / torch[best][1]:>8.2f}"
     print(line)
@@ -86,11 +94,12 @@ for l in layers:
         runs = [torch_core(l, 2, ct, r) for r in range(1, rounds + 1)]
         print(f"  {l} layers, {ct}: " + " ".join(f"{x[0]:.0f}" if x else "-" for x in runs))
 if rounds > 1:
-    print("every round's tokens/s (torch 2t, torch 1t, carries, dots, no-batch):")
+    print("every round's tokens/s (torch 2t, torch 1t, carries, dots, no-batch, bf16 carries, "
+          "bf16 no-batch):")
     for l in layers:
         for r in range(1, rounds + 1):
             vals = [torch_round(l, t, r)[0] for t in (2, 1)]
-            vals += [strata_round(l, m, r)[0] for m in (1, 2, 3)]
+            vals += [strata_round(l, m, r)[0] for m in (1, 2, 3, 11, 13)]
             print(f"  {l} layers, round {r}: " + " ".join(f"{v:.0f}" for v in vals))
 PY
 rm -rf "$out"

@@ -12,6 +12,7 @@
 #include "strata/lazy/context.h"
 #include "strata/lazy/ops.h"
 #include "strata/nn/llama.h"
+#include "strata/nn/mixed_precision.h"
 #include "strata/nn/optim.h"
 
 namespace strata {
@@ -27,9 +28,11 @@ constexpr int64_t kBatch = 4, kSeq = 256;
 // products (no GEMM recomputed); 3: apply_layers saving the products
 // without batch dims (projections).
 // keep_loss_graph = false detaches the loss before the sync, so its computed
-// data keeps no origin (the graph that computed it).
+// data keeps no origin (the graph that computed it). `compute` bf16 is
+// strata train --dtype bf16: f32 weights and moments, the step computing
+// with bf16 copies of the weights (nn::ComputeIn).
 void RunTrainSteps(benchmark::State& state, int64_t layers, int64_t mode,
-                   bool keep_loss_graph = true) {
+                   bool keep_loss_graph = true, DType compute = DType::kF32) {
   io::LlamaConfig c = BenchConfig(layers);
   nn::LlamaForCausalLM model(c, random_key(2));
   model.layer_mode = mode == 0 ? nn::LayerMode::kUnrolled : nn::LayerMode::kScan;
@@ -48,9 +51,12 @@ void RunTrainSteps(benchmark::State& state, int64_t layers, int64_t mode,
   Tensor ids = Tokens(kBatch, kSeq, c.vocab_size, 3),
          labels = Tokens(kBatch, kSeq, c.vocab_size, 4);
   auto step = [&] {
-    Tensor loss = model.loss(model.forward(ids), labels);
     std::vector<Tensor> values;
     for (Tensor* p : params) values.push_back(*p);
+    Tensor loss = [&] {
+      nn::ComputeIn in(params, compute);
+      return model.loss(model.forward(ids), labels);
+    }();
     adam.step(gradients(loss, values));
     // As Trainer::Step: no handle on the old weights outlives the update, so
     // the sync may give their buffers to the new ones.
@@ -79,6 +85,21 @@ void BM_TrainStep(benchmark::State& state) {
                              : "apply_layers, save dots without batch dims");
 }
 BENCHMARK(BM_TrainStep)
+    ->ArgsProduct({{2, 8, 32}, {1, 2, 3, 0}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(3);
+
+// The same step in mixed precision (bf16 compute, f32 weights and AdamW).
+void BM_TrainStepBf16(benchmark::State& state) {
+  const int64_t mode = state.range(1);
+  RunTrainSteps(state, state.range(0), mode, true, DType::kBF16);
+  state.SetLabel(mode == 0   ? "bf16, unrolled"
+                 : mode == 1 ? "bf16, apply_layers, save carries"
+                 : mode == 2 ? "bf16, apply_layers, save dots"
+                             : "bf16, apply_layers, save dots without batch dims");
+}
+BENCHMARK(BM_TrainStepBf16)
     ->ArgsProduct({{2, 8, 32}, {1, 2, 3, 0}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()

@@ -89,10 +89,18 @@ std::vector<Tensor> IndexingVjp(const RuleArgs& args) {
       a.scatter.inserted_window_dims = gd.collapsed_slice_dims;
       a.scatter.scatter_dims_to_operand_dims = gd.start_index_map;
       a.scatter.index_vector_dim = gd.index_vector_dim;
-      a.called = {ir::ScalarCombiner(Opcode::kAdd, g.dtype())};
-      in = {T(lazy::Op(Opcode::kScatter,
-                       {Zeros(ops[0].shape()).value(), clamped.value(), g.value()}, std::move(a))),
-            Tensor()};
+      // Half-precision cotangents are summed in f32 and rounded once: added
+      // into a bf16 buffer one by one, a row many positions read (a frequent
+      // token's embedding) would lose the small terms to the large sum.
+      const DType sum_type =
+          IsFloating(g.dtype()) && DTypeSize(g.dtype()) == 2 ? DType::kF32 : g.dtype();
+      const Tensor updates = astype(g, sum_type);
+      a.called = {ir::ScalarCombiner(Opcode::kAdd, sum_type)};
+      Tensor sum = T(lazy::Op(
+          Opcode::kScatter,
+          {Zeros(ops[0].shape().WithDType(sum_type)).value(), clamped.value(), updates.value()},
+          std::move(a)));
+      in = {astype(sum, g.dtype()), Tensor()};
       break;
     }
     case Opcode::kDynamicSlice: {

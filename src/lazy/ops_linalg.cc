@@ -37,7 +37,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   DType t = lazy::PromoteTypes(a.dtype(), b.dtype());
   if (t == DType::kPred)
     Fail("[matmul] is not defined for bool tensors ({} and {})", sa.ToString(), sb.ToString());
-  DType compute = lazy::ComputeType(t);
+  // bf16 stays bf16: the runtime's dot multiplies bf16 values itself,
+  // summing in f32 and rounding once (its bf16 GEMM); f16 computes in f32.
+  DType compute = t == DType::kBF16 ? t : lazy::ComputeType(t);
   ir::Value x = lazy::ConvertValue(a.value(), compute);
   ir::Value y = lazy::ConvertValue(b.value(), compute);
   hlo::DotDims dims;

@@ -173,6 +173,10 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     Tensor rows = unsqueeze(arange(s), 1), cols = unsqueeze(arange(s), 0);
     scores = where(ge(rows, cols), scores, constant(-INFINITY, scores.dtype()));
   }
+  // Half-precision scores: the softmax in f32, as Hugging Face's eager
+  // attention does, the probabilities rounded once for their product with v.
+  if (scores.dtype() == DType::kBF16 || scores.dtype() == DType::kF16)
+    return matmul(astype(softmax(astype(scores, DType::kF32), -1), scores.dtype()), repeat(v));
   return matmul(softmax(scores, -1), repeat(v));
 }
 

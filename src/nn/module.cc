@@ -259,7 +259,8 @@ void functional_call(Module& module, const std::map<std::string, Tensor>& replac
   std::vector<std::pair<Tensor*, Tensor>> saved;
   for (const auto& [name, value] : replacements) {
     Tensor& slot = module.tensor(name);
-    if (value.shape() != slot.shape()) {
+    // Another element type is a replacement too (bf16 copies of f32 weights).
+    if (value.shape().dims() != slot.shape().dims()) {
       Fail("[functional_call] {} is {} in the module, the replacement is {}", name,
            slot.shape().ToString(), value.shape().ToString());
     }

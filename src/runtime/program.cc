@@ -376,11 +376,13 @@ class Planner {
       } else if (inst.opcode() == Opcode::kFusion && step.output_slots.size() > 1) {
         // A multi-output fusion writes a block's outputs after reading all
         // of it: each output may take a dying operand it reads elementwise.
-        const std::optional<Shape> leaf = FusionOutputShape(inst);
-        for (int64_t out_slot : step.output_slots) {
-          for (int64_t i = 0; leaf && i < inst.operand_count(); ++i) {
+        const std::vector<Shape> leaves = inst.shape().Leaves();
+        const bool same_dims = FusionOutputShape(inst).has_value();
+        for (size_t j = 0; j < step.output_slots.size(); ++j) {
+          const int64_t out_slot = step.output_slots[j];
+          for (int64_t i = 0; same_dims && i < inst.operand_count(); ++i) {
             const Shape& in = inst.operand(i)->shape();
-            if (in.is_array() && in.byte_size() == leaf->byte_size() &&
+            if (in.is_array() && in.byte_size() == leaves.at(j).byte_size() &&
                 FusionReadsElementwise(inst, i) &&
                 try_reuse(leaves_.at(inst.operand(i))[0], out_slot)) {
               break;
@@ -445,12 +447,16 @@ class Planner {
           // write into the very parameter it reads last.
           const Instruction& writer = *c_.instructions()[st.first];
           // (A fusion: every operand the result's size is read elementwise.)
-          const std::optional<Shape> leaf =
-              writer.opcode() == Opcode::kFusion ? FusionOutputShape(writer) : std::nullopt;
-          bool fusion_elementwise = leaf.has_value();
+          bool fusion_elementwise =
+              writer.opcode() == Opcode::kFusion && FusionOutputShape(writer).has_value();
+          const std::vector<Shape> leaves =
+              fusion_elementwise ? writer.shape().Leaves() : std::vector<Shape>{};
           for (int64_t i = 0; fusion_elementwise && i < writer.operand_count(); ++i) {
-            fusion_elementwise = writer.operand(i)->shape().byte_size() != leaf->byte_size() ||
-                                 FusionReadsElementwise(writer, i);
+            bool output_sized = false;
+            for (const Shape& leaf : leaves)
+              output_sized =
+                  output_sized || writer.operand(i)->shape().byte_size() == leaf.byte_size();
+            fusion_elementwise = !output_sized || FusionReadsElementwise(writer, i);
           }
           program_->root_writer_elementwise_[k] = hlo::IsElementwiseUnary(writer.opcode()) ||
                                                   hlo::IsElementwiseBinary(writer.opcode()) ||

@@ -69,6 +69,12 @@ int main(int argc, char** argv) {
                    "products; attention's are recomputed)")
       ->check(CLI::IsMember({"carries", "dots", "dots-no-batch"}))
       ->capture_default_str();
+  train
+      ->add_option("--dtype", t.dtype,
+                   "what the step computes in: f32, or bf16 (mixed precision: f32 weights and "
+                   "AdamW state, bf16 activations and products summed in f32)")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
   train->add_option("--mesh", t.mesh,
                     "SPMD device mesh, e.g. data=2 or data=2,model=2: the step runs partitioned "
                     "on that many in-process devices (default: one device)");

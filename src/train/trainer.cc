@@ -16,6 +16,7 @@
 #include "strata/io/safetensors.h"
 #include "strata/lazy/context.h"
 #include "strata/lazy/ops.h"
+#include "strata/nn/mixed_precision.h"
 #include "strata/runtime/process_group.h"
 #include "strata/runtime/trace.h"
 #include "strata/train/checkpoint_shards.h"
@@ -41,6 +42,7 @@ json OptionsToJson(const TrainOptions& o) {
               {"intermediate", o.intermediate},
               {"layers", o.layers},
               {"remat", o.remat},
+              {"dtype", o.dtype},
               {"batch", o.batch},
               {"seq", o.seq},
               {"heldout", o.heldout},
@@ -165,6 +167,9 @@ class EvalScope {
   bool was_training_;
 };
 
+// What the step computes in: --dtype.
+DType ComputeType(const TrainOptions& o) { return o.dtype == "bf16" ? DType::kBF16 : DType::kF32; }
+
 bool IsStepDirectoryName(const std::string& name) {
   return name.size() == 12 && name.rfind("step-", 0) == 0 &&
          std::all_of(name.begin() + 5, name.end(), [](char c) { return c >= '0' && c <= '9'; });
@@ -186,6 +191,7 @@ void TrainOptions::Validate() const {
   require(layers == "scan" || layers == "unrolled", "--layers must be scan or unrolled", layers);
   require(remat == "carries" || remat == "dots" || remat == "dots-no-batch",
           "--remat must be carries, dots or dots-no-batch", remat);
+  require(dtype == "f32" || dtype == "bf16", "--dtype must be f32 or bf16", dtype);
   require(batch > 0, "--batch must be positive", batch);
   require(seq >= 2, "--seq must be at least 2 (a token and the one it predicts)", seq);
   require(heldout > 0 && heldout < 1, "--heldout must be in (0, 1)", heldout);
@@ -325,10 +331,13 @@ StepStats Trainer::Step() {
   Tensor ids =
       plan_ ? MakeShardedBatch(corpus_.train, starts, options_.seq, plan_->mesh, plan_->batch)
             : MakeBatch(corpus_.train, starts, options_.seq);
-  // Hugging Face's loss with labels = input_ids: position s predicts s + 1.
-  Tensor loss = model_->loss(model_->forward(ids), ids);
   std::vector<Tensor> values;
   for (Tensor* p : params_) values.push_back(*p);
+  // Hugging Face's loss with labels = input_ids: position s predicts s + 1.
+  Tensor loss = [&] {
+    nn::ComputeIn compute(params_, ComputeType(options_));
+    return model_->loss(model_->forward(ids), ids);
+  }();
   std::vector<Tensor> grads = gradients(loss, values);
   values.clear();
   Tensor norm = nn::clip_grad_norm(
@@ -368,6 +377,7 @@ StepStats Trainer::Step() {
 
 float Trainer::Evaluate() {
   EvalScope eval(*model_);
+  nn::ComputeIn compute(params_, ComputeType(options_));
   const int64_t b = options_.batch;
   std::vector<int64_t> starts = EvenWindowStarts(options_.eval_batches * b, options_.seq,
                                                  static_cast<int64_t>(corpus_.heldout.size()));
@@ -395,6 +405,7 @@ std::vector<int64_t> Trainer::Sample(const std::vector<int64_t>& prompt, int64_t
     if (id < 0 || id >= vocab) Fail("[sample] prompt token {} is outside [0, {})", id, vocab);
   }
   EvalScope eval(*model_);
+  nn::ComputeIn compute(params_, ComputeType(options_));
   const int64_t window = options_.seq;
   SplitMix64 rng(seed);
   std::vector<int64_t> context = prompt, generated;
@@ -407,7 +418,7 @@ std::vector<int64_t> Trainer::Sample(const std::vector<int64_t>& prompt, int64_t
     Tensor logits = model_->forward(Tensor::FromVector(ids, {1, window}));
     Tensor row = index_select(reshape(logits, {window, vocab}), 0,
                               Tensor::FromVector<int64_t>({n - 1}, {1}));
-    const int64_t next = DrawToken(row.to_vector<float>(), temperature, rng);
+    const int64_t next = DrawToken(astype(row, DType::kF32).to_vector<float>(), temperature, rng);
     context.push_back(next);
     generated.push_back(next);
   }
@@ -680,6 +691,7 @@ std::unique_ptr<Trainer> Trainer::LoadStep(const fs::path& dir, const TrainOptio
   for (auto& [key, value] : given.items()) {
     if (FreeOnResume(key)) continue;
     auto it = saved.find(key);
+    if (it == saved.end() && key == "dtype") it = saved.emplace(key, "f32").first;  // older runs
     if (it == saved.end()) Fail("[train] '{}' lacks the option \"{}\"", state_file.string(), key);
     if (*it != value) {
       throw OptionsDoNotFit(fmt::format(

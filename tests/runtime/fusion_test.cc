@@ -5,9 +5,12 @@
 // over what it reads, and row reductions (a softmax in one fusion).
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstring>
 #include <functional>
 
+#include "host_values.h"
 #include "test_util.h"
 
 namespace strata::runtime {
@@ -262,8 +265,8 @@ TEST(Fusion, AdamWUpdateIsOneMultiOutputLoop) {
   }
 }
 
-// What does not fuse: half types, integer ops and a lone op with nothing to
-// gain. An intermediate that is also a result joins as a second output.
+// What does not fuse: integer ops and a lone op with nothing to gain. An intermediate that is also
+// a result joins as a second output.
 TEST(Fusion, LeavesWhatItCannotFuse) {
   const int64_t n = 600;
   std::vector<float> x = Random<float>(n, 12, -1, 1);
@@ -292,6 +295,104 @@ TEST(Fusion, LeavesWhatItCannotFuse) {
     ASSERT_NEAR(c[i], std::exp(t) * t, 1e-5);
     ASSERT_EQ(m[i], k[i] * k[i] + k[i]);
     ASSERT_EQ(l[i], -x[i]);
+  }
+}
+
+// bf16 arithmetic (a mixed-precision step's activations): each op computed
+// in f32 and rounded to bf16 once (the widening pass's converts), the whole
+// chain one loop reading and writing bf16 memory. A multiply and an add of
+// bf16 values rounded from f32 are the correctly rounded bf16 results (f32
+// carries more than twice bf16's bits), so they must equal a loop in long
+// double rounded per op; exp and tanh (an f32 routine of about an ulp) are
+// within one bf16 ulp. The same program unfused gives the same bits.
+TEST(Fusion, Bf16ChainsAreOneLoopOverBf16Memory) {
+  const int64_t rows = 37, cols = 129;  // blocks of 512 cut rows anywhere
+  const int64_t n = rows * cols;
+  const DType bf16 = DType::kBF16;
+  const host::Format format = host::FormatOf(bf16);
+  auto round = [&](long double v) { return static_cast<double>(host::RoundTo(format, v)); };
+  std::vector<double> x, y, s;
+  for (float v : Random<float>(n, 61, -2, 2)) x.push_back(round(v));
+  for (float v : Random<float>(n, 62, -2, 2)) y.push_back(round(v));
+  for (float v : Random<float>(cols, 63, -1.5, 1.5)) s.push_back(round(v));
+  std::vector<bool> mask(n);
+  for (int64_t i = 0; i < n; ++i) mask[i] = (i * 7) % 5 != 0;
+  auto run = [&](bool fuse, int64_t* fusions, int64_t* converts) {
+    Graph g({Shape(bf16, {rows, cols}), Shape(bf16, {rows, cols}), Shape(bf16, {cols}),
+             Shape(DType::kPred, {rows, cols})});
+    g.fuse = fuse;
+    auto* p = g.b.Multiply(g.params[0], g.b.Broadcast(g.params[2], {rows, cols}, {1}));
+    auto* q = g.b.Add(p, g.params[1]);
+    auto* r = g.b.Select(
+        g.params[3], g.b.Multiply(g.b.Unary(Opcode::kExp, q), g.b.Unary(Opcode::kTanh, q)),
+        g.b.Broadcast(g.b.Convert(g.b.ConstantScalar<float>(-INFINITY), bf16), {rows, cols}, {}));
+    // An f32 result and a bf16 one (q, also read inside): one multi-output fusion.
+    auto* u = g.b.Multiply(g.b.Convert(r, DType::kF32),
+                           g.b.Broadcast(g.b.ConstantScalar<float>(2), {rows, cols}, {}));
+    auto exe = g.Compile(g.b.Tuple({u, q}));
+    *fusions = Count(*exe->module().entry(), Opcode::kFusion);
+    *converts = Count(*exe->module().entry(), Opcode::kConvert);
+    return exe->Run({host::HalfBuffer(bf16, x, {rows, cols}),
+                     host::HalfBuffer(bf16, y, {rows, cols}), host::HalfBuffer(bf16, s, {cols}),
+                     Arg(mask, {rows, cols})});
+  };
+  int64_t fusions = 0, converts = 0;
+  auto fused = run(true, &fusions, &converts);
+  EXPECT_EQ(fusions, 1);
+  EXPECT_EQ(converts, 0);
+  ASSERT_EQ(fused[0].shape(), Shape(DType::kF32, {rows, cols}));
+  ASSERT_EQ(fused[1].shape(), Shape(bf16, {rows, cols}));
+  const std::vector<float> u = fused[0].ToVector<float>();
+  const std::vector<double> q = host::HalfValues(fused[1]);
+  for (int64_t i = 0; i < n; ++i) {
+    const double want_q = round(round(static_cast<long double>(x[i]) * s[i % cols]) + y[i]);
+    ASSERT_EQ(q[i], want_q) << i;
+    if (!mask[i]) {
+      ASSERT_EQ(u[i], -INFINITY) << i;
+      continue;
+    }
+    // exp and tanh each within a bf16 ulp, their product rounded once more.
+    const double want = 2 * std::exp(want_q) * std::tanh(want_q);
+    ASSERT_NEAR(u[i], want, 3 * std::ldexp(std::fabs(want), -8) + 1e-30) << i;
+    // u is twice a bf16 value: its low 16 bits are 0.
+    ASSERT_EQ(std::bit_cast<uint32_t>(u[i]) & 0xffffu, 0u) << i;
+  }
+  auto unfused = run(false, &fusions, &converts);
+  EXPECT_EQ(fusions, 0);
+  for (size_t k = 0; k < fused.size(); ++k) {
+    ASSERT_EQ(fused[k].shape(), unfused[k].shape());
+    EXPECT_EQ(std::memcmp(fused[k].data(), unfused[k].data(), fused[k].shape().byte_size()), 0)
+        << "output " << k;
+  }
+}
+
+// A NaN rounded to bf16 stays a NaN (its payload's top bits may be zero:
+// cut off, it would read as infinity), and bf16 rounding ties to even.
+TEST(Fusion, Bf16RoundingInTheFusedLoopTiesToEvenAndKeepsNaNs) {
+  const int64_t n = 6;
+  const std::vector<float> x = {
+      std::bit_cast<float>(0x7f800001u), 1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f,
+      -(1.0f + 0x1p-8f + 0x1p-20f),      3.0e38f,        std::bit_cast<float>(0x3f808000u)};
+  // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: to 1 (even); 1 + 3 * 2^-8 to
+  // 1 + 2^-6; just past a tie rounds away; 3e38 to the nearest bf16 (finite).
+  const std::vector<float> want = {
+      NAN, 1.0f, 1.0f + 0x1p-6f, -(1.0f + 0x1p-7f), std::bit_cast<float>(0x7f620000u), 1.0f};
+  // A select passes each value as it is (a signalling NaN too); then the
+  // convert: two ops, one fusion.
+  Graph g({Shape(DType::kF32, {n}), Shape(DType::kPred, {n})});
+  auto* picked =
+      g.b.Select(g.params[1], g.params[0], g.b.Broadcast(g.b.ConstantScalar<float>(0), {n}, {}));
+  auto exe = g.Compile(g.b.Convert(picked, DType::kBF16));
+  EXPECT_EQ(Count(*exe->module().entry(), Opcode::kFusion), 1) << hlo::ToText(exe->module());
+  EXPECT_EQ(Count(*exe->module().entry(), Opcode::kConvert), 0);
+  const std::vector<double> got =
+      host::HalfValues(exe->Run({Arg(x, {n}), Arg(std::vector<bool>(n, true), {n})})[0]);
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::isnan(want[i])) {
+      EXPECT_TRUE(std::isnan(got[i])) << i;
+    } else {
+      EXPECT_EQ(got[i], want[i]) << i;
+    }
   }
 }
 

@@ -88,7 +88,8 @@ std::vector<std::pair<std::string, Tensor>> unstack_entries(
 
 // Runs f with some of the module's parameters and buffers replaced by the
 // given tensors (torch.func.functional_call), restoring them afterwards,
-// also when f throws. Unknown names are an error.
+// also when f throws. Unknown names and other dims are errors; another element
+// type is not (bf16 copies of f32 weights).
 void functional_call(Module& module, const std::map<std::string, Tensor>& replacements,
                      const std::function<void()>& f);
 

@@ -44,6 +44,11 @@ struct TrainOptions {
   // projections are kept, attention's products recomputed). The same
   // numbers either way.
   std::string remat = "carries";
+  // What the step computes in: "f32", or "bf16" (mixed precision: the
+  // weights, AdamW's moments and the update stay f32; each step computes
+  // with bf16 copies of the weights, its activations and gradients bf16,
+  // matrix products and reductions summed in f32, the loss in f32).
+  std::string dtype = "f32";
   // Data.
   int64_t batch = 16;
   int64_t seq = 128;  // tokens per window; also the sampling context

@@ -128,6 +128,31 @@ KernelInfo MakeConvertKernel(const hlo::Instruction& inst, ThreadPool& pool_ref)
       if (a.outputs[0] != a.operands[0]) std::memcpy(a.outputs[0], a.operands[0], bytes);
     }};
   }
+  // f32 <-> bf16, the mixed-precision step's converts: loops the compiler
+  // vectorizes (the same rounding as hlo::FloatToBFloat16).
+  if (from == DType::kF32 && to == DType::kBF16) {
+    return {[=](const KernelArgs& a) {
+      auto* x = reinterpret_cast<const uint32_t*>(a.operands[0]);
+      auto* out = reinterpret_cast<uint16_t*>(a.outputs[0]);
+      pool->ParallelFor(n, kElementwiseGrain, [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i) {
+          const uint32_t bits = x[i];
+          const uint32_t rounded = bits + 0x7fff + ((bits >> 16) & 1);
+          const bool nan = (bits & 0x7fffffff) > 0x7f800000;
+          out[i] = static_cast<uint16_t>(nan ? (bits >> 16) | 0x40 : rounded >> 16);
+        }
+      });
+    }};
+  }
+  if (from == DType::kBF16 && to == DType::kF32) {
+    return {[=](const KernelArgs& a) {
+      auto* x = reinterpret_cast<const uint16_t*>(a.operands[0]);
+      auto* out = reinterpret_cast<uint32_t*>(a.outputs[0]);
+      pool->ParallelFor(n, kElementwiseGrain, [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i) out[i] = static_cast<uint32_t>(x[i]) << 16;
+      });
+    }};
+  }
   if (to == DType::kC64) return {ToComplex<float>(from, n, pool)};
   if (to == DType::kC128) return {ToComplex<double>(from, n, pool)};
   if (IsComplex(from)) UnsupportedType(inst, from);

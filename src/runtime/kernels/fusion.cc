@@ -18,6 +18,13 @@
 // value by the ops after it, so a softmax reads its input once and writes
 // its result once.
 //
+// An f32 fusion may also hold bf16 values (a mixed-precision step's
+// activations): inside a block such a value is an f32 that a bf16 holds
+// exactly. A bf16 operand is widened as it is read, a convert to bf16
+// rounds (kRound), a convert back is nothing, and a bf16 output keeps the
+// top half of each f32. So a chain of bf16 ops, each computed in f32 and
+// rounded once (passes/widen_half.cc), runs as one loop over bf16 memory.
+//
 // Compiled once per instruction set (isa.h).
 #include <algorithm>
 #include <cstring>
@@ -52,7 +59,34 @@ enum class Kind : uint8_t {
   kReduce,        // over the block (a row); one value per row
   kRowBroadcast,  // a per-row value along the row (or reshaped): the same value
   kRowParameter,  // an operand with one element per row
+  kRound,         // a convert to bf16: rounded to the nearest bf16, kept as T
+  kIdentity,      // a convert from bf16 (the value is already T)
 };
+
+// How a fusion operand's elements are stored.
+enum class Storage : uint8_t { kValue, kPred, kBf16 };
+
+float Bf16ToFloat(uint16_t bits) {
+  uint32_t wide = static_cast<uint32_t>(bits) << 16;
+  float f;
+  std::memcpy(&f, &wide, sizeof f);
+  return f;
+}
+
+// f rounded to the nearest bf16 (ties to even; a NaN stays a quiet NaN), as
+// an f32: the convert kernel's rounding (hlo::FloatToBFloat16).
+inline float RoundToBf16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, sizeof x);
+  if ((x & 0x7fffffff) > 0x7f800000) {
+    x |= 0x00400000;
+  } else {
+    x += 0x7fff + ((x >> 16) & 1);
+  }
+  x &= 0xffff0000u;
+  std::memcpy(&f, &x, sizeof f);
+  return f;
+}
 
 struct Op {
   Kind kind;
@@ -60,7 +94,7 @@ struct Op {
   hlo::Comparison direction = hlo::Comparison::kEq;
   int64_t in[3] = {-1, -1, -1};       // earlier ops' values
   int64_t operand = -1;               // fusion operand (kElementwise, kScalar, kGather)
-  bool pred = false;                  // that operand is pred (converted to 0 / 1)
+  Storage storage = Storage::kValue;  // that operand's (pred: 0 / 1; bf16: widened)
   double constant = 0;                // kConstant's value, kReduce's init
   std::vector<int64_t> strides = {};  // kGather: operand stride per result dim (0: broadcast)
   bool uniform = false;               // the same for every element
@@ -106,8 +140,9 @@ void RunBinaryBlock(Opcode op, Value<T> a, Value<T> b, T* out, int64_t m) {
 // Where each element of [lo, lo + m) of the result reads a broadcast
 // operand: the sum over result dims of index * stride.
 template <typename T>
-void Gather(const uint8_t* src, bool pred, const std::vector<int64_t>& dims,
+void Gather(const uint8_t* src, Storage storage, const std::vector<int64_t>& dims,
             const std::vector<int64_t>& strides, int64_t lo, int64_t m, T* out) {
+  const bool pred = storage == Storage::kPred;
   const int64_t rank = static_cast<int64_t>(dims.size());
   int64_t index[8] = {0};
   int64_t offset = 0, rest = lo;
@@ -118,13 +153,17 @@ void Gather(const uint8_t* src, bool pred, const std::vector<int64_t>& dims,
   }
   const T* values = reinterpret_cast<const T*>(src);
   const bool* flags = reinterpret_cast<const bool*>(src);
+  const uint16_t* halves = reinterpret_cast<const uint16_t*>(src);
   const int64_t inner = rank == 0 ? 1 : dims[rank - 1];
   const int64_t inner_stride = rank == 0 ? 0 : strides[rank - 1];
   for (int64_t i = 0; i < m;) {
     // The rest of the innermost row in one run: a fill, a copy or strided.
     const int64_t run = std::min(m - i, rank == 0 ? m : inner - index[rank - 1]);
     T* o = out + i;
-    if (pred && inner_stride == 1) {
+    if (storage == Storage::kBf16) {
+      for (int64_t j = 0; j < run; ++j)
+        o[j] = static_cast<T>(Bf16ToFloat(halves[offset + j * inner_stride]));
+    } else if (pred && inner_stride == 1) {
       const uint8_t* bytes = reinterpret_cast<const uint8_t*>(flags + offset);
       for (int64_t j = 0; j < run; ++j) o[j] = static_cast<T>(bytes[j] != 0);
     } else if (pred) {
@@ -154,10 +193,12 @@ class FusedLoop {
  public:
   // row: the elements a reduction covers (0 without reductions).
   // outputs: the op each output of the fusion is (one, or a tuple's).
-  FusedLoop(std::vector<Op> ops, std::vector<int64_t> outputs, std::vector<int64_t> dims,
-            int64_t row, ThreadPool& pool)
+  // half_outputs[j]: output j is bf16.
+  FusedLoop(std::vector<Op> ops, std::vector<int64_t> outputs, std::vector<bool> half_outputs,
+            std::vector<int64_t> dims, int64_t row, ThreadPool& pool)
       : ops_(std::move(ops)),
         outputs_(std::move(outputs)),
+        half_outputs_(std::move(half_outputs)),
         dims_(std::move(dims)),
         row_(row),
         pool_(&pool) {
@@ -174,12 +215,13 @@ class FusedLoop {
     // One output that is the last op writes its blocks in place. Otherwise
     // each block's outputs are copied out once the whole block is computed:
     // an output may share its buffer with an operand the block still reads.
-    const bool in_place = outputs_.size() == 1 && outputs_[0] + 1 == std::ssize(ops_);
+    const bool in_place =
+        outputs_.size() == 1 && outputs_[0] + 1 == std::ssize(ops_) && !half_outputs_[0];
     bool all_uniform = true;
     for (int64_t k : outputs_) all_uniform = all_uniform && ops_[k].uniform;
     if (all_uniform) {
       for (size_t j = 0; j < outputs_.size(); ++j)
-        std::fill_n(reinterpret_cast<T*>(args.outputs[j]), n_, uniform[outputs_[j]]);
+        Store(args, j, 0, n_, {&uniform[outputs_[j]], false});
       return;
     }
     // Blocks of kBlock elements, or one row each.
@@ -194,15 +236,7 @@ class FusedLoop {
                                                        : &buffers[k * block];
           values[k] = Block(ops_[k], k, values, uniform, args, at, m, buffer);
         }
-        for (size_t j = 0; j < outputs_.size(); ++j) {
-          T* out = reinterpret_cast<T*>(args.outputs[j]) + at;
-          const Value<T>& v = values[outputs_[j]];
-          if (!v.varies) {
-            std::fill_n(out, m, v.ptr[0]);
-          } else if (v.ptr != out) {
-            std::copy_n(v.ptr, m, out);
-          }
-        }
+        for (size_t j = 0; j < outputs_.size(); ++j) Store(args, j, at, m, values[outputs_[j]]);
       }
     };
     if (row_ == 0) {
@@ -214,6 +248,42 @@ class FusedLoop {
   }
 
  private:
+  // Output j's elements [at, at + m) from v: a bf16 output keeps each
+  // value's top half (it holds a bf16 exactly).
+  void Store(const KernelArgs& args, size_t j, int64_t at, int64_t m, const Value<T>& v) const {
+    if (half_outputs_[j]) {
+      if constexpr (std::is_same_v<T, float>) {
+        uint16_t* out = reinterpret_cast<uint16_t*>(args.outputs[j]) + at;
+        for (int64_t i = 0; i < m; ++i) {
+          uint32_t bits;
+          std::memcpy(&bits, v.ptr + (v.varies ? i : 0), sizeof bits);
+          out[i] = static_cast<uint16_t>(bits >> 16);
+        }
+      }
+      return;
+    }
+    T* out = reinterpret_cast<T*>(args.outputs[j]) + at;
+    if (!v.varies) {
+      std::fill_n(out, m, v.ptr[0]);
+    } else if (v.ptr != out) {
+      std::copy_n(v.ptr, m, out);
+    }
+  }
+
+  // Element i of operand `op.operand`, as T.
+  static T Load(const Op& op, const KernelArgs& args, int64_t i) {
+    const uint8_t* src = args.operands[op.operand];
+    switch (op.storage) {
+      case Storage::kPred:
+        return src[i] ? T(1) : T(0);
+      case Storage::kBf16:
+        return static_cast<T>(Bf16ToFloat(reinterpret_cast<const uint16_t*>(src)[i]));
+      case Storage::kValue:
+        break;
+    }
+    return reinterpret_cast<const T*>(src)[i];
+  }
+
   T Uniform(const Op& op, const std::vector<T>& u, const KernelArgs& args) const {
     switch (op.kind) {
       case Kind::kConstant:
@@ -221,8 +291,7 @@ class FusedLoop {
       case Kind::kScalar:
       case Kind::kElementwise:  // a rank-0 result
       case Kind::kGather:
-        return op.pred ? T(args.operands[op.operand][0] ? 1 : 0)
-                       : reinterpret_cast<const T*>(args.operands[op.operand])[0];
+        return Load(op, args, 0);
       case Kind::kUnary:
         return Unary<T>(op.opcode, u[op.in[0]]);
       case Kind::kBinary:
@@ -232,7 +301,10 @@ class FusedLoop {
       case Kind::kSelect:
         return u[op.in[0]] != T(0) ? u[op.in[1]] : u[op.in[2]];
       case Kind::kRowBroadcast:
+      case Kind::kIdentity:
         return u[op.in[0]];
+      case Kind::kRound:
+        return static_cast<T>(RoundToBf16(static_cast<float>(u[op.in[0]])));
       case Kind::kReduce:  // never uniform: computed per row
       case Kind::kRowParameter:
         break;
@@ -247,17 +319,32 @@ class FusedLoop {
     bool varies = false;
     for (int64_t i : op.in) varies = varies || (i >= 0 && v[i].varies);
     const bool reads_values = op.kind == Kind::kUnary || op.kind == Kind::kBinary ||
-                              op.kind == Kind::kCompare || op.kind == Kind::kSelect;
+                              op.kind == Kind::kCompare || op.kind == Kind::kSelect ||
+                              op.kind == Kind::kRound;
     if (reads_values && !varies) m = 1;
     switch (op.kind) {
       case Kind::kElementwise:
-        if (!op.pred) return {reinterpret_cast<const T*>(args.operands[op.operand]) + at, true};
-        for (int64_t i = 0; i < m; ++i)
-          buffer[i] = static_cast<T>(args.operands[op.operand][at + i] != 0);
+        if (op.storage == Storage::kValue)
+          return {reinterpret_cast<const T*>(args.operands[op.operand]) + at, true};
+        if (op.storage == Storage::kBf16) {
+          const uint16_t* x = reinterpret_cast<const uint16_t*>(args.operands[op.operand]) + at;
+          for (int64_t i = 0; i < m; ++i) buffer[i] = static_cast<T>(Bf16ToFloat(x[i]));
+        } else {
+          for (int64_t i = 0; i < m; ++i)
+            buffer[i] = static_cast<T>(args.operands[op.operand][at + i] != 0);
+        }
         return {buffer, true};
       case Kind::kGather:
-        Gather(args.operands[op.operand], op.pred, dims_, op.strides, at, m, buffer);
+        Gather(args.operands[op.operand], op.storage, dims_, op.strides, at, m, buffer);
         return {buffer, true};
+      case Kind::kRound: {
+        const T* x = v[op.in[0]].ptr;
+        for (int64_t i = 0; i < m; ++i)
+          buffer[i] = static_cast<T>(RoundToBf16(static_cast<float>(x[i])));
+        return {buffer, varies};
+      }
+      case Kind::kIdentity:
+        return v[op.in[0]];
       case Kind::kUnary:
         RunUnaryBlock(op.opcode, v[op.in[0]].ptr, buffer, m);
         return {buffer, varies};
@@ -285,7 +372,10 @@ class FusedLoop {
       case Kind::kRowBroadcast:
         return v[op.in[0]];
       case Kind::kRowParameter:
-        return {reinterpret_cast<const T*>(args.operands[op.operand]) + at / row_, false};
+        if (op.storage == Storage::kValue)
+          return {reinterpret_cast<const T*>(args.operands[op.operand]) + at / row_, false};
+        buffer[0] = Load(op, args, at / row_);
+        return {buffer, false};
       case Kind::kSelect: {
         const Value<T> p = v[op.in[0]], x = v[op.in[1]], y = v[op.in[2]];
         if (p.varies && x.varies && y.varies) {
@@ -312,6 +402,7 @@ class FusedLoop {
 
   std::vector<Op> ops_;
   std::vector<int64_t> outputs_;
+  std::vector<bool> half_outputs_;
   std::vector<int64_t> dims_;
   int64_t row_ = 0;
   int64_t n_ = 0;
@@ -340,7 +431,10 @@ std::vector<Op> Translate(const hlo::Computation& fused, int64_t elements, int64
   auto operand_op = [&](const Instruction& p, Kind kind) {
     Op op{kind};
     op.operand = p.parameter_number;
-    op.pred = p.shape().dtype() == DType::kPred;
+    const DType t = p.shape().dtype();
+    op.storage = t == DType::kPred   ? Storage::kPred
+                 : t == DType::kBF16 ? Storage::kBf16
+                                     : Storage::kValue;
     return op;
   };
   // Only what the root reads: a dead instruction (XLA's text may hold one)
@@ -427,15 +521,21 @@ std::vector<Op> Translate(const hlo::Computation& fused, int64_t elements, int64
       case Opcode::kSelect:
         op.kind = Kind::kSelect;
         break;
+      case Opcode::kConvert:  // between the fusion's type and bf16 (FusedKernelRuns)
+        op.kind = inst.shape().dtype() == DType::kBF16 ? Kind::kRound : Kind::kIdentity;
+        op.in[0] = value.at(inst.operand(0));
+        break;
       default:
         op.kind = hlo::IsElementwiseUnary(inst.opcode()) ? Kind::kUnary : Kind::kBinary;
         op.opcode = inst.opcode();
         break;
     }
     const bool reads_values = op.kind == Kind::kUnary || op.kind == Kind::kBinary ||
-                              op.kind == Kind::kCompare || op.kind == Kind::kSelect;
-    op.uniform = op.kind == Kind::kConstant || op.kind == Kind::kScalar ||
-                 (op.kind == Kind::kRowBroadcast && ops[op.in[0]].uniform);
+                              op.kind == Kind::kCompare || op.kind == Kind::kSelect ||
+                              op.kind == Kind::kRound;
+    op.uniform =
+        op.kind == Kind::kConstant || op.kind == Kind::kScalar ||
+        ((op.kind == Kind::kRowBroadcast || op.kind == Kind::kIdentity) && ops[op.in[0]].uniform);
     if (reads_values) {
       op.uniform = true;
       for (int64_t i = 0; i < inst.operand_count(); ++i) {
@@ -483,20 +583,34 @@ bool FusedKernelRuns(const Instruction& fusion, ThreadPool& pool) {
   if (!fusion.fusion_kind.empty()) return false;
   const std::optional<Shape> leaf = FusionOutputShape(fusion);
   if (!leaf || leaf->rank() > 8) return false;
-  const DType type = leaf->dtype();
-  if (type != DType::kF32 && type != DType::kF64) return false;
+  const std::optional<DType> computes = FusionComputeType(fusion);
+  if (!computes) return false;
+  const DType type = *computes;
   const hlo::Computation& fused = *fusion.called.at(0);
   for (const auto& inst : fused.instructions()) {
     if (inst.get() == fused.root() && inst->opcode() == Opcode::kTuple) continue;
     const Shape& s = inst->shape();
     if (!s.is_array()) return false;
     const bool typed = s.dtype() == type, pred = s.dtype() == DType::kPred;
+    // bf16 values in an f32 fusion (held as f32s a bf16 holds exactly).
+    const bool half = type == DType::kF32 && s.dtype() == DType::kBF16;
     switch (inst->opcode()) {
       case Opcode::kParameter:
       case Opcode::kConstant:
       case Opcode::kBroadcast:
+        if (!typed && !pred && !half) return false;
+        break;
       case Opcode::kReshape:
         if (!typed && !pred) return false;
+        break;
+      case Opcode::kConvert: {
+        const DType from = inst->operand(0)->shape().dtype();
+        if (!(half && from == type) && !(typed && from == DType::kBF16 && type == DType::kF32))
+          return false;
+        break;
+      }
+      case Opcode::kSelect:
+        if (!typed && !half) return false;
         break;
       case Opcode::kCompare:  // the fused loop compares as IEEE floats
         if (inst->operand(0)->shape().dtype() != type ||
@@ -505,7 +619,6 @@ bool FusedKernelRuns(const Instruction& fusion, ThreadPool& pool) {
         }
         break;
       case Opcode::kReduce:
-      case Opcode::kSelect:
         if (!typed) return false;
         break;
       default:
@@ -548,14 +661,18 @@ KernelInfo MakeFusionKernel(const Instruction& inst, ThreadPool& pool) {
   const int64_t row = FusedRowLength(inst);
   std::vector<int64_t> outputs;
   std::vector<Op> ops = Translate(fused, leaf->num_elements(), row, outputs);
-  switch (leaf->dtype()) {
-    case DType::kF32:
-      return {FusedLoop<float>(std::move(ops), std::move(outputs), std::move(dims), row, pool)};
-    case DType::kF64:
-      return {FusedLoop<double>(std::move(ops), std::move(outputs), std::move(dims), row, pool)};
-    default:
-      UnsupportedType(inst, leaf->dtype());
+  std::vector<bool> half_outputs;
+  for (const Shape& s : inst.shape().Leaves()) half_outputs.push_back(s.dtype() == DType::kBF16);
+  const std::optional<DType> type = FusionComputeType(inst);
+  if (type == DType::kF32) {
+    return {FusedLoop<float>(std::move(ops), std::move(outputs), std::move(half_outputs),
+                             std::move(dims), row, pool)};
   }
+  if (type == DType::kF64) {
+    return {FusedLoop<double>(std::move(ops), std::move(outputs), std::move(half_outputs),
+                              std::move(dims), row, pool)};
+  }
+  UnsupportedType(inst, leaf->dtype());
 }
 
 }  // namespace strata::runtime::STRATA_ISA_NAMESPACE

@@ -102,25 +102,40 @@ int64_t ReadIndex(const uint8_t* p, DType dtype);
 // Runs a loop fusion (fusion.cc): the fused computation's elementwise ops in
 // blocks that stay in cache, so its intermediates never reach memory.
 KernelInfo MakeFusionKernel(const hlo::Instruction& inst, ThreadPool& pool);
-// Whether the fused loop runs `fusion`: a kLoop fusion with an f32 / f64
-// array result of rank <= 8, or a tuple of such results of one shape (a
-// multi-output fusion: each block computes them all), whose computation
-// holds parameters, constants, broadcasts, row reductions, compares, selects
-// and elementwise ops of that type, in the forms MakeFusionKernel accepts.
-// Any other fusion (XLA's other kinds, results of different shapes, slices,
-// integer or half-precision ops) the compiler runs as a call of its
-// computation.
+// Whether the fused loop runs `fusion`: a kLoop fusion with an array result
+// of rank <= 8, or a tuple of results of one shape up to the element type (a
+// multi-output fusion: each block computes them all), computing in f32 or
+// f64 (FusionComputeType): parameters, constants, broadcasts, row
+// reductions, compares, selects and elementwise ops of that type, in the
+// forms MakeFusionKernel accepts. An f32 fusion may also read, select and
+// write bf16 values and convert between f32 and bf16. Any other fusion
+// (XLA's other kinds, results of different shapes, slices, integer ops) the
+// compiler runs as a call of its computation.
 bool FusedKernelRuns(const hlo::Instruction& fusion, ThreadPool& pool);
-// The shape of each of a fusion's outputs: its array result, or the one
-// shape every element of its tuple result has. None otherwise.
+// The dims every output of a fusion has, with the first output's element
+// type: its array result, or the elements of its tuple result when they
+// share dims. None otherwise.
 inline std::optional<Shape> FusionOutputShape(const hlo::Instruction& fusion) {
   const Shape& shape = fusion.shape();
   if (shape.is_array()) return shape;
   if (!shape.is_tuple() || shape.tuple_size() == 0) return std::nullopt;
   for (const Shape& element : shape.tuple_shapes()) {
-    if (!element.is_array() || element != shape.tuple_shape(0)) return std::nullopt;
+    if (!element.is_array() || element.dims() != shape.tuple_shape(0).dims()) return std::nullopt;
   }
   return shape.tuple_shape(0);
+}
+// What a fused loop computes in: f64 when every output is f64, f32 when
+// every output is f32 or bf16; none for any other mix.
+inline std::optional<DType> FusionComputeType(const hlo::Instruction& fusion) {
+  bool f64 = true, f32 = true;
+  for (const Shape& leaf : fusion.shape().Leaves()) {
+    if (!leaf.is_array()) return std::nullopt;
+    f64 = f64 && leaf.dtype() == DType::kF64;
+    f32 = f32 && (leaf.dtype() == DType::kF32 || leaf.dtype() == DType::kBF16);
+  }
+  if (f64) return DType::kF64;
+  if (f32) return DType::kF32;
+  return std::nullopt;
 }
 // Whether a fusion reads operand `index` element by element (not through a
 // broadcast), so its result may overwrite that operand.

@@ -25,6 +25,12 @@
 // the fusion then runs a row at a time, and the reduction and what it reads
 // never leave cache. A row-shaped value the fusion does not compute is read
 // one element per row.
+//
+// An f32 fusion also takes bf16 values: the converts between f32 and bf16
+// the widening pass puts around each half-precision op (passes/widen_half.cc),
+// bf16 broadcasts and selects of bf16 values. Its operands and outputs may
+// then be bf16 (kernels/fusion.cc holds them as f32 inside), so a chain of
+// bf16 ops reads and writes bf16 memory once.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -44,6 +50,20 @@ using hlo::Opcode;
 
 bool IsFloat(DType t) { return t == DType::kF32 || t == DType::kF64; }
 
+// A bf16 value an f32 fusion holds.
+bool IsHalfIn(DType t, DType type) { return type == DType::kF32 && t == DType::kBF16; }
+
+// The type a fusion rooted at `root` computes in: a convert from f32 to bf16
+// computes in f32; anything else in its own type (pred for a tuple: none).
+DType ComputeType(const Instruction& root) {
+  if (!root.shape().is_array()) return DType::kPred;
+  if (root.opcode() == Opcode::kConvert && IsHalfIn(root.shape().dtype(), DType::kF32) &&
+      root.operand(0)->shape().is_array()) {
+    return root.operand(0)->shape().dtype();
+  }
+  return root.shape().dtype();
+}
+
 // The fused loop's index arithmetic keeps a fixed-size multi-index.
 constexpr int64_t kMaxFusedRank = 8;
 
@@ -55,8 +75,12 @@ bool IsCore(const Instruction& i, DType type) {
   const DType t = i.shape().dtype();
   // Unary and binary ops on floats (the verifier admits no bitwise op, not or
   // shift on them; is-finite gives pred).
+  if (op == Opcode::kConvert) {  // between the fusion's type and bf16, either way
+    const DType from = i.operand(0)->shape().dtype();
+    return (from == type && IsHalfIn(t, type)) || (IsHalfIn(from, type) && t == type);
+  }
   if (hlo::IsElementwiseUnary(op) || hlo::IsElementwiseBinary(op)) return t == type;
-  if (op == Opcode::kSelect) return t == type;
+  if (op == Opcode::kSelect) return t == type || IsHalfIn(t, type);
   if (op == Opcode::kCompare) {  // a total-order compare runs on its own
     return i.operand(0)->shape().dtype() == type &&
            i.comparison_type == hlo::ComparisonType::kDefault;
@@ -67,7 +91,8 @@ bool IsCore(const Instruction& i, DType type) {
 // A broadcast the fusion reads through (to the fusion's dims).
 bool IsFusibleBroadcast(const Instruction& i, const std::vector<int64_t>& dims, DType type) {
   return i.opcode() == Opcode::kBroadcast && i.shape().is_array() && i.shape().dims() == dims &&
-         (i.shape().dtype() == type || i.shape().dtype() == DType::kPred) &&
+         (i.shape().dtype() == type || i.shape().dtype() == DType::kPred ||
+          IsHalfIn(i.shape().dtype(), type)) &&
          i.operand(0)->shape().is_array() && i.operand(0)->shape().rank() <= kMaxFusedRank;
 }
 
@@ -168,8 +193,8 @@ class Fuser {
     hlo::Computation::Replacements replacements;
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
       Instruction* root = *it;
-      if (fused_.count(root) || !IsFloat(root->shape().dtype()) ||
-          !IsCore(*root, root->shape().dtype()) || root->shape().rank() > kMaxFusedRank) {
+      if (fused_.count(root) || !IsFloat(ComputeType(*root)) ||
+          !IsCore(*root, ComputeType(*root)) || root->shape().rank() > kMaxFusedRank) {
         continue;
       }
       Group g = Grow(root);
@@ -251,7 +276,7 @@ class Fuser {
   }
 
   Group Grow(Instruction* root) {
-    const DType type = root->shape().dtype();
+    const DType type = ComputeType(*root);
     const std::vector<int64_t>& dims = root->shape().dims();
     const int64_t rank = static_cast<int64_t>(dims.size());
     Group g;
