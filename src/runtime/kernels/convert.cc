@@ -132,15 +132,10 @@ KernelInfo MakeConvertKernel(const hlo::Instruction& inst, ThreadPool& pool_ref)
   // vectorizes (the same rounding as hlo::FloatToBFloat16).
   if (from == DType::kF32 && to == DType::kBF16) {
     return {[=](const KernelArgs& a) {
-      auto* x = reinterpret_cast<const uint32_t*>(a.operands[0]);
+      auto* x = reinterpret_cast<const float*>(a.operands[0]);
       auto* out = reinterpret_cast<uint16_t*>(a.outputs[0]);
       pool->ParallelFor(n, kElementwiseGrain, [&](int64_t lo, int64_t hi) {
-        for (int64_t i = lo; i < hi; ++i) {
-          const uint32_t bits = x[i];
-          const uint32_t rounded = bits + 0x7fff + ((bits >> 16) & 1);
-          const bool nan = (bits & 0x7fffffff) > 0x7f800000;
-          out[i] = static_cast<uint16_t>(nan ? (bits >> 16) | 0x40 : rounded >> 16);
-        }
+        for (int64_t i = lo; i < hi; ++i) out[i] = Bf16Bits(x[i]);
       });
     }};
   }

@@ -98,12 +98,23 @@ struct TypedGemm {
     Gemm<T>(m, n, k, a, b, c, ldc);
   }
 };
+// With `narrow`: C lies in `sums`, and each piece is rounded to bf16 into
+// the same place of `narrow` once computed.
 struct Bf16Gemm {
   using In = uint16_t;
   using Out = float;
+  float* sums = nullptr;
+  uint16_t* narrow = nullptr;
   void operator()(int64_t m, int64_t n, int64_t k, MatrixView<const uint16_t> a,
                   MatrixView<const uint16_t> b, float* c, int64_t ldc) const {
     GemmBf16(m, n, k, a, b, c, ldc);
+    if (!narrow) return;
+    uint16_t* out = narrow + (c - sums);
+    for (int64_t i = 0; i < m; ++i) {
+      const float* row = c + i * ldc;
+      uint16_t* o = out + i * ldc;
+      for (int64_t j = 0; j < n; ++j) o[j] = Bf16Bits(row[j]);
+    }
   }
 };
 
@@ -141,12 +152,13 @@ KernelInfo MakeDotKernel(const hlo::Instruction& inst, ThreadPool& pool_ref) {
   int64_t out_bytes = inst.shape().byte_size();
   // The GEMM's pieces: by batch when there are enough matrices, else each
   // matrix cut along the side that re-packs less; edges on `tile`'s.
-  auto pieces = [=](const KernelArgs& a, const GemmTile& tile, auto gemm) {
+  // C is the output, or where a bf16 output's f32 sums go first.
+  auto pieces = [=](const KernelArgs& a, const GemmTile& tile, auto gemm, void* c) {
     using In = typename decltype(gemm)::In;
     using Out = typename decltype(gemm)::Out;
     const In* A = reinterpret_cast<const In*>(Prepare(lv, a.operands[0], a.scratch, es));
     const In* B = reinterpret_cast<const In*>(Prepare(rv, a.operands[1], a.scratch + lv.bytes, es));
-    Out* C = reinterpret_cast<Out*>(a.outputs[0]);
+    Out* C = static_cast<Out*>(c);
     int64_t threads = pool ? pool->num_threads() : 1;
     bool worth_splitting = 2.0 * m * n * k * batch >= 1 << 17;
     int64_t parts = batch >= threads || !worth_splitting ? 1 : threads;
@@ -173,18 +185,29 @@ KernelInfo MakeDotKernel(const hlo::Instruction& inst, ThreadPool& pool_ref) {
       piece(0, batch * parts);
     }
   };
-  if (dtype == DType::kBF16) {  // bf16 x bf16 -> f32 (the widening pass leaves only this form)
-    if (rhs.dtype() != DType::kBF16 || inst.shape().dtype() != DType::kF32)
+  if (dtype == DType::kBF16) {  // bf16 x bf16 -> f32 or bf16 (what the widening pass leaves)
+    const DType result = inst.shape().dtype();
+    if (rhs.dtype() != DType::kBF16 || (result != DType::kF32 && result != DType::kBF16))
       UnsupportedType(inst, dtype);
+    // A bf16 result: each piece's f32 sums in scratch, rounded into the
+    // output right after the piece (while it is in cache).
+    const bool narrow = result == DType::kBF16;
+    const int64_t sums_bytes = narrow ? batch * m * n * 4 : 0;
     Kernel run = [=](const KernelArgs& a) {
       if (out_bytes == 0) return;
       if (k == 0) {
         std::memset(a.outputs[0], 0, out_bytes);
         return;
       }
-      pieces(a, GemmBf16Tile(), Bf16Gemm{});
+      if (!narrow) {
+        pieces(a, GemmBf16Tile(), Bf16Gemm{}, a.outputs[0]);
+        return;
+      }
+      float* sums = reinterpret_cast<float*>(a.scratch + lv.bytes + rv.bytes);
+      pieces(a, GemmBf16Tile(),
+             Bf16Gemm{sums, reinterpret_cast<uint16_t*>(a.outputs[0])}, sums);
     };
-    return {run, lv.bytes + rv.bytes};
+    return {run, lv.bytes + rv.bytes + sums_bytes};
   }
   if (dtype == DType::kF16 || dtype == DType::kPred) UnsupportedType(inst, dtype);
   auto make = [&](auto tag) -> Kernel {
@@ -197,7 +220,7 @@ KernelInfo MakeDotKernel(const hlo::Instruction& inst, ThreadPool& pool_ref) {
         return;
       }
       if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-        pieces(a, GemmTileFor<T>(), TypedGemm<T>{});
+        pieces(a, GemmTileFor<T>(), TypedGemm<T>{}, C);
         return;
       }
       const T* A = reinterpret_cast<const T*>(Prepare(lv, a.operands[0], a.scratch, es));

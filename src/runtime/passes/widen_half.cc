@@ -10,9 +10,9 @@
 // are: those kernels handle half types themselves. A dot or convolution
 // whose result type is wider than its operands' (bf16 x bf16 -> f32, s8 x
 // s8 -> s32: XLA's preferred element type) computes in the result type,
-// except a dot of two bf16 operands: the dot kernel multiplies bf16 values
-// itself, summing in f32 (kernels/gemm.h's GemmBf16), so its operands stay
-// bf16 and only its result is made f32.
+// except a dot of two bf16 operands into bf16 or f32: the dot kernel
+// multiplies bf16 values itself, summing in f32 (kernels/gemm.h's GemmBf16)
+// and rounding a bf16 result once, so it stays as it is.
 #include <fmt/format.h>
 
 #include <map>
@@ -72,7 +72,7 @@ bool IsBf16Dot(const Instruction& inst) {
 
 // Whether `inst` computes on half-precision values (and so runs in f32).
 bool ComputesOnHalves(const Instruction& inst) {
-  if (IsBf16Dot(inst)) return inst.shape().dtype() != DType::kF32;
+  if (IsBf16Dot(inst)) return false;
   const Opcode op = inst.opcode();
   auto operand_half = [&](int64_t i) {
     return inst.operand(i)->shape().is_array() && IsHalf(inst.operand(i)->shape().dtype());
@@ -168,13 +168,12 @@ class Widener {
       // rest in f32 where they read halves.
       const bool products =
           inst->opcode() == Opcode::kDot || inst->opcode() == Opcode::kConvolution;
-      const bool bf16_dot = IsBf16Dot(*inst);
       const DType product_type = Widened(inst->shape()).dtype();
       std::vector<Instruction*> operands;
       for (Instruction* op : inst->operands()) {
         const Shape& s = op->shape();
         const DType to = products ? product_type : DType::kF32;
-        if (!s.is_array() || bf16_dot || (products ? s.dtype() == to : !IsHalf(s.dtype()))) {
+        if (!s.is_array() || (products ? s.dtype() == to : !IsHalf(s.dtype()))) {
           operands.push_back(op);
           continue;
         }
