@@ -204,8 +204,7 @@ KernelInfo MakeDotKernel(const hlo::Instruction& inst, ThreadPool& pool_ref) {
         return;
       }
       float* sums = reinterpret_cast<float*>(a.scratch + lv.bytes + rv.bytes);
-      pieces(a, GemmBf16Tile(),
-             Bf16Gemm{sums, reinterpret_cast<uint16_t*>(a.outputs[0])}, sums);
+      pieces(a, GemmBf16Tile(), Bf16Gemm{sums, reinterpret_cast<uint16_t*>(a.outputs[0])}, sums);
     };
     return {run, lv.bytes + rv.bytes + sums_bytes};
   }

@@ -352,25 +352,28 @@ void PackB(int64_t kc, int64_t cols, MatrixView<const T> b, T* out, int64_t kNr)
   }
 }
 
-// Per-thread packing space, 64-byte aligned, grown on demand and kept.
 template <typename T>
 T* PackingSpace(int slot, int64_t elements) {
-  struct Space {
-    std::unique_ptr<T, decltype(&std::free)> data{nullptr, &std::free};
-    int64_t capacity = 0;
-  };
-  thread_local Space spaces[2];
-  Space& s = spaces[slot];
-  if (s.capacity < elements) {
-    size_t bytes = (static_cast<size_t>(elements) * sizeof(T) + 63) / 64 * 64;
-    s.data.reset(static_cast<T*>(std::aligned_alloc(64, bytes)));
-    if (!s.data) throw std::bad_alloc();
-    s.capacity = elements;
-  }
-  return s.data.get();
+  return static_cast<T*>(GemmPackingSpace(slot, elements * static_cast<int64_t>(sizeof(T))));
 }
 
 }  // namespace
+
+void* GemmPackingSpace(int slot, int64_t bytes) {
+  struct Space {
+    std::unique_ptr<uint8_t, decltype(&std::free)> data{nullptr, &std::free};
+    int64_t capacity = 0;
+  };
+  thread_local Space spaces[kGemmPackingSlots];
+  Space& s = spaces[slot];
+  if (s.capacity < bytes) {
+    const size_t rounded = (static_cast<size_t>(bytes) + 63) / 64 * 64;
+    s.data.reset(static_cast<uint8_t*>(std::aligned_alloc(64, rounded)));
+    if (!s.data) throw std::bad_alloc();
+    s.capacity = bytes;
+  }
+  return s.data.get();
+}
 
 template <typename T>
 GemmTile GemmTileFor() {

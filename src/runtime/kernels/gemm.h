@@ -100,6 +100,11 @@ struct GemmTile {
 template <typename T>
 GemmTile GemmTileFor();
 
+// Per-thread packing space, 64-byte aligned, grown on demand and kept:
+// slots 0 and 1 are Gemm's (A's and B's panels), 2 and 3 GemmBf16's.
+constexpr int kGemmPackingSlots = 4;
+void* GemmPackingSpace(int slot, int64_t bytes);
+
 // C[m, n] (f32, row stride ldc) = A[m, k] · B[k, n] for bf16 A and B (their
 // bits): every product is exact in f32 and the sums are f32. Under
 // Isa::kAvx512Bf16 the products are vdpbf16ps's, two k at a time (which,

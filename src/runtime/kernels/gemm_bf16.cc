@@ -46,10 +46,19 @@ inline uint32_t Pair(const uint16_t* x, int64_t stride, int64_t p, int64_t k) {
   return low | high << 16;
 }
 
+// Pairs q < full of a line with k contiguous: one 32-bit load each.
+inline void ContiguousPairs(const uint16_t* x, int64_t full, uint32_t* out, int64_t out_stride) {
+  for (int64_t q = 0; q < full; ++q) {
+    uint32_t pair;
+    std::memcpy(&pair, x + 2 * q, sizeof pair);
+    out[q * out_stride] = pair;
+  }
+}
+
 // B[kc, cols] (rows p0.. of the view) into kNr-wide panels of pairs:
 // panel[q * kNr + j] = (B[2q, j], B[2q + 1, j]); columns past `cols` zero.
 void PackPairsB(int64_t kc, int64_t cols, MatrixView<const uint16_t> b, uint32_t* out) {
-  const int64_t pairs = (kc + 1) / 2;
+  const int64_t pairs = (kc + 1) / 2, full = kc / 2;
   for (int64_t j0 = 0; j0 < cols; j0 += kNr, out += kNr * pairs) {
     const int64_t width = std::min(kNr, cols - j0);
     const uint16_t* src = b.data + j0 * b.col_stride;
@@ -69,7 +78,12 @@ void PackPairsB(int64_t kc, int64_t cols, MatrixView<const uint16_t> b, uint32_t
     }
     for (int64_t j = 0; j < width; ++j) {
       const uint16_t* column = src + j * b.col_stride;
-      for (int64_t q = 0; q < pairs; ++q) out[q * kNr + j] = Pair(column, b.row_stride, 2 * q, kc);
+      int64_t q = 0;
+      if (b.row_stride == 1) {  // stored transposed: a column's pairs are contiguous
+        ContiguousPairs(column, full, out + j, kNr);
+        q = full;
+      }
+      for (; q < pairs; ++q) out[q * kNr + j] = Pair(column, b.row_stride, 2 * q, kc);
     }
     for (int64_t q = 0; q < pairs; ++q) std::fill(out + q * kNr + width, out + (q + 1) * kNr, 0u);
   }
@@ -78,12 +92,30 @@ void PackPairsB(int64_t kc, int64_t cols, MatrixView<const uint16_t> b, uint32_t
 // A[rows, kc] into kMr-tall panels of pairs: panel[q * kMr + i] =
 // (A[i, 2q], A[i, 2q + 1]); rows past `rows` zero.
 void PackPairsA(int64_t rows, int64_t kc, MatrixView<const uint16_t> a, uint32_t* out) {
-  const int64_t pairs = (kc + 1) / 2;
+  const int64_t pairs = (kc + 1) / 2, full = kc / 2;
   for (int64_t i0 = 0; i0 < rows; i0 += kMr, out += kMr * pairs) {
     const int64_t height = std::min(kMr, rows - i0);
+    const uint16_t* block = a.data + i0 * a.row_stride;
+    if (a.row_stride == 1 && height == kMr) {  // stored transposed: rows of k side by side
+      for (int64_t q = 0; q < full; ++q) {
+        const uint16_t* r0 = block + 2 * q * a.col_stride;
+        const uint16_t* r1 = r0 + a.col_stride;
+        for (int64_t i = 0; i < kMr; ++i)
+          out[q * kMr + i] = r0[i] | static_cast<uint32_t>(r1[i]) << 16;
+      }
+      for (int64_t q = full; q < pairs; ++q) {
+        for (int64_t i = 0; i < kMr; ++i) out[q * kMr + i] = block[2 * q * a.col_stride + i];
+      }
+      continue;
+    }
     for (int64_t i = 0; i < height; ++i) {
-      const uint16_t* row = a.data + (i0 + i) * a.row_stride;
-      for (int64_t q = 0; q < pairs; ++q) out[q * kMr + i] = Pair(row, a.col_stride, 2 * q, kc);
+      const uint16_t* row = block + i * a.row_stride;
+      int64_t q = 0;
+      if (a.col_stride == 1) {
+        ContiguousPairs(row, full, out + i, kMr);
+        q = full;
+      }
+      for (; q < pairs; ++q) out[q * kMr + i] = Pair(row, a.col_stride, 2 * q, kc);
     }
     for (int64_t i = height; i < kMr; ++i) {
       for (int64_t q = 0; q < pairs; ++q) out[q * kMr + i] = 0;
@@ -124,22 +156,10 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16"))) void Ti
   }
 }
 
-// Per-thread packing space, 64-byte aligned, grown on demand and kept.
+// GemmBf16's packing space (gemm.h's slots 2 and 3).
 template <typename T>
 T* Space(int slot, int64_t elements) {
-  struct Buffer {
-    std::unique_ptr<T, decltype(&std::free)> data{nullptr, &std::free};
-    int64_t capacity = 0;
-  };
-  thread_local Buffer buffers[2];
-  Buffer& s = buffers[slot];
-  if (s.capacity < elements) {
-    size_t bytes = (static_cast<size_t>(elements) * sizeof(T) + 63) / 64 * 64;
-    s.data.reset(static_cast<T*>(std::aligned_alloc(64, bytes)));
-    if (!s.data) throw std::bad_alloc();
-    s.capacity = elements;
-  }
-  return s.data.get();
+  return static_cast<T*>(GemmPackingSpace(2 + slot, elements * static_cast<int64_t>(sizeof(T))));
 }
 
 void GemmPairs(int64_t m, int64_t n, int64_t k, MatrixView<const uint16_t> a,
