@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "strata/core/error.h"
+#include "strata/hlo/literal.h"
 #include "strata/runtime/cpu.h"
 
 #include <cmath>
@@ -342,6 +343,39 @@ TEST(Gemm, Bf16PiecesEqualTheWholeBitForBitUnderEveryIsa) {
       for (int64_t i = 0; i < c.m * c.n; ++i) {
         ASSERT_EQ(rows[i], whole[i]) << Name(c) << " element " << i << " (row pieces)";
         ASSERT_EQ(columns[i], whole[i]) << Name(c) << " element " << i << " (column pieces)";
+      }
+    }
+  });
+}
+
+// The vectorized rounding of f32 to bf16 (the dot's bf16 results, the
+// convert kernel) against the literals' scalar one, under every variant:
+// ties, just past ties, subnormals (not flushed), the largest floats
+// (rounding to infinity), infinities, NaNs whose top bits are zero, and a
+// length that leaves a scalar tail.
+TEST(Gemm, Bf16NarrowingIsTheScalarRoundingUnderEveryIsa) {
+  std::vector<float> x;
+  for (uint32_t bits : {0x3f808000u, 0x3f818000u, 0x3f808001u, 0xbf808000u, 0x00000001u,
+                        0x00008000u, 0x00018000u, 0x807fffffu, 0x7f7fffffu, 0xff7fffffu,
+                        0x7f800000u, 0xff800000u, 0x7f800001u, 0xff800001u, 0x7fc00000u, 0u,
+                        0x80000000u}) {
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    x.push_back(f);
+  }
+  std::mt19937 gen(7);
+  for (int i = 0; i < 1000; ++i) {
+    uint32_t bits = gen();
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    x.push_back(f);
+  }
+  UnderEveryIsa([&](Isa) {
+    for (size_t length : {x.size(), x.size() - 5, size_t{7}}) {
+      std::vector<uint16_t> out(length, 0x1234);
+      NarrowToBf16(x.data(), out.data(), static_cast<int64_t>(length));
+      for (size_t i = 0; i < length; ++i) {
+        ASSERT_EQ(out[i], hlo::FloatToBFloat16(x[i])) << "element " << i << " of " << length;
       }
     }
   });

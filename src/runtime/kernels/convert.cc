@@ -9,6 +9,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "kernels/gemm.h"
 #include "kernels/kernels.h"
 #include "strata/hlo/literal.h"
 
@@ -128,15 +129,14 @@ KernelInfo MakeConvertKernel(const hlo::Instruction& inst, ThreadPool& pool_ref)
       if (a.outputs[0] != a.operands[0]) std::memcpy(a.outputs[0], a.operands[0], bytes);
     }};
   }
-  // f32 <-> bf16, the mixed-precision step's converts: loops the compiler
-  // vectorizes (the same rounding as hlo::FloatToBFloat16).
+  // f32 <-> bf16, the mixed-precision step's converts: vectorized loops
+  // (the same rounding as hlo::FloatToBFloat16).
   if (from == DType::kF32 && to == DType::kBF16) {
     return {[=](const KernelArgs& a) {
       auto* x = reinterpret_cast<const float*>(a.operands[0]);
       auto* out = reinterpret_cast<uint16_t*>(a.outputs[0]);
-      pool->ParallelFor(n, kElementwiseGrain, [&](int64_t lo, int64_t hi) {
-        for (int64_t i = lo; i < hi; ++i) out[i] = Bf16Bits(x[i]);
-      });
+      pool->ParallelFor(n, kElementwiseGrain,
+                        [&](int64_t lo, int64_t hi) { NarrowToBf16(x + lo, out + lo, hi - lo); });
     }};
   }
   if (from == DType::kBF16 && to == DType::kF32) {

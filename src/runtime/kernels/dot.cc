@@ -110,11 +110,7 @@ struct Bf16Gemm {
     GemmBf16(m, n, k, a, b, c, ldc);
     if (!narrow) return;
     uint16_t* out = narrow + (c - sums);
-    for (int64_t i = 0; i < m; ++i) {
-      const float* row = c + i * ldc;
-      uint16_t* o = out + i * ldc;
-      for (int64_t j = 0; j < n; ++j) o[j] = Bf16Bits(row[j]);
-    }
+    for (int64_t i = 0; i < m; ++i) NarrowToBf16(c + i * ldc, out + i * ldc, n);
   }
 };
 

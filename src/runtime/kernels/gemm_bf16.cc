@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "kernels/gemm.h"
+#include "kernels/kernels.h"
 #include "strata/runtime/cpu.h"
 
 namespace strata::runtime {
@@ -240,7 +241,63 @@ void GemmWidened(int64_t m, int64_t n, int64_t k, MatrixView<const uint16_t> a,
       c, ldc);
 }
 
+// dst[i] = src[i] rounded to bf16 (ties to even, NaNs quiet): Bf16Bits
+// sixteen or eight at a time in integer arithmetic, so subnormals round as
+// the scalar rounding does (vcvtneps2bf16 would flush them).
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) void NarrowAvx512(const float* src,
+                                                                              uint16_t* dst,
+                                                                              int64_t n) {
+  const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7fff);
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+  const __m512i quiet = _mm512_set1_epi32(0x40);
+  // (maskz shifts: GCC 12 warns of _mm512_srli_epi32's undefined operand.)
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i x = _mm512_loadu_si512(src + i);
+    const __m512i high = _mm512_maskz_srli_epi32(0xffff, x, 16);
+    const __m512i lsb = _mm512_and_si512(high, one);
+    const __m512i rounded =
+        _mm512_maskz_srli_epi32(0xffff, _mm512_add_epi32(_mm512_add_epi32(x, bias), lsb), 16);
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, abs_mask), inf);
+    const __m512i nans = _mm512_or_si512(high, quiet);
+    _mm512_mask_cvtepi32_storeu_epi16(dst + i, 0xffff, _mm512_mask_blend_epi32(nan, rounded, nans));
+  }
+  for (; i < n; ++i) dst[i] = Bf16Bits(src[i]);
+}
+
+__attribute__((target("avx2"))) void NarrowAvx2(const float* src, uint16_t* dst, int64_t n) {
+  const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff);
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+  const __m256i quiet = _mm256_set1_epi32(0x40);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m256i half[2];
+    for (int h = 0; h < 2; ++h) {
+      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 8 * h));
+      const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), one);
+      const __m256i rounded =
+          _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(x, bias), lsb), 16);
+      // |x| > inf as signed ints: both sides are non-negative.
+      const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, abs_mask), inf);
+      const __m256i nans = _mm256_or_si256(_mm256_srli_epi32(x, 16), quiet);
+      half[h] = _mm256_blendv_epi8(rounded, nans, nan);
+    }
+    // Each lane holds at most 0xffff: packing with unsigned saturation keeps
+    // it; the pack works per 128-bit half, so put the quarters back in order.
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(half[0], half[1]), 0xd8);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), packed);
+  }
+  for (; i < n; ++i) dst[i] = Bf16Bits(src[i]);
+}
+
 }  // namespace
+
+void NarrowToBf16(const float* src, uint16_t* dst, int64_t n) {
+  const Isa isa = KernelIsa();
+  if (isa >= Isa::kAvx512) return NarrowAvx512(src, dst, n);
+  if (isa >= Isa::kAvx2) return NarrowAvx2(src, dst, n);
+  for (int64_t i = 0; i < n; ++i) dst[i] = Bf16Bits(src[i]);
+}
 
 GemmTile GemmBf16Tile() {
   return KernelIsa() == Isa::kAvx512Bf16 ? GemmTile{kMr, kNr} : GemmTileFor<float>();
