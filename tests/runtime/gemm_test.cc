@@ -355,10 +355,10 @@ TEST(Gemm, Bf16PiecesEqualTheWholeBitForBitUnderEveryIsa) {
 // length that leaves a scalar tail.
 TEST(Gemm, Bf16NarrowingIsTheScalarRoundingUnderEveryIsa) {
   std::vector<float> x;
-  for (uint32_t bits : {0x3f808000u, 0x3f818000u, 0x3f808001u, 0xbf808000u, 0x00000001u,
-                        0x00008000u, 0x00018000u, 0x807fffffu, 0x7f7fffffu, 0xff7fffffu,
-                        0x7f800000u, 0xff800000u, 0x7f800001u, 0xff800001u, 0x7fc00000u, 0u,
-                        0x80000000u}) {
+  for (uint32_t bits :
+       {0x3f808000u, 0x3f818000u, 0x3f808001u, 0xbf808000u, 0x00000001u, 0x00008000u, 0x00018000u,
+        0x807fffffu, 0x7f7fffffu, 0xff7fffffu, 0x7f800000u, 0xff800000u, 0x7f800001u, 0xff800001u,
+        0x7fc00000u, 0u, 0x80000000u}) {
     float f;
     std::memcpy(&f, &bits, sizeof f);
     x.push_back(f);

@@ -125,8 +125,11 @@ void PackPairsA(int64_t rows, int64_t kc, MatrixView<const uint16_t> a, uint32_t
 }
 
 // The 6 x 64 tile over `pairs` pairs of k: C (row stride ldc) = or += A · B.
+// Row i's pair q of A is the 32 bits at a + i * a_row + q * a_pair (in bf16
+// elements): a packed panel ({2, 2 * kMr}), or A's own rows ({row stride, 2}).
 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16"))) void TileAvx512Bf16(
-    int64_t pairs, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate) {
+    int64_t pairs, const uint16_t* a, int64_t a_row, int64_t a_pair, const uint32_t* b, float* c,
+    int64_t ldc, bool accumulate) {
   __m512 acc[kMr][4];
 #pragma GCC unroll 6
   for (int i = 0; i < kMr; ++i) {
@@ -139,11 +142,13 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16"))) void Ti
     for (int v = 0; v < 4; ++v) bv[v] = (__m512bh)_mm512_load_si512(b + v * 16);
 #pragma GCC unroll 6
     for (int i = 0; i < kMr; ++i) {
-      const __m512bh x = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[i]));
+      int pair;
+      std::memcpy(&pair, a + i * a_row, sizeof pair);
+      const __m512bh x = (__m512bh)_mm512_set1_epi32(pair);
 #pragma GCC unroll 4
       for (int v = 0; v < 4; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], x, bv[v]);
     }
-    a += kMr;
+    a += a_pair;
     b += kNr;
   }
 #pragma GCC unroll 6
@@ -179,23 +184,38 @@ void GemmPairs(int64_t m, int64_t n, int64_t k, MatrixView<const uint16_t> a,
       PackPairsB(kc, nc,
                  {b.data + p0 * b.row_stride + j0 * b.col_stride, b.row_stride, b.col_stride},
                  packed_b);
+      // A's rows hold k side by side: full row tiles read their pairs in
+      // place (packing A cost more than the product where B is one panel
+      // wide, as attention's products are); only a last, short row tile is
+      // packed. An odd kc packs all (its last pair needs a zero).
+      const bool in_place = a.col_stride == 1 && kc % 2 == 0;
       for (int64_t i0 = 0; i0 < m; i0 += kMc) {
         const int64_t mc = std::min(kMc, m - i0);
-        PackPairsA(mc, kc,
-                   {a.data + i0 * a.row_stride + p0 * a.col_stride, a.row_stride, a.col_stride},
-                   packed_a);
+        const uint16_t* a_block = a.data + i0 * a.row_stride + p0 * a.col_stride;
+        const int64_t packed_from = in_place ? mc / kMr * kMr : 0;
+        if (packed_from < mc) {
+          PackPairsA(mc - packed_from, kc,
+                     {a_block + packed_from * a.row_stride, a.row_stride, a.col_stride},
+                     packed_a + packed_from * pairs);
+        }
         for (int64_t jr = 0; jr < nc; jr += kNr) {
           const int64_t width = std::min(kNr, nc - jr);
           const uint32_t* b_panel = packed_b + jr * pairs;
           for (int64_t ir = 0; ir < mc; ir += kMr) {
             const int64_t height = std::min(kMr, mc - ir);
-            const uint32_t* a_panel = packed_a + ir * pairs;
+            const uint16_t* a_panel = reinterpret_cast<const uint16_t*>(packed_a + ir * pairs);
+            int64_t a_row = 2, a_pair = 2 * kMr;
+            if (ir < packed_from) {
+              a_panel = a_block + ir * a.row_stride;
+              a_row = a.row_stride;
+              a_pair = 2;
+            }
             float* tile = c + (i0 + ir) * ldc + j0 + jr;
             if (height == kMr && width == kNr) {
-              TileAvx512Bf16(pairs, a_panel, b_panel, tile, ldc, accumulate);
+              TileAvx512Bf16(pairs, a_panel, a_row, a_pair, b_panel, tile, ldc, accumulate);
               continue;
             }
-            TileAvx512Bf16(pairs, a_panel, b_panel, edge, kNr, false);
+            TileAvx512Bf16(pairs, a_panel, a_row, a_pair, b_panel, edge, kNr, false);
             for (int64_t i = 0; i < height; ++i) {
               for (int64_t j = 0; j < width; ++j) {
                 const float v = edge[i * kNr + j];
@@ -245,8 +265,8 @@ void GemmWidened(int64_t m, int64_t n, int64_t k, MatrixView<const uint16_t> a,
 // sixteen or eight at a time in integer arithmetic, so subnormals round as
 // the scalar rounding does (vcvtneps2bf16 would flush them).
 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) void NarrowAvx512(const float* src,
-                                                                              uint16_t* dst,
-                                                                              int64_t n) {
+                                                                                uint16_t* dst,
+                                                                                int64_t n) {
   const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7fff);
   const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
   const __m512i quiet = _mm512_set1_epi32(0x40);
