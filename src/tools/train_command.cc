@@ -200,6 +200,8 @@ int RunTrain(const TrainCommandOptions& options) {
         "  AdamW lr {:g} (warm-up {}, cosine to {:g}), weight decay {:g}, clip {:g}, seed {}\n",
         options.corpus, train_bytes, heldout_bytes, o.batch, o.seq, tokens_per_step, o.lr, o.warmup,
         o.min_lr, o.weight_decay, o.clip, o.seed);
+    if (o.dtype == "bf16")
+      fmt::print("  mixed precision: bf16 activations and products (summed in f32), f32 weights\n");
     if (std::optional<ir::Mesh> mesh = o.Mesh()) {
       if (job.size > 1) {
         fmt::print("  SPMD: {} devices ({}) over {} processes, sharding {}\n", mesh->size(),

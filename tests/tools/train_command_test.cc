@@ -13,6 +13,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
@@ -191,6 +192,31 @@ TEST_F(TrainCommand, BadInputIsAnErrorThatSaysWhat) {
   EXPECT_EQ(
       Run("--corpus " + Path("tiny.txt").string() + " --out " + Path("x").string(), &out, &err), 1);
   EXPECT_NE(err.find("has 9 bytes"), std::string::npos) << err;
+}
+
+// --dtype bf16 says so, trains (the loss falls) and writes an f32 checkpoint
+// whose options name the dtype; a dtype the trainer does not have is refused
+// by the command line, naming the choices.
+TEST_F(TrainCommand, MixedPrecisionRunsAndAnUnknownDtypeIsRefused) {
+  std::string out, err;
+  ASSERT_EQ(Run("--dtype bf16 --sample-tokens 0 --out " + Path("bf16").string(), &out, &err), 0)
+      << err;
+  EXPECT_NE(out.find("mixed precision: bf16"), std::string::npos) << out;
+  const size_t arrow = out.find(" -> ");
+  ASSERT_NE(arrow, std::string::npos) << out;
+  const double first = std::stod(out.substr(out.rfind("loss ", arrow) + 5));
+  const double last = std::stod(out.substr(arrow + 4));
+  EXPECT_LT(last, first) << out;
+  std::ifstream state(Path("bf16") / "checkpoints" / "latest");
+  std::string latest;
+  std::getline(state, latest);
+  std::ifstream options(Path("bf16") / "checkpoints" / latest / "trainer_state.json");
+  const std::string text((std::istreambuf_iterator<char>(options)),
+                         std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("\"dtype\": \"bf16\""), std::string::npos) << text;
+  EXPECT_NE(Run("--dtype f16 --out " + Path("x").string(), &out, &err), 0);
+  EXPECT_NE(err.find("--dtype"), std::string::npos) << err;
+  EXPECT_NE(err.find("bf16"), std::string::npos) << err;
 }
 
 TEST_F(TrainCommand, AFullDiskWhileCheckpointingIsAClearErrorAndKeepsThePreviousCheckpoint) {
