@@ -7,6 +7,8 @@
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 
+#include <string>
+
 #include "llama_bench_config.h"
 #include "strata/autograd/grad.h"
 #include "strata/lazy/context.h"
@@ -76,13 +78,17 @@ void RunTrainSteps(benchmark::State& state, int64_t layers, int64_t mode,
   lazy::Context::Get().set_buffer_donation(false);
 }
 
+std::string ModeLabel(int64_t mode) {
+  return mode == 0   ? "unrolled"
+         : mode == 1 ? "apply_layers, save carries"
+         : mode == 2 ? "apply_layers, save dots"
+                     : "apply_layers, save dots without batch dims";
+}
+
 void BM_TrainStep(benchmark::State& state) {
   const int64_t mode = state.range(1);
   RunTrainSteps(state, state.range(0), mode);
-  state.SetLabel(mode == 0   ? "unrolled"
-                 : mode == 1 ? "apply_layers, save carries"
-                 : mode == 2 ? "apply_layers, save dots"
-                             : "apply_layers, save dots without batch dims");
+  state.SetLabel(ModeLabel(mode));
 }
 BENCHMARK(BM_TrainStep)
     ->ArgsProduct({{2, 8, 32}, {1, 2, 3, 0}})
@@ -94,10 +100,7 @@ BENCHMARK(BM_TrainStep)
 void BM_TrainStepBf16(benchmark::State& state) {
   const int64_t mode = state.range(1);
   RunTrainSteps(state, state.range(0), mode, true, DType::kBF16);
-  state.SetLabel(mode == 0   ? "bf16, unrolled"
-                 : mode == 1 ? "bf16, apply_layers, save carries"
-                 : mode == 2 ? "bf16, apply_layers, save dots"
-                             : "bf16, apply_layers, save dots without batch dims");
+  state.SetLabel("bf16, " + ModeLabel(mode));
 }
 BENCHMARK(BM_TrainStepBf16)
     ->ArgsProduct({{2, 8, 32}, {1, 2, 3, 0}})

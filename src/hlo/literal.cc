@@ -272,13 +272,4 @@ uint16_t FloatToHalf(float f) {
   return static_cast<uint16_t>(sign | ((rounded - 0x38000000) >> 13));
 }
 
-float BFloat16ToFloat(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
-
-uint16_t FloatToBFloat16(float f) {
-  uint32_t x = std::bit_cast<uint32_t>(f);
-  if ((x & 0x7fffffff) > 0x7f800000) return static_cast<uint16_t>((x >> 16) | 0x40);  // quiet NaN
-  x += 0x7fff + ((x >> 16) & 1);
-  return static_cast<uint16_t>(x >> 16);
-}
-
 }  // namespace strata::hlo

@@ -67,7 +67,19 @@ class Literal {
 // f16 / bf16 conversions (storage types).
 float HalfToFloat(uint16_t h);
 uint16_t FloatToHalf(float f);
-float BFloat16ToFloat(uint16_t b);
-uint16_t FloatToBFloat16(float f);
+// bf16 is an f32's top half: widening is exact; narrowing rounds to nearest
+// even and keeps a NaN a quiet NaN. Inline: the kernels' loops use them.
+inline float BFloat16ToFloat(uint16_t b) {
+  const uint32_t bits = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+inline uint16_t FloatToBFloat16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, sizeof x);
+  if ((x & 0x7fffffff) > 0x7f800000) return static_cast<uint16_t>((x >> 16) | 0x40);  // quiet NaN
+  return static_cast<uint16_t>((x + 0x7fff + ((x >> 16) & 1)) >> 16);
+}
 
 }  // namespace strata::hlo

@@ -36,6 +36,7 @@
 #include "kernels/elementwise_ops.h"
 #include "kernels/isa_kernels.h"
 #include "kernels/reduce_ops.h"
+#include "strata/hlo/literal.h"
 
 STRATA_ISA_BEGIN
 namespace strata::runtime::STRATA_ISA_NAMESPACE {
@@ -66,27 +67,10 @@ enum class Kind : uint8_t {
 // How a fusion operand's elements are stored.
 enum class Storage : uint8_t { kValue, kPred, kBf16 };
 
-float Bf16ToFloat(uint16_t bits) {
-  uint32_t wide = static_cast<uint32_t>(bits) << 16;
-  float f;
-  std::memcpy(&f, &wide, sizeof f);
-  return f;
-}
+using hlo::BFloat16ToFloat;
 
-// f rounded to the nearest bf16 (ties to even; a NaN stays a quiet NaN), as
-// an f32: the convert kernel's rounding (hlo::FloatToBFloat16).
-inline float RoundToBf16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, sizeof x);
-  if ((x & 0x7fffffff) > 0x7f800000) {
-    x |= 0x00400000;
-  } else {
-    x += 0x7fff + ((x >> 16) & 1);
-  }
-  x &= 0xffff0000u;
-  std::memcpy(&f, &x, sizeof f);
-  return f;
-}
+// f rounded to the nearest bf16, as an f32 (the convert kernel's rounding).
+inline float RoundToBf16(float f) { return BFloat16ToFloat(hlo::FloatToBFloat16(f)); }
 
 struct Op {
   Kind kind;
@@ -162,7 +146,7 @@ void Gather(const uint8_t* src, Storage storage, const std::vector<int64_t>& dim
     T* o = out + i;
     if (storage == Storage::kBf16) {
       for (int64_t j = 0; j < run; ++j)
-        o[j] = static_cast<T>(Bf16ToFloat(halves[offset + j * inner_stride]));
+        o[j] = static_cast<T>(BFloat16ToFloat(halves[offset + j * inner_stride]));
     } else if (pred && inner_stride == 1) {
       const uint8_t* bytes = reinterpret_cast<const uint8_t*>(flags + offset);
       for (int64_t j = 0; j < run; ++j) o[j] = static_cast<T>(bytes[j] != 0);
@@ -277,7 +261,7 @@ class FusedLoop {
       case Storage::kPred:
         return src[i] ? T(1) : T(0);
       case Storage::kBf16:
-        return static_cast<T>(Bf16ToFloat(reinterpret_cast<const uint16_t*>(src)[i]));
+        return static_cast<T>(BFloat16ToFloat(reinterpret_cast<const uint16_t*>(src)[i]));
       case Storage::kValue:
         break;
     }
@@ -328,7 +312,7 @@ class FusedLoop {
           return {reinterpret_cast<const T*>(args.operands[op.operand]) + at, true};
         if (op.storage == Storage::kBf16) {
           const uint16_t* x = reinterpret_cast<const uint16_t*>(args.operands[op.operand]) + at;
-          for (int64_t i = 0; i < m; ++i) buffer[i] = static_cast<T>(Bf16ToFloat(x[i]));
+          for (int64_t i = 0; i < m; ++i) buffer[i] = static_cast<T>(BFloat16ToFloat(x[i]));
         } else {
           for (int64_t i = 0; i < m; ++i)
             buffer[i] = static_cast<T>(args.operands[op.operand][at + i] != 0);

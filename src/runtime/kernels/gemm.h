@@ -117,7 +117,7 @@ void GemmBf16(int64_t m, int64_t n, int64_t k, MatrixView<const uint16_t> a,
 GemmTile GemmBf16Tile();
 
 // dst[i] = src[i] rounded to bf16 (to nearest even; NaNs stay quiet NaNs;
-// subnormals kept): kernels.h's Bf16Bits, vectorized where the CPU can.
+// subnormals kept): hlo::FloatToBFloat16, vectorized where the CPU can.
 void NarrowToBf16(const float* src, uint16_t* dst, int64_t n);
 
 }  // namespace strata::runtime

@@ -25,19 +25,13 @@
 
 #include "kernels/gemm.h"
 #include "kernels/kernels.h"
+#include "strata/hlo/literal.h"
 #include "strata/runtime/cpu.h"
 
 namespace strata::runtime {
 namespace {
 
 constexpr int64_t kMr = 6, kNr = 64, kKc = 512, kMc = 72, kNc = 3072;
-
-float Widen(uint16_t bits) {
-  uint32_t wide = static_cast<uint32_t>(bits) << 16;
-  float f;
-  std::memcpy(&f, &wide, sizeof f);
-  return f;
-}
 
 // The pair (x[p], x[p + 1]) of a line whose k-stride is `stride`, the
 // second 0 past k.
@@ -236,9 +230,9 @@ void GemmWidened(int64_t m, int64_t n, int64_t k, MatrixView<const uint16_t> a,
     const uint16_t* row = a.data + i * a.row_stride;
     float* out = wide_a + i * k;
     if (a.col_stride == 1) {
-      for (int64_t p = 0; p < k; ++p) out[p] = Widen(row[p]);
+      for (int64_t p = 0; p < k; ++p) out[p] = hlo::BFloat16ToFloat(row[p]);
     } else {
-      for (int64_t p = 0; p < k; ++p) out[p] = Widen(row[p * a.col_stride]);
+      for (int64_t p = 0; p < k; ++p) out[p] = hlo::BFloat16ToFloat(row[p * a.col_stride]);
     }
   }
   GemmPackingB<float>(
@@ -250,9 +244,10 @@ void GemmWidened(int64_t m, int64_t n, int64_t k, MatrixView<const uint16_t> a,
             const uint16_t* src = b.data + (p0 + p) * b.row_stride + (j0 + jp) * b.col_stride;
             float* o = out + p * nr;
             if (b.col_stride == 1) {
-              for (int64_t j = 0; j < width; ++j) o[j] = Widen(src[j]);
+              for (int64_t j = 0; j < width; ++j) o[j] = hlo::BFloat16ToFloat(src[j]);
             } else {
-              for (int64_t j = 0; j < width; ++j) o[j] = Widen(src[j * b.col_stride]);
+              for (int64_t j = 0; j < width; ++j)
+                o[j] = hlo::BFloat16ToFloat(src[j * b.col_stride]);
             }
             std::fill(o + width, o + nr, 0.0f);
           }
@@ -261,7 +256,7 @@ void GemmWidened(int64_t m, int64_t n, int64_t k, MatrixView<const uint16_t> a,
       c, ldc);
 }
 
-// dst[i] = src[i] rounded to bf16 (ties to even, NaNs quiet): Bf16Bits
+// dst[i] = src[i] rounded to bf16 (ties to even, NaNs quiet): hlo::FloatToBFloat16
 // sixteen or eight at a time in integer arithmetic, so subnormals round as
 // the scalar rounding does (vcvtneps2bf16 would flush them).
 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) void NarrowAvx512(const float* src,
@@ -282,7 +277,7 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) void NarrowAvx512(
     const __m512i nans = _mm512_or_si512(high, quiet);
     _mm512_mask_cvtepi32_storeu_epi16(dst + i, 0xffff, _mm512_mask_blend_epi32(nan, rounded, nans));
   }
-  for (; i < n; ++i) dst[i] = Bf16Bits(src[i]);
+  for (; i < n; ++i) dst[i] = hlo::FloatToBFloat16(src[i]);
 }
 
 __attribute__((target("avx2"))) void NarrowAvx2(const float* src, uint16_t* dst, int64_t n) {
@@ -307,7 +302,7 @@ __attribute__((target("avx2"))) void NarrowAvx2(const float* src, uint16_t* dst,
     const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(half[0], half[1]), 0xd8);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), packed);
   }
-  for (; i < n; ++i) dst[i] = Bf16Bits(src[i]);
+  for (; i < n; ++i) dst[i] = hlo::FloatToBFloat16(src[i]);
 }
 
 }  // namespace
@@ -316,7 +311,7 @@ void NarrowToBf16(const float* src, uint16_t* dst, int64_t n) {
   const Isa isa = KernelIsa();
   if (isa >= Isa::kAvx512) return NarrowAvx512(src, dst, n);
   if (isa >= Isa::kAvx2) return NarrowAvx2(src, dst, n);
-  for (int64_t i = 0; i < n; ++i) dst[i] = Bf16Bits(src[i]);
+  for (int64_t i = 0; i < n; ++i) dst[i] = hlo::FloatToBFloat16(src[i]);
 }
 
 GemmTile GemmBf16Tile() {

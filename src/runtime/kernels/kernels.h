@@ -148,15 +148,6 @@ void CopyStrided(int64_t element_size, std::span<const int64_t> dims, const uint
                  std::span<const int64_t> src_strides, uint8_t* dst,
                  std::span<const int64_t> dst_strides, ThreadPool* pool);
 
-// f rounded to the nearest bf16 (ties to even), its bits; a NaN stays a
-// quiet NaN (hlo::FloatToBFloat16, inline for the kernels' loops).
-inline uint16_t Bf16Bits(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
-  if ((bits & 0x7fffffff) > 0x7f800000) return static_cast<uint16_t>((bits >> 16) | 0x40);
-  return static_cast<uint16_t>((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
-}
-
 [[noreturn]] inline void UnsupportedType(const hlo::Instruction& inst, DType dtype) {
   Fail("[runtime] {} ({}) on {} is not supported by the CPU runtime",
        hlo::OpcodeName(inst.opcode()), inst.name(), DTypeName(dtype));
