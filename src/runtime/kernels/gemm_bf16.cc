@@ -138,9 +138,14 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16"))) void Ti
     for (int i = 0; i < kMr; ++i) {
       int pair;
       std::memcpy(&pair, a + i * a_row, sizeof pair);
-      const __m512bh x = (__m512bh)_mm512_set1_epi32(pair);
+      __m512i x = _mm512_set1_epi32(pair);
+#if defined(__clang__)
+      // clang 16 crashes (-O1 and up) folding the broadcast into vdpbf16ps's
+      // operand; an empty asm keeps it a separate vpbroadcastd.
+      asm("" : "+v"(x));
+#endif
 #pragma GCC unroll 4
-      for (int v = 0; v < 4; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], x, bv[v]);
+      for (int v = 0; v < 4; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], (__m512bh)x, bv[v]);
     }
     a += a_pair;
     b += kNr;
