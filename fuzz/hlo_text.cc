@@ -104,6 +104,24 @@ std::vector<uint8_t> InputBytes(const Shape& shape, uint64_t& state) {
       case DType::kF64:
         put(half);
         break;
+      case DType::kS16:
+        put(static_cast<int16_t>(small));
+        break;
+      case DType::kU16:
+        put(static_cast<uint16_t>(r % 9));
+        break;
+      case DType::kC64: {
+        const float parts[2] = {static_cast<float>(half), static_cast<float>((r >> 8) % 5) - 2};
+        std::memcpy(out, parts, sizeof parts);
+        break;
+      }
+      case DType::kC128: {
+        const double parts[2] = {half, static_cast<double>((r >> 8) % 5) - 2};
+        std::memcpy(out, parts, sizeof parts);
+        break;
+      }
+      case DType::kToken:
+        break;
     }
   }
   return bytes;
@@ -151,15 +169,20 @@ void Compare(const std::vector<runtime::Buffer>& optimized,
       const uint8_t* a = optimized[leaf].data() + i * size;
       const uint8_t* b = reference[leaf].data() + i * size;
       if (std::memcmp(a, b, size) == 0) continue;
-      if (dtype == DType::kF32 || dtype == DType::kF64 || dtype == DType::kBF16) {
-        double x = AsDouble(a, dtype), y = AsDouble(b, dtype);
-        double tolerance =
-            (dtype == DType::kBF16 ? 1e-2 : 1e-4) * std::max({1.0, std::abs(x), std::abs(y)});
-        if ((std::isnan(x) && std::isnan(y)) || std::abs(x - y) <= tolerance) continue;
-        throw Finding(
-            fmt::format("partition {} result {} ({}) element {}: {} with the passes, "
-                        "{} without",
-                        partition, leaf, shape.ToString(), i, x, y));
+      // A complex element is compared part by part, as two floats.
+      const DType part = IsComplex(dtype) ? ComplexPartType(dtype) : dtype;
+      if (part == DType::kF32 || part == DType::kF64 || part == DType::kBF16) {
+        for (int64_t offset = 0; offset < size; offset += DTypeSize(part)) {
+          double x = AsDouble(a + offset, part), y = AsDouble(b + offset, part);
+          double tolerance =
+              (part == DType::kBF16 ? 1e-2 : 1e-4) * std::max({1.0, std::abs(x), std::abs(y)});
+          if ((std::isnan(x) && std::isnan(y)) || std::abs(x - y) <= tolerance) continue;
+          throw Finding(
+              fmt::format("partition {} result {} ({}) element {}: {} with the passes, "
+                          "{} without",
+                          partition, leaf, shape.ToString(), i, x, y));
+        }
+        continue;
       }
       throw Finding(fmt::format("partition {} result {} ({}) element {} differs with the passes",
                                 partition, leaf, shape.ToString(), i));

@@ -105,7 +105,7 @@ KernelInfo MakeCollectiveKernel(const Instruction& inst, ThreadPool& pool) {
   const Instruction* instp = &inst;
   switch (inst.opcode()) {
     case Opcode::kPartitionId:
-      return {[instp](const KernelArgs& a) {
+      return {[](const KernelArgs& a) {
         uint32_t id = static_cast<uint32_t>(a.context ? a.context->partition : 0);
         std::memcpy(a.outputs[0], &id, sizeof(id));
       }};
