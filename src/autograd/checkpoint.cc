@@ -50,7 +50,8 @@ class CheckpointRule final : public ir::GradientRule {
   CheckpointRule(size_t outputs, size_t inputs) : n_(outputs), k_(inputs) {}
 
   std::vector<ir::Value> Vjp(const ir::NodePtr& node,
-                             const std::vector<ir::Value>& cotangents) const override {
+                             const std::vector<ir::Value>& cotangents,
+                             const std::vector<bool>& needed) const override {
     const auto& ops = node->operands();
     std::vector<ir::Value> result(ops.size());
     std::vector<ir::Value> outputs;

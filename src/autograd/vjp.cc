@@ -223,14 +223,15 @@ namespace {
 
 // Cotangents for each operand of `node` given the output cotangents (an
 // entry is undefined when that output got none).
-std::vector<Tensor> Rule(const ir::NodePtr& owner, const std::vector<Tensor>& out_grads) {
+std::vector<Tensor> Rule(const ir::NodePtr& owner, const std::vector<Tensor>& out_grads,
+                         const std::vector<bool>& needed) {
   const ir::Node& node = *owner;
   const auto& ops = node.operands();
   std::vector<Tensor> in(ops.size());
   if (const ir::GradientRule* rule = node.gradient_rule()) {
     std::vector<ir::Value> cotangents;
     for (const Tensor& g : out_grads) cotangents.push_back(g.defined() ? g.value() : ir::Value{});
-    std::vector<ir::Value> grads = rule->Vjp(owner, cotangents);
+    std::vector<ir::Value> grads = rule->Vjp(owner, cotangents, needed);
     STRATA_CHECK(grads.size() == ops.size(), "gradient rule returned {} values for {} operands",
                  grads.size(), ops.size());
     for (size_t i = 0; i < grads.size(); ++i) {
@@ -358,7 +359,12 @@ std::vector<Tensor> VjpImpl(const std::vector<Tensor>& outputs,
       }
     }
     if (!any) continue;
-    std::vector<Tensor> in_grads = Rule(owners.at(n), out_grads);
+    std::vector<bool> needed(n->operands().size());
+    for (size_t i = 0; i < needed.size(); ++i) {
+      const ir::Value& v = n->operands()[i];
+      needed[i] = relevant.count(v.node.get()) && Differentiable(v.shape());
+    }
+    std::vector<Tensor> in_grads = Rule(owners.at(n), out_grads, needed);
     // An op that checks its indices (checked indexing) passes the check to
     // the gradients it produces: a graph of the backward pass alone still
     // finds an index out of range.

@@ -135,7 +135,8 @@ class GatheredFromIndices final : public ir::GradientRule {
   explicit GatheredFromIndices(int64_t dim) : dim_(dim) {}
   // Operands: the running extreme (no gradient), x, the indices.
   std::vector<ir::Value> Vjp(const ir::NodePtr& node,
-                             const std::vector<ir::Value>& cotangents) const override {
+                             const std::vector<ir::Value>& cotangents,
+                             const std::vector<bool>& needed) const override {
     std::vector<ir::Value> grads(node->operands().size());
     const ir::Value& x = node->operands()[1];
     if (!cotangents[0] || !IsFloating(x.shape().dtype())) return grads;

@@ -24,6 +24,29 @@ Tensor Shifted(const Tensor& x, int64_t dim) {
   return x - Tensor(ir::Value{m.node->CloneStoppingGradient(), m.index});
 }
 
+// softmax's own reverse rule, in terms of its result y: the cotangent of x
+// is y * (g - sum(g * y, dim)), as torch's softmax backward computes it.
+// Differentiating y = e / sum(e) op by op instead keeps e for the backward
+// pass beside y, writes it out in the forward pass (the sum and the divide
+// both read it) and takes two row sums and a square in the backward.
+class SoftmaxGradient final : public ir::GradientRule {
+ public:
+  explicit SoftmaxGradient(int64_t dim) : dim_(dim) {}
+  // Operands: y (its own graph gets no cotangent here), x.
+  std::vector<ir::Value> Vjp(const ir::NodePtr& node,
+                             const std::vector<ir::Value>& cotangents,
+                             const std::vector<bool>& needed) const override {
+    std::vector<ir::Value> grads(node->operands().size());
+    if (!cotangents[0]) return grads;
+    const Tensor y(node->operands()[0]), g(cotangents[0]);
+    grads[1] = (y * (g - sum(g * y, {dim_}, /*keepdim=*/true))).value();
+    return grads;
+  }
+
+ private:
+  int64_t dim_;
+};
+
 }  // namespace
 
 Tensor softmax(const Tensor& x, int64_t dim) {
@@ -31,7 +54,10 @@ Tensor softmax(const Tensor& x, int64_t dim) {
   Tensor v = astype(x, FloatComputeType(x.dtype()));
   if (x.numel() == 0) return astype(v, ResultType(x.dtype()));
   Tensor e = exp(Shifted(v, d));
-  return astype(e / sum(e, {d}, /*keepdim=*/true), ResultType(x.dtype()));
+  const Tensor y = e / sum(e, {d}, /*keepdim=*/true);
+  ir::NodePtr routed =
+      ir::Node::MakeWithGradientRule({y.value(), v.value()}, std::make_shared<SoftmaxGradient>(d));
+  return astype(Tensor(ir::Value{routed, 0}), ResultType(x.dtype()));
 }
 
 Tensor log_softmax(const Tensor& x, int64_t dim) {

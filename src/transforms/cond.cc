@@ -44,14 +44,15 @@ class CondGradient final : public ir::GradientRule {
   explicit CondGradient(std::vector<std::string> names) : names_(std::move(names)) {}
 
   std::vector<ir::Value> Vjp(const ir::NodePtr& node,
-                             const std::vector<ir::Value>& cotangents) const override {
+                             const std::vector<ir::Value>& cotangents,
+                             const std::vector<bool>& needed) const override {
     const ir::Branches& branches = *node->branches();
     const auto& ops = node->operands();
     const int64_t p = static_cast<int64_t>(ops.size()) - 1;
     std::vector<ir::Value> result(ops.size());
     std::vector<int64_t> inputs, outputs;  // differentiable operands; outputs with cotangents
     for (int64_t i = 0; i < p; ++i) {
-      if (Differentiable(ops[i + 1].shape())) inputs.push_back(i);
+      if (needed[i + 1] && Differentiable(ops[i + 1].shape())) inputs.push_back(i);
     }
     for (int64_t k = 0; k < node->num_outputs(); ++k) {
       if (cotangents[k] && Differentiable(node->shape(k))) outputs.push_back(k);

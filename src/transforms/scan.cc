@@ -134,7 +134,8 @@ class ScanGradient final : public ir::GradientRule {
   explicit ScanGradient(Remat remat) : remat_(remat) {}
 
   std::vector<ir::Value> Vjp(const ir::NodePtr& node,
-                             const std::vector<ir::Value>& cotangents) const override {
+                             const std::vector<ir::Value>& cotangents,
+                             const std::vector<bool>& needed) const override {
     const ir::LoopBody& body = *node->loop();
     const auto& ops = node->operands();
     const int64_t c = body.num_carries, x = body.num_xs, ny = body.num_ys();
@@ -149,11 +150,15 @@ class ScanGradient final : public ir::GradientRule {
     for (int64_t i = 0; i < c; ++i) {
       if (Differentiable(ops[i].shape())) fc.push_back(i);
     }
+    // xs and invariants off every path to a requested gradient get none: a
+    // scalar the body multiplies by would otherwise cost a product and a
+    // full reduction per step for a sum nothing reads. (Carries are all
+    // kept: one carry's cotangent flows into the others through the body.)
     for (int64_t j = 0; j < x; ++j) {
-      if (Differentiable(ops[c + j].shape())) fx.push_back(j);
+      if (needed[c + j] && Differentiable(ops[c + j].shape())) fx.push_back(j);
     }
     for (int64_t k = 0; k < inv; ++k) {
-      if (Differentiable(ops[c + x + k].shape())) fi.push_back(k);
+      if (needed[c + x + k] && Differentiable(ops[c + x + k].shape())) fi.push_back(k);
     }
     for (int64_t j = 0; j < ny; ++j) {
       if (cotangents[c + j] && Differentiable(node->shape(c + j))) fy.push_back(j);
@@ -185,10 +190,15 @@ class ScanGradient final : public ir::GradientRule {
     auto step = [&](const Tree& carry, const Tree& slice) {
       std::vector<ir::Value> values;
       for (int64_t i = 0; i < c + x; ++i) values.push_back(slice[i].leaf().value());
-      // Invariants behind identities of their own: d/d(an invariant) must
-      // not reach through to another invariant it is computed from (the
-      // outer sweep does that, once).
-      for (int64_t k = 0; k < inv; ++k) values.push_back(Fresh(ops[c + x + k]));
+      // Invariants with a gradient behind identities of their own: d/d(an
+      // invariant) must not reach through to another invariant it is
+      // computed from (the outer sweep does that, once). The rest stay as
+      // they are, so the step's trace still sees a scalar as a scalar (and
+      // carries it, not its broadcast, as the backward loop's invariant).
+      for (int64_t k = 0; k < inv; ++k) {
+        const bool with_gradient = std::find(fi.begin(), fi.end(), k) != fi.end();
+        values.push_back(with_gradient ? Fresh(ops[c + x + k]) : ops[c + x + k]);
+      }
       std::vector<Tensor> cots;
       for (size_t n = 0; n < fc.size(); ++n) cots.push_back(carry[n].leaf());
       for (size_t n = 0; n < fy.size(); ++n) cots.push_back(slice[c + x + n].leaf());

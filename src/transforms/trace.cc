@@ -32,19 +32,22 @@ Body Extract(const std::vector<ir::Value>& roots, int32_t level, int64_t first_i
   auto inside = [&](const ir::Node* n) { return n->placeholder_level() >= level; };
   // Outer values become invariants, except that literals stay in the body
   // (where they fold), and so do broadcasts, reshapes and converts of
-  // values no gradient can ask for (scalar parameters, constants, integers):
-  // the loop then carries the small operand (a scalar learning rate), not
-  // its expansion. A broadcast of a differentiable tensor is captured as it
-  // is: pulled into the body, a gradient asked for that tensor (rather than
-  // its operand) would find no path through the loop.
+  // values no gradient can ask for: integers, and values computed from
+  // literals alone (scalar parameters, constants, iotas: a rotary table).
+  // The loop then carries the small operand (a scalar learning rate, the
+  // table), not its expansion. A broadcast of a tensor computed from data
+  // is captured as it is: pulled into the body, a gradient asked for that
+  // tensor (rather than its operand) would find no path through the loop.
+  std::unordered_map<const ir::Node*, bool> literal_only;
   std::function<bool(const ir::Value&)> gradient_free = [&](const ir::Value& v) {
     const ir::Node& n = *v.node;
     if (!Differentiable(v.shape()) || n.kind() == ir::NodeKind::kScalar) return true;
     if (n.kind() != ir::NodeKind::kOp || n.num_outputs() != 1 || n.gradient_rule()) return false;
-    if (n.opcode() == hlo::Opcode::kConstant) return true;
-    return (n.opcode() == hlo::Opcode::kBroadcast || n.opcode() == hlo::Opcode::kReshape ||
-            n.opcode() == hlo::Opcode::kConvert) &&
-           gradient_free(n.operands()[0]);
+    auto [it, fresh] = literal_only.emplace(&n, false);
+    if (!fresh) return it->second;
+    bool free = true;
+    for (const ir::Value& op : n.operands()) free = free && gradient_free(op);
+    return literal_only[&n] = free;
   };
   std::function<ir::Value(const ir::Value&)> map_value = [&](const ir::Value& v) -> ir::Value {
     if (inside(v.node.get())) return {rebuilt.at(v.node.get()), v.index};

@@ -8,7 +8,9 @@
 #include "gradient_check.h"
 #include "strata/autograd/grad.h"
 #include "strata/ir/lowering.h"
+#include "strata/lazy/context.h"
 #include "strata/lazy/ops.h"
+#include "strata/runtime/executable.h"
 
 namespace strata {
 namespace {
@@ -202,6 +204,55 @@ TEST(Gradients, SoftmaxShiftCarriesNoGradient) {
         EXPECT_NEAR(got[r * 3 + c], expected, 1e-12) << r << "," << c;
       }
     }
+  }
+}
+
+// softmax differentiates through its own rule, dx = y * (g - sum(g * y)):
+// the compiled forward-and-backward program exponentiates once, divides
+// once (the forward's y = e / s) and sums each row three times (the
+// forward's max and sum, the backward's one sum). The op-by-op derivative of
+// e / s divides twice more (g / s and g e / s^2), reading e in the backward.
+// The rule's result is made of ops that differentiate again: the second
+// derivative against central differences of the closed-form first one.
+TEST(Gradients, SoftmaxBackwardReadsOnlyItsResultAndDifferentiatesAgain) {
+  const std::vector<double> xs = {0.5, -1.0, 2.0, 0.25, 3.0, 1.0, -0.5, 0.0};
+  const std::vector<double> ws = {1.0, 2.0, -1.0, 0.5, 0.0, 4.0, -2.0, 1.5};
+  Tensor x = C(xs, {2, 4}), w = C(ws, {2, 4});
+  Tensor y = softmax(x, -1);
+  Tensor g = gradients(sum(y * w), {x})[0];
+  auto exe = runtime::Executable::Compile(lazy::LoweringContext({y, g}).module());
+  int64_t exps = 0, divides = 0, reduces = 0;
+  for (const auto& c : exe->module().computations()) {
+    for (const auto& inst : c->instructions()) {
+      exps += inst->opcode() == hlo::Opcode::kExp;
+      divides += inst->opcode() == hlo::Opcode::kDivide;
+      reduces += inst->opcode() == hlo::Opcode::kReduce;
+    }
+  }
+  EXPECT_EQ(exps, 1);
+  EXPECT_EQ(divides, 1);
+  EXPECT_EQ(reduces, 3);
+  // d/dx_k of sum_c h_c dL/dx_c, with dL/dx = p * (w - sum w p) per row.
+  const std::vector<double> hs = {0.3, -0.7, 1.1, 0.2, -0.4, 0.9, 0.6, -1.2};
+  auto first = [&](const std::vector<double>& v) {
+    double total = 0;
+    for (int r = 0; r < 2; ++r) {
+      double z = 0, wp = 0;
+      for (int c = 0; c < 4; ++c) z += std::exp(v[r * 4 + c]);
+      for (int c = 0; c < 4; ++c) wp += ws[r * 4 + c] * std::exp(v[r * 4 + c]) / z;
+      for (int c = 0; c < 4; ++c) {
+        const double p = std::exp(v[r * 4 + c]) / z;
+        total += hs[r * 4 + c] * p * (ws[r * 4 + c] - wp);
+      }
+    }
+    return total;
+  };
+  std::vector<double> got = gradients(sum(g * C(hs, {2, 4})), {x})[0].to_vector<double>();
+  for (int k = 0; k < 8; ++k) {
+    std::vector<double> up = xs, down = xs;
+    up[k] += 1e-5;
+    down[k] -= 1e-5;
+    EXPECT_NEAR(got[k], (first(up) - first(down)) / 2e-5, 1e-8) << k;
   }
 }
 

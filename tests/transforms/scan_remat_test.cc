@@ -215,5 +215,61 @@ TEST(ScanRemat, SavingUnbatchedDotsRecomputesOnlyTheBatchedOnes) {
   EXPECT_EQ(dots[Remat::kSaveDotsWithNoBatchDims], 2 + 4 + 1);
 }
 
+// A step that multiplies by a scalar literal (a kScalar parameter) and by a
+// table computed from literals alone (cos of an arange, like a rotary
+// table), both broadcast to the carry's shape inside the body. The loops
+// carry the scalar and the [W] table, not their [R, W] broadcasts, and the
+// backward loop keeps no accumulator for the scalar's gradient, which
+// nothing asks for; the gradients match the plain loop's.
+TEST(ScanRemat, LoopStateHoldsScalarsAndTablesNotTheirBroadcasts) {
+  const int64_t length = 4, rows = 3, width = 5;
+  Tensor h0 = reshape(Tensor::FromVector(Range(rows * width, 0.5, 2.0), {rows * width}),
+                      {rows, width});
+  Tensor xs = reshape(Tensor::FromVector(Range(length * rows * width, 0.8, 0.3),
+                                         {length * rows * width}),
+                      {length, rows, width});
+  Tensor table = cos(arange(0, width, 1, DType::kF64) * 0.3);
+  auto step = [&](const Tensor& h, const Tensor& x) { return tanh(h * 0.7 + x * table); };
+  Tensor h = h0, ref = zeros({}, DType::kF64);
+  for (int64_t t = 0; t < length; ++t) {
+    h = step(h, reshape(slice(xs, 0, t, t + 1), {rows, width}));
+    ref = ref + sum(h * h) * static_cast<double>(t + 1);
+  }
+  std::vector<Tensor> expected = gradients(ref, {h0, xs});
+  auto [carry, ys] = scan(
+      [&](const Tree& c, const Tree& x) {
+        Tensor next = step(c.leaf(), x.leaf());
+        return std::pair{Tree(next), Tree(next * next)};
+      },
+      Tree(h0), Tree(xs));
+  Tensor weights = arange(1, length + 1, 1, DType::kF64);
+  Tensor loss = sum(sum(ys.leaf(), {1, 2}) * weights);
+  std::vector<Tensor> got = gradients(loss, {h0, xs});
+  auto exe = runtime::Executable::Compile(lazy::LoweringContext(got).module());
+  int64_t loops = 0;
+  for (const auto& c : exe->module().computations()) {
+    for (const auto& inst : c->instructions()) {
+      if (inst->opcode() != hlo::Opcode::kWhile) continue;
+      ++loops;
+      const Shape& state = inst->shape();
+      int64_t full = 0, scalars = 0;
+      for (int64_t i = 0; i < state.tuple_size(); ++i) {
+        full += state.tuple_shape(i) == Shape(DType::kF64, {rows, width});
+        scalars += state.tuple_shape(i) == Shape(DType::kF64, {});
+      }
+      EXPECT_EQ(full, 1) << "one [R, W] carry, no broadcast: " << state.ToString();
+      EXPECT_EQ(scalars, 1) << "the scalar, no gradient accumulator: " << state.ToString();
+    }
+  }
+  EXPECT_EQ(loops, 2);
+  EXPECT_NEAR(loss.item<double>(), ref.item<double>(), 1e-10 * std::abs(ref.item<double>()));
+  for (size_t i = 0; i < got.size(); ++i) {
+    auto a = got[i].to_vector<double>(), b = expected[i].to_vector<double>();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t k = 0; k < a.size(); ++k)
+      EXPECT_NEAR(a[k], b[k], 1e-10 * std::max(1.0, std::abs(b[k]))) << i << "," << k;
+  }
+}
+
 }  // namespace
 }  // namespace strata

@@ -90,11 +90,14 @@ struct Branches {
 // A node's own reverse-mode rule, used instead of the per-opcode VJP table
 // (checkpointed regions, loops). Given the cotangents of the node's outputs
 // (a null Value where none flowed) it returns one per operand (null = none).
+// `needed[i]` says whether operand i lies on a path to a value whose
+// gradient was asked for: a rule may skip the others (a loop then carries no
+// accumulator for an invariant nothing asks about, such as a scalar).
 class GradientRule {
  public:
   virtual ~GradientRule() = default;
-  virtual std::vector<Value> Vjp(const NodePtr& node,
-                                 const std::vector<Value>& cotangents) const = 0;
+  virtual std::vector<Value> Vjp(const NodePtr& node, const std::vector<Value>& cotangents,
+                                 const std::vector<bool>& needed) const = 0;
 };
 
 class Node {
