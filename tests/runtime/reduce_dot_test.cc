@@ -162,6 +162,40 @@ TEST(Reduce, EverythingOfALargeInput) {  // exercises the chunked parallel sum
   }
 }
 
+// Row reductions long enough for the vector folds (32 elements and up: one
+// vector of partials below 64, four at 64 and above, then a tail): every
+// length around those edges, a NaN or an infinity at each kind of position
+// (the first element, inside each of the four vectors, the last full block,
+// the tail). Maxima and minima against the plain loop exactly (a NaN
+// anywhere gives NaN), sums against the loop in double.
+TEST(Reduce, RowFoldsKeepNaNsAndInfinitiesAtEveryPositionAndLength) {
+  for (int64_t n : {31, 32, 33, 47, 48, 63, 64, 65, 79, 127, 128, 130, 200, 256, 257}) {
+    std::vector<int64_t> spots = {-1, 0, 5, 17, 35, 50, n - 17, n - 1};
+    for (int64_t spot : spots) {
+      if (spot >= n) continue;
+      for (float special : {std::numeric_limits<float>::quiet_NaN(), INFINITY, -INFINITY}) {
+        SCOPED_TRACE(::testing::Message() << "n " << n << " at " << spot << " " << special);
+        std::vector<float> x = Random<float>(2 * n, static_cast<uint32_t>(n), -1, 1);
+        if (spot >= 0) x[n + spot] = special;  // the second row; the first stays finite
+        const Dims dims = {2, n};
+        for (Opcode op : {Opcode::kMaximum, Opcode::kMinimum, Opcode::kAdd}) {
+          Dims out_dims;
+          auto expected = ReduceReference(
+              x, dims, {1}, 0.25f, [op](float a, float b) { return ApplyOp(op, a, b); },
+              &out_dims);
+          ExpectRun<float>(
+              {Arg(x, dims)},
+              [&](Graph& g) {
+                auto* f = g.Add(hlo::MakeScalarBinaryComputation("reducer", op, DType::kF32));
+                return g.b.Reduce(g.params[0], g.b.ConstantScalar(0.25f), {1}, f);
+              },
+              out_dims, expected, op == Opcode::kAdd ? 1e-5 : 0, op == Opcode::kAdd ? 1e-5 : 0);
+        }
+      }
+    }
+  }
+}
+
 TEST(Reduce, ZeroSizedDimensionsYieldInit) {
   const Dims dims = {3, 0, 5};
   for (const Dims& reduced : AllSubsets(3)) {

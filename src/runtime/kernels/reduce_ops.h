@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstring>
 #include <optional>
 
 #include "kernels/isa.h"
@@ -44,46 +45,96 @@ struct Reducer {
   }
 };
 
-// Reduces n contiguous elements. Floating-point sums keep 16 partial sums so
-// the loop vectorizes (and rounding error grows more slowly); maxima and
-// minima keep 16 partial results for the same reason (a NaN anywhere still
-// wins).
+// 16 lanes of T in one vector (GCC's vector extension: one zmm of floats
+// under AVX-512, split into narrower registers elsewhere). Each lane's
+// arithmetic is the scalar's, so results are the same bits on every ISA.
+template <typename T>
+struct Lanes16;
+template <>
+struct Lanes16<float> {
+  typedef float V __attribute__((vector_size(64)));
+};
+template <>
+struct Lanes16<double> {
+  typedef double V __attribute__((vector_size(128)));
+};
+
+// One step of a float reduction, per lane or per scalar: a sum, or a
+// maximum / minimum that keeps a NaN (Reducer's). Vectors pass by reference
+// (a function of a narrower target may not take them by value).
+enum class Fold { kAdd, kMax, kMin };
+template <Fold kFold, typename V>
+inline void FoldInto(V& a, const V& b) {
+  if constexpr (kFold == Fold::kAdd) {
+    a += b;
+  } else if constexpr (kFold == Fold::kMax) {
+    a = ((a > b) | (a != a)) ? a : b;
+  } else {
+    a = ((a < b) | (a != a)) ? a : b;
+  }
+}
+template <Fold kFold, typename T>
+inline T FoldScalar(T a, T b) {
+  if constexpr (kFold == Fold::kAdd) return a + b;
+  if constexpr (kFold == Fold::kMax) return (a > b || a != a) ? a : b;
+  return (a < b || a != a) ? a : b;
+}
+
+// n >= 32 elements: four vectors of 16 partial results each (independent
+// chains, so the loop runs at the loads' rate, not at one compare-and-blend
+// latency per 16 elements), folded into one vector, its lanes folded as a
+// tree, then the tail. A sum adds init last; a max or min folds it first.
+template <Fold kFold, typename T>
+T FoldContiguous(const T* x, int64_t n, T init) {
+  using V = typename Lanes16<T>::V;
+  V p[4], b;
+  int64_t i = 16;
+  std::memcpy(&p[0], x, sizeof b);
+  if (n >= 64) {
+    for (int j = 1; j < 4; ++j) std::memcpy(&p[j], x + 16 * j, sizeof b);
+    for (i = 64; i + 64 <= n; i += 64) {
+      for (int j = 0; j < 4; ++j) {
+        std::memcpy(&b, x + i + 16 * j, sizeof b);
+        FoldInto<kFold>(p[j], b);
+      }
+    }
+    FoldInto<kFold>(p[0], p[1]);
+    FoldInto<kFold>(p[2], p[3]);
+    FoldInto<kFold>(p[0], p[2]);
+  }
+  for (; i + 16 <= n; i += 16) {
+    std::memcpy(&b, x + i, sizeof b);
+    FoldInto<kFold>(p[0], b);
+  }
+  T lanes[16];
+  std::memcpy(lanes, &p[0], sizeof lanes);
+  for (int width = 8; width >= 1; width /= 2) {
+    for (int k = 0; k < width; ++k) lanes[k] = FoldScalar<kFold>(lanes[k], lanes[k + width]);
+  }
+  T acc = kFold == Fold::kAdd ? lanes[0] : FoldScalar<kFold>(init, lanes[0]);
+  for (; i < n; ++i) acc = FoldScalar<kFold>(acc, x[i]);
+  return kFold == Fold::kAdd ? init + acc : acc;
+}
+
+// Reduces n contiguous elements. Floating-point sums, maxima and minima
+// fold 64 partial results (FoldContiguous): the loop vectorizes, a sum's
+// rounding error grows more slowly, and a NaN anywhere still wins (a lane
+// keeps its NaN; lanes fold with the same rule). Written with GCC's vector
+// extension: GCC leaves the NaN-keeping select of a plain loop scalar.
 template <typename T>
 T ReduceContiguous(const T* x, int64_t n, T init, Reducer<T> f) {
-  if constexpr (std::is_floating_point_v<T>) {
-    const bool max = f.op == hlo::Opcode::kMaximum, min = f.op == hlo::Opcode::kMinimum;
-    if ((max || min) && n >= 32) {
-      T partial[16];
-      for (int k = 0; k < 16; ++k) partial[k] = x[k];
-      int64_t i = 16;
-      for (; i + 16 <= n; i += 16) {
-        if (max) {
-          for (int k = 0; k < 16; ++k) {
-            const T a = partial[k], b = x[i + k];
-            partial[k] = (a > b || a != a) ? a : b;
-          }
-        } else {
-          for (int k = 0; k < 16; ++k) {
-            const T a = partial[k], b = x[i + k];
-            partial[k] = (a < b || a != a) ? a : b;
-          }
-        }
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    if (n >= 32) {
+      switch (f.op) {
+        case hlo::Opcode::kAdd:
+          return FoldContiguous<Fold::kAdd>(x, n, init);
+        case hlo::Opcode::kMaximum:
+          return FoldContiguous<Fold::kMax>(x, n, init);
+        case hlo::Opcode::kMinimum:
+          return FoldContiguous<Fold::kMin>(x, n, init);
+        default:
+          break;
       }
-      T acc = init;
-      for (int k = 0; k < 16; ++k) acc = f(acc, partial[k]);
-      for (; i < n; ++i) acc = f(acc, x[i]);
-      return acc;
-    }
-    if (f.op == hlo::Opcode::kAdd && n >= 32) {
-      T partial[16] = {};
-      int64_t i = 0;
-      for (; i + 16 <= n; i += 16) {
-        for (int k = 0; k < 16; ++k) partial[k] += x[i + k];
-      }
-      T sum = 0;
-      for (int k = 0; k < 16; ++k) sum += partial[k];
-      for (; i < n; ++i) sum += x[i];
-      return init + sum;
     }
   }
   T acc = init;
