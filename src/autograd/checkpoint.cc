@@ -49,8 +49,7 @@ class CheckpointRule final : public ir::GradientRule {
  public:
   CheckpointRule(size_t outputs, size_t inputs) : n_(outputs), k_(inputs) {}
 
-  std::vector<ir::Value> Vjp(const ir::NodePtr& node,
-                             const std::vector<ir::Value>& cotangents,
+  std::vector<ir::Value> Vjp(const ir::NodePtr& node, const std::vector<ir::Value>& cotangents,
                              const std::vector<bool>& needed) const override {
     const auto& ops = node->operands();
     std::vector<ir::Value> result(ops.size());

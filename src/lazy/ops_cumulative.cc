@@ -134,8 +134,7 @@ class GatheredFromIndices final : public ir::GradientRule {
  public:
   explicit GatheredFromIndices(int64_t dim) : dim_(dim) {}
   // Operands: the running extreme (no gradient), x, the indices.
-  std::vector<ir::Value> Vjp(const ir::NodePtr& node,
-                             const std::vector<ir::Value>& cotangents,
+  std::vector<ir::Value> Vjp(const ir::NodePtr& node, const std::vector<ir::Value>& cotangents,
                              const std::vector<bool>& needed) const override {
     std::vector<ir::Value> grads(node->operands().size());
     const ir::Value& x = node->operands()[1];

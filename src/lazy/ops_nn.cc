@@ -33,8 +33,7 @@ class SoftmaxGradient final : public ir::GradientRule {
  public:
   explicit SoftmaxGradient(int64_t dim) : dim_(dim) {}
   // Operands: y (its own graph gets no cotangent here), x.
-  std::vector<ir::Value> Vjp(const ir::NodePtr& node,
-                             const std::vector<ir::Value>& cotangents,
+  std::vector<ir::Value> Vjp(const ir::NodePtr& node, const std::vector<ir::Value>& cotangents,
                              const std::vector<bool>& needed) const override {
     std::vector<ir::Value> grads(node->operands().size());
     if (!cotangents[0]) return grads;

@@ -43,8 +43,7 @@ class CondGradient final : public ir::GradientRule {
  public:
   explicit CondGradient(std::vector<std::string> names) : names_(std::move(names)) {}
 
-  std::vector<ir::Value> Vjp(const ir::NodePtr& node,
-                             const std::vector<ir::Value>& cotangents,
+  std::vector<ir::Value> Vjp(const ir::NodePtr& node, const std::vector<ir::Value>& cotangents,
                              const std::vector<bool>& needed) const override {
     const ir::Branches& branches = *node->branches();
     const auto& ops = node->operands();

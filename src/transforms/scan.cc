@@ -133,8 +133,7 @@ class ScanGradient final : public ir::GradientRule {
  public:
   explicit ScanGradient(Remat remat) : remat_(remat) {}
 
-  std::vector<ir::Value> Vjp(const ir::NodePtr& node,
-                             const std::vector<ir::Value>& cotangents,
+  std::vector<ir::Value> Vjp(const ir::NodePtr& node, const std::vector<ir::Value>& cotangents,
                              const std::vector<bool>& needed) const override {
     const ir::LoopBody& body = *node->loop();
     const auto& ops = node->operands();

@@ -181,8 +181,7 @@ TEST(Reduce, RowFoldsKeepNaNsAndInfinitiesAtEveryPositionAndLength) {
         for (Opcode op : {Opcode::kMaximum, Opcode::kMinimum, Opcode::kAdd}) {
           Dims out_dims;
           auto expected = ReduceReference(
-              x, dims, {1}, 0.25f, [op](float a, float b) { return ApplyOp(op, a, b); },
-              &out_dims);
+              x, dims, {1}, 0.25f, [op](float a, float b) { return ApplyOp(op, a, b); }, &out_dims);
           ExpectRun<float>(
               {Arg(x, dims)},
               [&](Graph& g) {

@@ -223,11 +223,11 @@ TEST(ScanRemat, SavingUnbatchedDotsRecomputesOnlyTheBatchedOnes) {
 // nothing asks for; the gradients match the plain loop's.
 TEST(ScanRemat, LoopStateHoldsScalarsAndTablesNotTheirBroadcasts) {
   const int64_t length = 4, rows = 3, width = 5;
-  Tensor h0 = reshape(Tensor::FromVector(Range(rows * width, 0.5, 2.0), {rows * width}),
-                      {rows, width});
-  Tensor xs = reshape(Tensor::FromVector(Range(length * rows * width, 0.8, 0.3),
-                                         {length * rows * width}),
-                      {length, rows, width});
+  Tensor h0 =
+      reshape(Tensor::FromVector(Range(rows * width, 0.5, 2.0), {rows * width}), {rows, width});
+  Tensor xs =
+      reshape(Tensor::FromVector(Range(length * rows * width, 0.8, 0.3), {length * rows * width}),
+              {length, rows, width});
   Tensor table = cos(arange(0, width, 1, DType::kF64) * 0.3);
   auto step = [&](const Tensor& h, const Tensor& x) { return tanh(h * 0.7 + x * table); };
   Tensor h = h0, ref = zeros({}, DType::kF64);

@@ -928,8 +928,8 @@ KernelInfo PositionGemmConvolution(const Geometry& g, ThreadPool* pool) {
   const PanelLayout layout = PanelLayoutFor<T>(depth, g.group_outputs);
   const int64_t copy_bytes = (padded.elements * int64_t{sizeof(T)} + 63) / 64 * 64;
   const int64_t panel_bytes = g.groups * layout.size() * int64_t{sizeof(T)};
-  Kernel run = [g, pool, padded, features, offsets, kernel_at, linear, layout, copy_bytes,
-                mr, banded, band_outputs](const KernelArgs& args) {
+  Kernel run = [g, pool, padded, features, offsets, kernel_at, linear, layout, copy_bytes, mr,
+                banded, band_outputs](const KernelArgs& args) {
     const T* in = reinterpret_cast<const T*>(args.operands[0]);
     const T* kernel = reinterpret_cast<const T*>(args.operands[1]);
     T* out = reinterpret_cast<T*>(args.outputs[0]);
