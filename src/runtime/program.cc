@@ -337,6 +337,37 @@ class Planner {
     return true;
   }
 
+  // Whether state element j of a while may keep its initial value's bytes:
+  // nothing writes them while the program runs (IsView's rule), the body
+  // hands the element on unchanged and the condition never reads it. Then
+  // the loop reads the stacked weights it scans in place instead of copying
+  // them into its state.
+  bool PassesThroughReadOnly(const Step& step, size_t j) const {
+    const Instruction& loop = *step.inst;
+    const Shape& state = loop.shape();
+    if (state.tuple_size() != static_cast<int64_t>(step.output_slots.size())) return false;
+    const int64_t k = static_cast<int64_t>(j);
+    if (!state.tuple_shape(k).is_array()) return false;
+    const int64_t in = step.operand_slots[j];
+    const Storage& st = program_->storages_.at(program_->slot_storage_[in]);
+    bool read_only = st.kind == StorageKind::kParameter || st.kind == StorageKind::kConstant;
+    if (st.kind == StorageKind::kLoopState) {
+      read_only = st.index < static_cast<int64_t>(program_->root_slots_.size()) &&
+                  program_->root_slots_[st.index] == in;
+    }
+    if (!read_only || view_slots_.count(in)) return false;
+    const hlo::Computation& condition = *loop.called[0];
+    const hlo::Computation& body = *loop.called[1];
+    for (const auto& inst : condition.instructions()) {
+      if (inst->opcode() == Opcode::kGetTupleElement && inst->tuple_index == k) return false;
+    }
+    const Instruction* root = body.root();
+    if (root->opcode() != Opcode::kTuple) return false;
+    const Instruction* passed = root->operand(k);
+    return passed->opcode() == Opcode::kGetTupleElement && passed->tuple_index == k &&
+           passed->operand(0)->opcode() == Opcode::kParameter;
+  }
+
   bool Writable(int64_t storage) const {
     StorageKind k = program_->storages_[storage].kind;
     return k == StorageKind::kArena || k == StorageKind::kLoopState;
@@ -371,8 +402,13 @@ class Planner {
         continue;
       }
       if (inst.opcode() == Opcode::kWhile) {
-        for (size_t j = 0; j < step.output_slots.size(); ++j)
+        for (size_t j = 0; j < step.output_slots.size(); ++j) {
+          if (PassesThroughReadOnly(step, j)) {
+            slot_storage[step.output_slots[j]] = slot_storage[step.operand_slots[j]];
+            continue;
+          }
           try_reuse(step.operand_slots[j], step.output_slots[j]);
+        }
       } else if (inst.opcode() == Opcode::kFusion && step.output_slots.size() > 1) {
         // A multi-output fusion writes a block's outputs after reading all
         // of it: each output may take a dying operand it reads elementwise.

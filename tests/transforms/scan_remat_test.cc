@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "strata/autograd/grad.h"
+#include "strata/hlo/text.h"
 #include "strata/lazy/context.h"
 #include "strata/lazy/ops.h"
 #include "strata/runtime/executable.h"
@@ -268,6 +269,54 @@ TEST(ScanRemat, LoopStateHoldsScalarsAndTablesNotTheirBroadcasts) {
     ASSERT_EQ(a.size(), b.size());
     for (size_t k = 0; k < a.size(); ++k)
       EXPECT_NEAR(a[k], b[k], 1e-10 * std::max(1.0, std::abs(b[k]))) << i << "," << k;
+  }
+}
+
+TEST(ScanRemat, MixedPrecisionLoopsScanTheMasterWeightsNotABf16Copy) {
+  // A bf16 copy of f32 stacked weights, scanned forward and back: both loops
+  // read the f32 weights and convert one layer at a time (no bf16 stack is
+  // made before the loops), with the plain loop's values and gradients.
+  const int64_t length = 3, rows = 4, width = 8;
+  auto floats = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
+  // Data, as a model's weights are: entry parameters of the compiled step.
+  Tensor h0 = Tensor::FromVector(floats(Range(rows * width, 0.5, 2.0)), {rows, width});
+  Tensor w =
+      Tensor::FromVector(floats(Range(length * width * width, 0.4, 0.3)), {length, width, width});
+  auto step = [](const Tensor& h, const Tensor& layer) {
+    return tanh(astype(matmul(astype(h, DType::kBF16), layer), DType::kF32));
+  };
+  Tensor h = h0;
+  for (int64_t t = 0; t < length; ++t)
+    h = step(h, astype(reshape(slice(w, 0, t, t + 1), {width, width}), DType::kBF16));
+  Tensor ref = sum(h * h);
+  std::vector<Tensor> expected = gradients(ref, {h0, w});
+  ScanOptions options;
+  options.remat = Remat::kSaveDotsWithNoBatchDims;
+  auto [carry, ys] = scan(
+      [&](const Tree& c, const Tree& x) {
+        return std::pair{Tree(step(c.leaf(), x.leaf())), Tree()};
+      },
+      Tree(h0), Tree(astype(w, DType::kBF16)), options);
+  Tensor loss = sum(carry.leaf() * carry.leaf());
+  std::vector<Tensor> got = gradients(loss, {h0, w});
+  std::vector<Tensor> all = got;
+  all.push_back(loss);
+  auto exe = runtime::Executable::Compile(lazy::LoweringContext(all).module());
+  int64_t loops = 0;
+  for (const auto& inst : exe->module().entry()->instructions()) {
+    loops += inst->opcode() == hlo::Opcode::kWhile;
+    EXPECT_FALSE(inst->opcode() == hlo::Opcode::kConvert &&
+                 inst->shape() == Shape(DType::kBF16, {length, width, width}) &&
+                 inst->operand(0)->opcode() == hlo::Opcode::kParameter)
+        << "a bf16 copy of the whole stack: " << hlo::ToText(exe->module());
+  }
+  EXPECT_EQ(loops, 2);
+  EXPECT_NEAR(loss.item<float>(), ref.item<float>(), 1e-6 * std::abs(ref.item<float>()));
+  for (size_t i = 0; i < got.size(); ++i) {
+    auto a = got[i].to_vector<float>(), b = expected[i].to_vector<float>();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t k = 0; k < a.size(); ++k)
+      EXPECT_NEAR(a[k], b[k], 1e-6 * std::max(1.0f, std::abs(b[k]))) << i << "," << k;
   }
 }
 

@@ -14,6 +14,10 @@ bool SimplifyAlgebra(hlo::Module& module);
 bool FoldConstants(hlo::Module& module);
 bool EliminateCommonSubexpressions(hlo::Module& module);
 bool EliminateDeadCode(hlo::Module& module);
+// A loop state element that is convert(W), which the body only slices and
+// hands on, becomes W with each slice converted in the body: no converted
+// copy of a whole stack of weights (sink_converts.cc).
+bool SinkConvertsIntoLoops(hlo::Module& module);
 // Runs all of the above to a fixed point (a few rounds at most).
 void RunPasses(hlo::Module& module);
 // Groups chains of f32 / f64 elementwise ops (and the broadcasts they read)

@@ -10,6 +10,7 @@ void RunPasses(hlo::Module& module) {
     bool changed = SimplifyAlgebra(module);
     changed |= FoldConstants(module);
     changed |= EliminateCommonSubexpressions(module);
+    changed |= SinkConvertsIntoLoops(module);
     changed |= EliminateDeadCode(module);
     if (!changed) break;
   }

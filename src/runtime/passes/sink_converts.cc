@@ -1,0 +1,176 @@
+// Converts of a loop's scanned operands move into the loop body. A scan over
+// convert(W) (mixed precision: f32 master weights stacked over the layers,
+// cast to bf16 for the products) makes the whole converted stack before the
+// loop, and a training step's forward and backward loops both read it, so it
+// lives from the first layer's forward to the last layer's backward. When the
+// body reads that state element only through slices (one layer at a time)
+// and hands it on unchanged, the loop can carry W itself and convert each
+// slice it takes: the same values, no converted stack.
+//
+// Only where that holds no more bytes: W is a parameter (alive anyway), or
+// the convert does not narrow (a narrowing convert of a temporary lets the
+// wide temporary die before the loop; carrying it would hold more).
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "strata/runtime/passes.h"
+
+namespace strata::runtime {
+namespace {
+
+using hlo::Computation;
+using hlo::Instruction;
+using hlo::Opcode;
+
+Shape WithElement(const Shape& tuple, int64_t k, const Shape& element) {
+  std::vector<Shape> elements = tuple.tuple_shapes();
+  elements[k] = element;
+  return Shape::Tuple(std::move(elements));
+}
+
+std::vector<Instruction*> UsersOf(const Computation& c, const Instruction* of) {
+  std::vector<Instruction*> users;
+  for (const auto& inst : c.instructions()) {
+    for (const Instruction* op : inst->operands()) {
+      if (op == of) {
+        users.push_back(inst.get());
+        break;
+      }
+    }
+  }
+  return users;
+}
+
+// The get-tuple-elements reading element k of `tuple` in `c`.
+std::vector<Instruction*> ElementReads(const Computation& c, const Instruction* tuple, int64_t k) {
+  std::vector<Instruction*> reads;
+  for (const auto& inst : c.instructions()) {
+    if (inst->opcode() == Opcode::kGetTupleElement && inst->operand(0) == tuple &&
+        inst->tuple_index == k)
+      reads.push_back(inst.get());
+  }
+  return reads;
+}
+
+bool IsSliceOf(const Instruction& user, const Instruction* of) {
+  if (user.opcode() != Opcode::kSlice && user.opcode() != Opcode::kDynamicSlice) return false;
+  for (int64_t i = 1; i < user.operand_count(); ++i) {
+    if (user.operand(i) == of) return false;
+  }
+  return user.operand(0) == of;
+}
+
+// Whether element k of the loop state may carry the convert's operand: the
+// condition never reads it, the body hands it on unchanged and otherwise
+// only slices it.
+bool Sinkable(const Computation& condition, const Computation& body, int64_t k) {
+  if (!ElementReads(condition, condition.parameter(0), k).empty()) return false;
+  const Instruction* root = body.root();
+  if (root->opcode() != Opcode::kTuple) return false;
+  const Instruction* passed = root->operand(k);
+  bool handed_on = false;
+  for (Instruction* read : ElementReads(body, body.parameter(0), k)) {
+    handed_on |= read == passed;
+    for (const Instruction* user : UsersOf(body, read)) {
+      if (user == root) {
+        for (int64_t i = 0; i < root->operand_count(); ++i) {
+          if (root->operand(i) == read && i != k) return false;
+        }
+        continue;
+      }
+      if (!IsSliceOf(*user, read)) return false;
+    }
+  }
+  return handed_on;
+}
+
+// Gives `value` the dtype `from` and puts a convert back to its old shape
+// between it and every reader of it in `c`.
+void ConvertAfter(Computation& c, Instruction* value, DType from) {
+  const Shape old = value->shape();
+  value->set_shape(old.WithDType(from));
+  Instruction* convert = c.AddInstruction(
+      std::make_unique<Instruction>(Opcode::kConvert, old, std::vector<Instruction*>{value}));
+  convert->set_name(value->name() + ".convert");
+  Computation::Replacements replacements{{value, convert}};
+  for (const auto& inst : c.instructions()) {
+    if (inst.get() != convert) Computation::UpdateOperands(inst.get(), replacements);
+  }
+  if (c.root() == value) c.set_root(convert);
+}
+
+bool SinkInto(Computation& c, Instruction* loop,
+              const std::unordered_map<const Computation*, int>& callers) {
+  Computation& condition = *loop->called[0];
+  Computation& body = *loop->called[1];
+  Instruction* init = loop->operand(0);
+  if (init->opcode() != Opcode::kTuple || callers.at(&condition) != 1 || callers.at(&body) != 1)
+    return false;
+  std::vector<Instruction*> outside = UsersOf(c, loop);
+  for (const Instruction* user : outside) {
+    if (user->opcode() != Opcode::kGetTupleElement) return false;
+  }
+  bool changed = false;
+  std::vector<Instruction*> elements = init->operands();
+  for (int64_t k = 0; k < static_cast<int64_t>(elements.size()); ++k) {
+    Instruction* convert = elements[k];
+    if (convert->opcode() != Opcode::kConvert) continue;
+    Instruction* source = convert->operand(0);
+    const DType from = source->shape().dtype();
+    const DType to = convert->shape().dtype();
+    if (source->opcode() != Opcode::kParameter && DTypeSize(to) < DTypeSize(from)) continue;
+    if (!Sinkable(condition, body, k)) continue;
+
+    elements[k] = source;
+    const Shape state = WithElement(loop->shape(), k, source->shape());
+    loop->set_shape(state);
+    condition.parameter(0)->set_shape(state);
+    body.parameter(0)->set_shape(state);
+    body.root()->set_shape(state);
+    for (Instruction* read : ElementReads(body, body.parameter(0), k)) {
+      read->set_shape(source->shape());
+      for (Instruction* user : UsersOf(body, read)) {
+        if (user != body.root()) ConvertAfter(body, user, from);
+      }
+    }
+    for (Instruction* read : ElementReads(c, loop, k)) ConvertAfter(c, read, from);
+    changed = true;
+  }
+  if (!changed) return false;
+  Instruction* tuple = c.AddInstruction(
+      std::make_unique<Instruction>(Opcode::kTuple, loop->shape(), std::move(elements)));
+  tuple->set_name(init->name() + ".sunk");
+  loop->set_operand(0, tuple);
+  body.SortTopologically();
+  return true;
+}
+
+}  // namespace
+
+bool SinkConvertsIntoLoops(hlo::Module& module) {
+  std::unordered_map<const Computation*, int> callers;
+  for (const auto& c : module.computations()) {
+    callers.emplace(c.get(), 0);
+    for (const auto& inst : c->instructions()) {
+      for (const Computation* called : inst->called) ++callers[called];
+    }
+  }
+  bool changed = false;
+  for (const auto& c : module.computations()) {
+    std::vector<Instruction*> loops;
+    for (const auto& inst : c->instructions()) {
+      if (inst->opcode() == Opcode::kWhile) loops.push_back(inst.get());
+    }
+    bool here = false;
+    for (Instruction* loop : loops) here |= SinkInto(*c, loop, callers);
+    if (here) {
+      c->SortTopologically();
+      c->RemoveDeadInstructions();
+    }
+    changed |= here;
+  }
+  return changed;
+}
+
+}  // namespace strata::runtime
