@@ -749,5 +749,94 @@ TEST(Fusion, AResultOthersReadStaysItsOwnFusion) {
   }
 }
 
+// SwiGLU's backward in bf16 (a mixed-precision step's), each op rounded
+// once: the widening converts of g and dy and the cheap ops on them are read
+// by both gradients' fusions, so each fusion computes them again from the
+// bf16 values instead of reading f32 copies written once; the logistic (not
+// cheap) stays one fusion of its own, which writes it rounded to bf16. Against a loop rounding each
+// op in long double, and bit for bit against the same program unfused.
+TEST(Fusion, CheapOpsSeveralFusionsReadAreComputedInEach) {
+  const int64_t rows = 19, cols = 101;
+  const int64_t n = rows * cols;
+  const DType bf16 = DType::kBF16;
+  const host::Format format = host::FormatOf(bf16);
+  auto round = [&](long double v) { return static_cast<double>(host::RoundTo(format, v)); };
+  std::vector<double> gate, up, dy;
+  for (float v : Random<float>(n, 71, -3, 3)) gate.push_back(round(v));
+  for (float v : Random<float>(n, 72, -2, 2)) up.push_back(round(v));
+  for (float v : Random<float>(n, 73, -1, 1)) dy.push_back(round(v));
+  auto run = [&](bool fuse, int64_t* converts, int64_t* wide) {
+    const Shape m(bf16, {rows, cols});
+    Graph g({m, m, m});
+    g.fuse = fuse;
+    auto* one = g.b.Broadcast(g.b.Convert(g.b.ConstantScalar<float>(1), bf16), {rows, cols}, {});
+    auto* s = g.b.Unary(Opcode::kLogistic, g.params[0]);
+    auto* d_up = g.b.Multiply(g.params[2], g.b.Multiply(g.params[0], s));
+    auto* d_gate = g.b.Multiply(g.b.Multiply(g.b.Multiply(g.params[2], g.params[1]), s),
+                                g.b.Add(one, g.b.Multiply(g.params[0], g.b.Subtract(one, s))));
+    auto exe = g.Compile(g.b.Tuple({d_up, d_gate}));
+    *converts = Count(*exe->module().entry(), Opcode::kConvert);
+    *wide = 0;  // f32 arrays written
+    for (const auto& inst : exe->module().entry()->instructions())
+      *wide += inst->shape() == Shape(DType::kF32, {rows, cols});
+    return exe->Run({host::HalfBuffer(bf16, gate, {rows, cols}),
+                     host::HalfBuffer(bf16, up, {rows, cols}),
+                     host::HalfBuffer(bf16, dy, {rows, cols})});
+  };
+  int64_t converts = 0, wide = 0;
+  auto fused = run(true, &converts, &wide);
+  EXPECT_EQ(converts, 0) << "a widened copy written for several readers";
+  EXPECT_EQ(wide, 0) << "the logistic's fusion writes it rounded to bf16";
+  const std::vector<double> got_up = host::HalfValues(fused[0]);
+  const std::vector<double> got_gate = host::HalfValues(fused[1]);
+  for (int64_t i = 0; i < n; ++i) {
+    // The logistic is an f32 routine within about an ulp: its bf16 may be
+    // one bf16 ulp off the exact value's, and so may what reads it.
+    const long double x = gate[i];
+    const double s = round(1 / (1 + std::exp(-x)));
+    const double want_up = round(dy[i] * round(x * s));
+    const double want_gate =
+        round(round(round(dy[i] * up[i]) * s) * round(1 + round(x * round(1 - s))));
+    ASSERT_NEAR(got_up[i], want_up, std::ldexp(std::fabs(want_up), -6) + 1e-30) << i;
+    ASSERT_NEAR(got_gate[i], want_gate, std::ldexp(std::fabs(want_gate), -6) + 1e-30) << i;
+  }
+  auto unfused = run(false, &converts, &wide);
+  for (size_t k = 0; k < fused.size(); ++k) {
+    EXPECT_EQ(std::memcmp(fused[k].data(), unfused[k].data(), fused[k].shape().byte_size()), 0)
+        << "output " << k;
+  }
+}
+
+// An f32 sum of two full-size operands read by four fusions is written once:
+// computing it in each would read both operands four times (32 bytes an
+// element) where writing it reads them once, writes it and reads it four
+// times (28). With two readers it is computed in each (16 against 20).
+TEST(Fusion, ACheapOpIsComputedAgainOnlyWhereThatMovesFewerBytes) {
+  const int64_t n = 999;
+  const Shape vec(DType::kF32, {n});
+  std::vector<float> a = Random<float>(n, 81, -1, 1), b = Random<float>(n, 82, -1, 1);
+  for (int readers : {2, 4}) {
+    SCOPED_TRACE(readers);
+    Graph g({vec, vec});
+    auto* sum = g.b.Add(g.params[0], g.params[1]);
+    std::vector<Instruction*> results;
+    for (int k = 0; k < readers; ++k) {
+      auto* scale = g.b.Broadcast(g.b.ConstantScalar<float>(k + 1.0f), {n}, {});
+      results.push_back(g.b.Unary(Opcode::kExp, g.b.Multiply(sum, scale)));
+    }
+    auto exe = g.Compile(g.b.Tuple(results));
+    EXPECT_EQ(Count(*exe->module().entry(), Opcode::kAdd), readers == 2 ? 0 : 1)
+        << hlo::ToText(exe->module());
+    auto out = exe->Run({Arg(a, {n}), Arg(b, {n})});
+    for (int k = 0; k < readers; ++k) {
+      const std::vector<float> y = out[k].ToVector<float>();
+      for (int64_t i = 0; i < n; ++i) {
+        const double want = std::exp((double(a[i]) + b[i]) * (k + 1));
+        ASSERT_NEAR(y[i], want, 1e-6 * want) << k << "," << i;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace strata::runtime

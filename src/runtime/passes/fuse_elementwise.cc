@@ -11,8 +11,11 @@
 // select in the same fusion. Everything else a fusion reads becomes one of
 // its parameters.
 //
-// An elementwise op with the root's dims that is also one of the
-// computation's results joins as an extra output (a multi-output fusion,
+// A cheap elementwise op (a convert, an add, a multiply, a select) that
+// other ops read too joins as well, computed again in the fusion: its
+// operands are read instead of its result, and once every reader is a
+// fusion it is never written. An elementwise op with the root's dims that is
+// also one of the computation's results joins as an extra output (a multi-output fusion,
 // whose result is a tuple): its operands are then read once, by the fusion,
 // instead of once by its own fusion and again through its result (AdamW's
 // new moments, which the new parameter also reads). Only results: a user
@@ -157,9 +160,37 @@ bool IsRowShaped(const Shape& s, const std::vector<int64_t>& dims, int64_t lead)
          WithoutUnitDims(s.dims()) == WithoutUnitDims(std::span<const int64_t>(dims.data(), lead));
 }
 
+// Elementwise ops cheap enough to compute again in each fusion that reads
+// them (XLA duplicates cheap producers into their consumers too): writing
+// their result once and reading it in every reader costs more than
+// recomputing it, and a loop over memory is bound by the bytes it moves.
+// Transcendentals, divisions and roots are not cheap.
+bool IsCheapToRepeat(const Instruction& i) {
+  switch (i.opcode()) {
+    case Opcode::kConvert:
+    case Opcode::kNegate:
+    case Opcode::kAbs:
+    case Opcode::kAdd:
+    case Opcode::kSubtract:
+    case Opcode::kMultiply:
+    case Opcode::kMaximum:
+    case Opcode::kMinimum:
+    case Opcode::kSelect:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// A cheap op is repeated in at most this many readers.
+constexpr size_t kMaxRepeats = 4;
+
 struct Group {
   Instruction* root = nullptr;
   std::unordered_set<Instruction*> members;
+  // Members that also stay outside for readers elsewhere: the fusion
+  // computes them again (cheap ones only).
+  std::unordered_set<Instruction*> repeated;
   std::vector<Instruction*> outputs;  // members also read outside, after the root
   std::vector<Instruction*> joined;   // members in the order they joined (deterministic)
   int64_t core = 0;
@@ -193,6 +224,10 @@ class Fuser {
     hlo::Computation::Replacements replacements;
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
       Instruction* root = *it;
+      if (Dead(root)) {
+        dead_.insert(root);
+        continue;
+      }
       if (fused_.count(root) || !IsFloat(ComputeType(*root)) ||
           !IsCore(*root, ComputeType(*root)) || root->shape().rank() > kMaxFusedRank) {
         continue;
@@ -200,7 +235,7 @@ class Fuser {
       Group g = Grow(root);
       if (g.core < 2 && !(g.core == 1 && g.absorbs_broadcast)) continue;
       for (Instruction* m : g.members) {
-        if (m->opcode() != Opcode::kBroadcast) fused_.insert(m);
+        if (m->opcode() != Opcode::kBroadcast && !g.repeated.count(m)) fused_.insert(m);
       }
       Instruction* fusion = Build(g, order);
       if (g.outputs.empty()) {
@@ -219,14 +254,67 @@ class Fuser {
   }
 
  private:
+  // Whether nothing will read `root` once the fusions built so far replace
+  // what they hold: every reader is a member of one, or dead itself, and no
+  // fusion reads it as an operand. (A cheap op every reader computed again
+  // needs no fusion of its own.) All readers come later, so all were seen.
+  bool Dead(Instruction* root) const {
+    if (root == c_.root() || read_.count(root)) return false;
+    auto it = users_.find(root);
+    if (it == users_.end()) return false;
+    for (Instruction* u : it->second) {
+      if (!fused_.count(u) && !dead_.count(u)) return false;
+    }
+    return true;
+  }
+
+  // Every reader of `i` is in the group and leaves with it (a repeated
+  // member still reads `i` outside).
   bool AllUsersIn(Instruction* i, const Group& g) const {
-    if (i == c_.root()) return false;
+    // (A value a built fusion reads stays written: no other fusion may
+    // compute it inside only.)
+    if (i == c_.root() || read_.count(i)) return false;
     auto it = users_.find(i);
     if (it == users_.end()) return false;
     for (Instruction* u : it->second) {
-      if (!g.members.count(u)) return false;
+      if (!g.members.count(u) || g.repeated.count(u)) return false;
     }
     return true;
+  }
+
+  // Whether `i`, read outside the group as well, may be computed again in
+  // it: cheap, elementwise at the root's dims, read by a few ops.
+  bool CanRepeat(Instruction* i, const Group& g, DType type) const {
+    if (!IsCheapToRepeat(*i) || !IsCore(*i, type) || i == c_.root() ||
+        i->shape().dims() != g.root->shape().dims()) {
+      return false;
+    }
+    // A rounding to bf16 is written once: repeated, its readers would read
+    // the wide value it rounds instead (an exp's result in f32).
+    if (i->opcode() == Opcode::kConvert &&
+        DTypeSize(i->shape().dtype()) < DTypeSize(i->operand(0)->shape().dtype())) {
+      return false;
+    }
+    auto it = users_.find(i);
+    if (it == users_.end() || it->second.size() > kMaxRepeats) return false;
+    // Bytes per element: computed again by each of n readers, it reads its
+    // full-size operands n times; written once, it reads them once, writes
+    // itself and is read n times. Repeat only where that moves no more.
+    const int64_t n = static_cast<int64_t>(it->second.size());
+    int64_t reads = 0;
+    for (const Instruction* op : i->operands()) {
+      if (op->shape().dims() == i->shape().dims() && op->opcode() != Opcode::kBroadcast &&
+          op->opcode() != Opcode::kConstant) {
+        // No chains: repeating an op over another cheap op would repeat that
+        // one too, and each reader would read everything the chain reads
+        // (a backward chain of products, each also read elsewhere). Only
+        // converts are passed through.
+        if (IsCheapToRepeat(*op) && op->opcode() != Opcode::kConvert) return false;
+        reads += DTypeSize(op->shape().dtype());
+      }
+    }
+    const int64_t own = DTypeSize(i->shape().dtype());
+    return n * reads <= reads + own + n * own;
   }
 
   Instruction* Element(Instruction* tuple, int64_t index) {
@@ -243,11 +331,11 @@ class Fuser {
   // (a tuple), which nothing reads, so no cycle can form through it.
   bool CanExport(Instruction* i, const Group& g) const {
     const Instruction* result = c_.root();
-    if (i == result || result->opcode() != Opcode::kTuple) return false;
+    if (i == result || result->opcode() != Opcode::kTuple || read_.count(i)) return false;
     auto it = users_.find(i);
     if (it == users_.end()) return false;
     for (Instruction* u : it->second) {
-      if (u != result && !g.members.count(u)) return false;
+      if (u != result && (!g.members.count(u) || g.repeated.count(u))) return false;
     }
     return true;
   }
@@ -328,6 +416,11 @@ class Fuser {
           g.outputs.push_back(op);
           ++g.core;
           changed = true;
+        } else if (CanRepeat(op, g, type)) {
+          g.Join(op);
+          g.repeated.insert(op);
+          ++g.core;
+          changed = true;
         } else if (op->opcode() == Opcode::kBroadcast && op->operand(0)->shape().rank() == 0 &&
                    g.lead >= 0 && IsRowShaped(op->shape(), dims, g.lead)) {
           g.Join(op);  // a scalar spread over the row values
@@ -367,6 +460,7 @@ class Fuser {
       p->parameter_number = static_cast<int64_t>(arguments.size());
       p->set_name(fmt::format("p{}", arguments.size()));
       arguments.push_back(outer);
+      read_.insert(outer);
       return inside[outer] = fused->AddInstruction(std::move(p));
     };
     for (Instruction* m : order) {  // operands before users
@@ -419,6 +513,8 @@ class Fuser {
   hlo::Computation& c_;
   std::unordered_map<const Instruction*, std::vector<Instruction*>> users_;
   std::unordered_set<const Instruction*> fused_;
+  std::unordered_set<const Instruction*> dead_;  // read by nothing once fused
+  std::unordered_set<const Instruction*> read_;  // the built fusions' operands
   int64_t count_ = 0;
 };
 
@@ -438,6 +534,7 @@ bool FuseElementwise(hlo::Module& module) {
   }
   bool changed = false;
   for (hlo::Computation* c : programs) changed |= Fuser(module, *c).Run();
+  if (changed) module.RemoveUnreachableComputations();  // fusions nothing reads
   return changed;
 }
 
