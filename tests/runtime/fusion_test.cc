@@ -634,6 +634,62 @@ TEST(RowFusion, RmsNormWithPerRowArithmeticIsOneFusion) {
   }
 }
 
+// An RMS norm whose scale two fusions read (the normalized value and
+// another): neither may compute the reduction inside only, since the other
+// reads the scale too. So the reduction roots a fusion of its own (a reduce
+// fusion) that squares the bf16 input as it reads it — the f32 input and its
+// squares are never written — and writes one value per row; the sum, the
+// reduction and the rsqrt are each computed once (with the scale absorbed
+// by the first fusion, the second read it from a copy computed outside as
+// well). Against a plain loop in doubles.
+TEST(RowFusion, AReductionReadOutsideFusesWithTheOpsThatMakeItsInput) {
+  const int64_t rows = 13, cols = 160;
+  const int64_t n = rows * cols;
+  const DType bf16 = DType::kBF16;
+  std::vector<double> x;
+  for (float v : Random<float>(n, 91, -2, 2)) x.push_back(static_cast<double>(v));
+  const host::Format format = host::FormatOf(bf16);
+  for (double& v : x) v = static_cast<double>(host::RoundTo(format, v));
+  Graph g({Shape(bf16, {rows, cols})});
+  auto& b = g.b;
+  auto* wide = b.Convert(g.params[0], DType::kF32);
+  auto* squares = b.Reduce(b.Multiply(wide, wide), b.ConstantScalar(0.0f), {1},
+                           Reducer(g, Opcode::kAdd, DType::kF32));
+  auto* mean = b.Divide(squares, b.Broadcast(b.ConstantScalar(float(cols)), {rows}, {}));
+  auto* r = b.Unary(Opcode::kRsqrt, b.Add(mean, b.Broadcast(b.ConstantScalar(1e-5f), {rows}, {})));
+  auto* scale = b.Broadcast(r, {rows, cols}, {0});
+  auto* normed = b.Convert(b.Multiply(wide, scale), bf16);
+  auto* other = b.Multiply(b.Unary(Opcode::kExp, wide), scale);
+  auto exe = g.Compile(b.Tuple({normed, other}));
+  int64_t reduces = 0, roots = 0, rsqrts = 0;
+  for (const auto& c : exe->module().computations()) {
+    reduces += Count(*c, Opcode::kReduce);
+    rsqrts += Count(*c, Opcode::kRsqrt);
+    roots += c->root()->opcode() == Opcode::kReduce;
+  }
+  const hlo::Computation& entry = *exe->module().entry();
+  EXPECT_EQ(reduces, 1) << hlo::ToText(exe->module());
+  EXPECT_EQ(rsqrts, 1) << hlo::ToText(exe->module());
+  EXPECT_EQ(roots, 1) << "the reduce fusion's computation";
+  EXPECT_EQ(Count(entry, Opcode::kReduce), 0);
+  EXPECT_EQ(Count(entry, Opcode::kConvert) + Count(entry, Opcode::kMultiply), 0);
+  auto out = exe->Run({host::HalfBuffer(bf16, x, {rows, cols})});
+  const std::vector<double> got_normed = host::HalfValues(out[0]);
+  const std::vector<float> got_other = out[1].ToVector<float>();
+  for (int64_t i = 0; i < rows; ++i) {
+    double ss = 0;
+    for (int64_t c = 0; c < cols; ++c) ss += x[i * cols + c] * x[i * cols + c];
+    const double scale_i = 1 / std::sqrt(ss / cols + 1e-5);
+    for (int64_t c = 0; c < cols; ++c) {
+      const double v = x[i * cols + c];
+      ASSERT_NEAR(got_normed[i * cols + c], v * scale_i, std::ldexp(std::fabs(v * scale_i), -7))
+          << i << ", " << c;
+      ASSERT_NEAR(got_other[i * cols + c], std::exp(v) * scale_i, 1e-5 * std::exp(v) * scale_i)
+          << i << ", " << c;
+    }
+  }
+}
+
 // Per-row values computed outside (a row operand) are read one per row, and
 // per-row ops over only them stay outside when the fusion has no reduction.
 TEST(RowFusion, PerRowOperandsAndRowOpsWithoutAReduction) {

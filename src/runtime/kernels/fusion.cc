@@ -178,13 +178,15 @@ class FusedLoop {
   // row: the elements a reduction covers (0 without reductions).
   // outputs: the op each output of the fusion is (one, or a tuple's).
   // half_outputs[j]: output j is bf16.
+  // row_output: the one output is a row reduction, one value per row.
   FusedLoop(std::vector<Op> ops, std::vector<int64_t> outputs, std::vector<bool> half_outputs,
-            std::vector<int64_t> dims, int64_t row, ThreadPool& pool)
+            std::vector<int64_t> dims, int64_t row, bool row_output, ThreadPool& pool)
       : ops_(std::move(ops)),
         outputs_(std::move(outputs)),
         half_outputs_(std::move(half_outputs)),
         dims_(std::move(dims)),
         row_(row),
+        row_output_(row_output),
         pool_(&pool) {
     n_ = 1;
     for (int64_t d : dims_) n_ *= d;
@@ -199,8 +201,8 @@ class FusedLoop {
     // One output that is the last op writes its blocks in place. Otherwise
     // each block's outputs are copied out once the whole block is computed:
     // an output may share its buffer with an operand the block still reads.
-    const bool in_place =
-        outputs_.size() == 1 && outputs_[0] + 1 == std::ssize(ops_) && !half_outputs_[0];
+    const bool in_place = outputs_.size() == 1 && outputs_[0] + 1 == std::ssize(ops_) &&
+                          !half_outputs_[0] && !row_output_;
     bool all_uniform = true;
     for (int64_t k : outputs_) all_uniform = all_uniform && ops_[k].uniform;
     if (all_uniform) {
@@ -235,6 +237,11 @@ class FusedLoop {
   // Output j's elements [at, at + m) from v: a bf16 output keeps each
   // value's top half (it holds a bf16 exactly).
   void Store(const KernelArgs& args, size_t j, int64_t at, int64_t m, const Value<T>& v) const {
+    if (row_output_) {  // the block is one row, v its reduction
+      T* out = reinterpret_cast<T*>(args.outputs[j]);
+      out[at / row_] = v.ptr[0];
+      return;
+    }
     if (half_outputs_[j]) {
       if constexpr (std::is_same_v<T, float>) {
         uint16_t* out = reinterpret_cast<uint16_t*>(args.outputs[j]) + at;
@@ -389,6 +396,7 @@ class FusedLoop {
   std::vector<bool> half_outputs_;
   std::vector<int64_t> dims_;
   int64_t row_ = 0;
+  bool row_output_ = false;
   int64_t n_ = 0;
   ThreadPool* pool_;
 };
@@ -538,7 +546,7 @@ std::vector<Op> Translate(const hlo::Computation& fused, int64_t elements, int64
 // The elements each of the fusion's reductions covers: all reduce the same
 // trailing dims of the fusion's shape. 0 when it has none.
 int64_t FusedRowLength(const Instruction& fusion) {
-  const std::vector<int64_t> dims = FusionOutputShape(fusion)->dims();
+  const std::vector<int64_t> dims = FusionLoopShape(fusion)->dims();
   int64_t row = 0;
   for (const auto& inst : fusion.called.at(0)->instructions()) {
     if (inst->opcode() != Opcode::kReduce) continue;
@@ -565,7 +573,7 @@ int64_t FusedRowLength(const Instruction& fusion) {
 
 bool FusedKernelRuns(const Instruction& fusion, ThreadPool& pool) {
   if (!fusion.fusion_kind.empty()) return false;
-  const std::optional<Shape> leaf = FusionOutputShape(fusion);
+  const std::optional<Shape> leaf = FusionLoopShape(fusion);
   if (!leaf || leaf->rank() > 8) return false;
   const std::optional<DType> computes = FusionComputeType(fusion);
   if (!computes) return false;
@@ -634,7 +642,7 @@ bool FusionReadsElementwise(const Instruction& fusion, int64_t index) {
 
 KernelInfo MakeFusionKernel(const Instruction& inst, ThreadPool& pool) {
   const hlo::Computation& fused = *inst.called.at(0);
-  const std::optional<Shape> leaf = FusionOutputShape(inst);
+  const std::optional<Shape> leaf = FusionLoopShape(inst);
   if (!leaf) {
     Fail("[runtime] fusion {}: a loop fusion's outputs must be arrays of one shape, got {}",
          inst.name(), inst.shape().ToString());
@@ -643,6 +651,12 @@ KernelInfo MakeFusionKernel(const Instruction& inst, ThreadPool& pool) {
   if (dims.size() > 8)
     Fail("[runtime] fusion {} has rank {} (at most 8)", inst.name(), dims.size());
   const int64_t row = FusedRowLength(inst);
+  // A result with one value per row: the fusion's root is its reduction.
+  const bool row_output = inst.shape().is_array() && inst.shape().dims() != dims;
+  if (row_output && (row == 0 || inst.shape().num_elements() * row != leaf->num_elements())) {
+    Fail("[runtime] fusion {}: its result {} is neither its loop's shape {} nor one value per row",
+         inst.name(), inst.shape().ToString(), leaf->ToString());
+  }
   std::vector<int64_t> outputs;
   std::vector<Op> ops = Translate(fused, leaf->num_elements(), row, outputs);
   std::vector<bool> half_outputs;
@@ -650,11 +664,11 @@ KernelInfo MakeFusionKernel(const Instruction& inst, ThreadPool& pool) {
   const std::optional<DType> type = FusionComputeType(inst);
   if (type == DType::kF32) {
     return {FusedLoop<float>(std::move(ops), std::move(outputs), std::move(half_outputs),
-                             std::move(dims), row, pool)};
+                             std::move(dims), row, row_output, pool)};
   }
   if (type == DType::kF64) {
     return {FusedLoop<double>(std::move(ops), std::move(outputs), std::move(half_outputs),
-                              std::move(dims), row, pool)};
+                              std::move(dims), row, row_output, pool)};
   }
   UnsupportedType(inst, leaf->dtype());
 }

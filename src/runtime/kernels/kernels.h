@@ -125,6 +125,18 @@ inline std::optional<Shape> FusionOutputShape(const hlo::Instruction& fusion) {
   }
   return shape.tuple_shape(0);
 }
+// The dims a fused loop runs over: FusionOutputShape's, or, for a fusion
+// whose result is one row reduction (its computation's root a reduce over
+// trailing dims), the reduced operand's dims with the result's element type:
+// each block reduces a row and writes one value.
+inline std::optional<Shape> FusionLoopShape(const hlo::Instruction& fusion) {
+  const hlo::Instruction* root = fusion.called.empty() ? nullptr : fusion.called[0]->root();
+  if (root && root->opcode() == hlo::Opcode::kReduce && fusion.shape().is_array() &&
+      root->operand(0)->shape().is_array()) {
+    return root->operand(0)->shape().WithDType(fusion.shape().dtype());
+  }
+  return FusionOutputShape(fusion);
+}
 // What a fused loop computes in: f64 when every output is f64, f32 when
 // every output is f32 or bf16; none for any other mix.
 inline std::optional<DType> FusionComputeType(const hlo::Instruction& fusion) {

@@ -185,8 +185,24 @@ bool IsCheapToRepeat(const Instruction& i) {
 // A cheap op is repeated in at most this many readers.
 constexpr size_t kMaxRepeats = 4;
 
+// A row reduction that may root a fusion of its own (a reduce fusion): the
+// elementwise ops that make its input join it, so the input is never
+// written, and the fusion's result is the reduction's, one value per row.
+bool IsRowReduction(const Instruction& i) {
+  return i.opcode() == Opcode::kReduce && i.operand_count() == 2 && i.shape().is_array() &&
+         i.operand(0)->shape().is_array() &&
+         RowReduceLength(i, i.operand(0)->shape().dims(), i.shape().dtype()) > 0;
+}
+
+// The dims a fusion rooted at `root` loops over: a reduction's input's.
+const std::vector<int64_t>& LoopDims(const Instruction& root) {
+  return IsRowReduction(root) ? root.operand(0)->shape().dims() : root.shape().dims();
+}
+
 struct Group {
   Instruction* root = nullptr;
+  std::vector<int64_t> dims;  // what the fusion loops over
+  bool reduction = false;     // rooted at a row reduction: one output, per row
   std::unordered_set<Instruction*> members;
   // Members that also stay outside for readers elsewhere: the fusion
   // computes them again (cheap ones only).
@@ -228,12 +244,15 @@ class Fuser {
         dead_.insert(root);
         continue;
       }
+      const bool reduction = IsRowReduction(*root);
       if (fused_.count(root) || !IsFloat(ComputeType(*root)) ||
-          !IsCore(*root, ComputeType(*root)) || root->shape().rank() > kMaxFusedRank) {
+          (!reduction && !IsCore(*root, ComputeType(*root))) ||
+          LoopDims(*root).size() > static_cast<size_t>(kMaxFusedRank)) {
         continue;
       }
       Group g = Grow(root);
-      if (g.core < 2 && !(g.core == 1 && g.absorbs_broadcast)) continue;
+      // (A reduction with nothing fused into it stays the reduce kernel.)
+      if (g.core < 2 && !(g.core == 1 && g.absorbs_broadcast && !reduction)) continue;
       for (Instruction* m : g.members) {
         if (m->opcode() != Opcode::kBroadcast && !g.repeated.count(m)) fused_.insert(m);
       }
@@ -278,6 +297,8 @@ class Fuser {
     if (it == users_.end()) return false;
     for (Instruction* u : it->second) {
       if (!g.members.count(u) || g.repeated.count(u)) return false;
+      // A broadcast other fusions also read stays outside, reading `i`.
+      if (u->opcode() == Opcode::kBroadcast && !AllUsersIn(u, g)) return false;
     }
     return true;
   }
@@ -286,7 +307,7 @@ class Fuser {
   // it: cheap, elementwise at the root's dims, read by a few ops.
   bool CanRepeat(Instruction* i, const Group& g, DType type) const {
     if (!IsCheapToRepeat(*i) || !IsCore(*i, type) || i == c_.root() ||
-        i->shape().dims() != g.root->shape().dims()) {
+        i->shape().dims() != g.dims) {
       return false;
     }
     // A rounding to bf16 is written once: repeated, its readers would read
@@ -331,7 +352,8 @@ class Fuser {
   // (a tuple), which nothing reads, so no cycle can form through it.
   bool CanExport(Instruction* i, const Group& g) const {
     const Instruction* result = c_.root();
-    if (i == result || result->opcode() != Opcode::kTuple || read_.count(i)) return false;
+    if (i == result || result->opcode() != Opcode::kTuple || read_.count(i) || g.reduction)
+      return false;
     auto it = users_.find(i);
     if (it == users_.end()) return false;
     for (Instruction* u : it->second) {
@@ -344,8 +366,7 @@ class Fuser {
   bool ReadPerRowInside(Instruction* i, const Group& g) const {
     if (!AllUsersIn(i, g)) return false;
     for (Instruction* user : users_.at(i)) {
-      if (user->opcode() == Opcode::kBroadcast &&
-          RowBroadcastLead(*user, g.root->shape().dims()) != g.lead) {
+      if (user->opcode() == Opcode::kBroadcast && RowBroadcastLead(*user, g.dims) != g.lead) {
         return false;
       }
     }
@@ -355,7 +376,7 @@ class Fuser {
   // An op on per-row values: elementwise over them, or a reshape that only
   // adds or drops unit dims.
   bool IsRowOp(const Instruction& i, const Group& g, DType type) const {
-    const std::vector<int64_t>& dims = g.root->shape().dims();
+    const std::vector<int64_t>& dims = g.dims;
     if (g.lead < 0 || !IsRowShaped(i.shape(), dims, g.lead)) return false;
     if (i.opcode() == Opcode::kReshape) {
       return i.shape().dtype() == type && IsRowShaped(i.operand(0)->shape(), dims, g.lead);
@@ -365,12 +386,18 @@ class Fuser {
 
   Group Grow(Instruction* root) {
     const DType type = ComputeType(*root);
-    const std::vector<int64_t>& dims = root->shape().dims();
+    const std::vector<int64_t>& dims = LoopDims(*root);
     const int64_t rank = static_cast<int64_t>(dims.size());
     Group g;
     g.root = root;
+    g.dims = dims;
     g.Join(root);
     g.core = 1;
+    if (IsRowReduction(*root)) {  // a row at a time from the start
+      g.reduction = true;
+      g.row = RowReduceLength(*root, dims, type);
+      g.lead = rank - static_cast<int64_t>(root->dimensions.size());
+    }
     for (bool changed = true; changed;) {
       changed = false;
       std::vector<Instruction*> candidates;
