@@ -27,7 +27,9 @@
 // on the way to them (the norm's + eps and rsqrt, reshapes of unit dims):
 // the fusion then runs a row at a time, and the reduction and what it reads
 // never leave cache. A row-shaped value the fusion does not compute is read
-// one element per row.
+// one element per row. A row reduction whose result several fusions read
+// roots a fusion of its own instead (a reduce fusion): the ops making its
+// input join it and its result is one value per row.
 //
 // An f32 fusion also takes bf16 values: the converts between f32 and bf16
 // the widening pass puts around each half-precision op (passes/widen_half.cc),
