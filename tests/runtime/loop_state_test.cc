@@ -147,7 +147,9 @@ TEST(LoopState, ScannedWeightsAreReadInPlaceNotCopied) {
     ExpectClose(out[0].ToVector<float>(), PlainLoop(h, w, Same));
     std::vector<float> updated = out[1].ToVector<float>();
     for (size_t i = 0; i < w.size(); ++i) ASSERT_EQ(updated[i], w[i] + 1) << i;
-    if (!donate) EXPECT_EQ(args[1].ToVector<float>(), w) << "the loop wrote its input";
+    if (!donate) {
+      EXPECT_EQ(args[1].ToVector<float>(), w) << "the loop wrote its input";
+    }
   }
 }
 
