@@ -307,6 +307,17 @@ class Planner {
     }
   }
 
+  // Whether nothing writes `slot`'s bytes while the program runs: a
+  // parameter of the entry, a constant, or loop state the body passes
+  // through unchanged (and is not a view into other state).
+  bool ReadOnlyWhileRunning(int64_t slot) const {
+    const Storage& st = program_->storages_.at(program_->slot_storage_[slot]);
+    if (st.kind == StorageKind::kParameter || st.kind == StorageKind::kConstant) return true;
+    return st.kind == StorageKind::kLoopState &&
+           st.index < static_cast<int64_t>(program_->root_slots_.size()) &&
+           program_->root_slots_[st.index] == slot && !view_slots_.count(slot);
+  }
+
   // Whether a dynamic-slice step reads a contiguous block (unit slices of
   // leading dims, then one dim cut, then whole dims) of a leaf nothing
   // writes while the program runs: a parameter of the entry, a constant, or
@@ -319,13 +330,7 @@ class Planner {
     for (int64_t r : program_->root_slots_) {
       if (r == out) return false;
     }
-    const Storage& st = program_->storages_.at(program_->slot_storage_[in]);
-    bool read_only = st.kind == StorageKind::kParameter || st.kind == StorageKind::kConstant;
-    if (st.kind == StorageKind::kLoopState) {
-      read_only = st.index < static_cast<int64_t>(program_->root_slots_.size()) &&
-                  program_->root_slots_[st.index] == in && !view_slots_.count(in);
-    }
-    if (!read_only) return false;
+    if (!ReadOnlyWhileRunning(in)) return false;
     const std::vector<int64_t>& dims = inst.operand(0)->shape().dims();
     const std::vector<int64_t>& sizes = inst.dynamic_slice_sizes;
     size_t d = 0;
@@ -348,14 +353,10 @@ class Planner {
     if (state.tuple_size() != static_cast<int64_t>(step.output_slots.size())) return false;
     const int64_t k = static_cast<int64_t>(j);
     if (!state.tuple_shape(k).is_array()) return false;
+    // (A view's slot shares its operand's storage at an offset: the state
+    // would alias the operand's start.)
     const int64_t in = step.operand_slots[j];
-    const Storage& st = program_->storages_.at(program_->slot_storage_[in]);
-    bool read_only = st.kind == StorageKind::kParameter || st.kind == StorageKind::kConstant;
-    if (st.kind == StorageKind::kLoopState) {
-      read_only = st.index < static_cast<int64_t>(program_->root_slots_.size()) &&
-                  program_->root_slots_[st.index] == in;
-    }
-    if (!read_only || view_slots_.count(in)) return false;
+    if (!ReadOnlyWhileRunning(in) || view_slots_.count(in)) return false;
     const hlo::Computation& condition = *loop.called[0];
     const hlo::Computation& body = *loop.called[1];
     for (const auto& inst : condition.instructions()) {
