@@ -29,7 +29,11 @@ BUILD_DIR=${BUILD_DIR:-build-bench}
 LAYERS=${LAYERS:-2 8 32}
 ROUNDS=${ROUNDS:-1}
 CORETYPES=${CORETYPES:-unset SkylakeX Haswell}
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF >/dev/null
+# A build dir of its own is configured without the tests; an existing one
+# (BUILD_DIR=build) keeps its configuration.
+if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF >/dev/null
+fi
 ninja -C "$BUILD_DIR" train_step_bench >/dev/null
 out=$(mktemp -d)
 for round in $(seq "$ROUNDS"); do

@@ -506,7 +506,7 @@ void BindOps(py::module_& m) {
   m.def("dropout", &nn::dropout, py::arg("x"), py::arg("p"), py::arg("key"),
         py::arg("training") = true);
   m.def("scaled_dot_product_attention", &nn::scaled_dot_product_attention, py::arg("q"),
-        py::arg("k"), py::arg("v"), py::arg("is_causal") = true);
+        py::arg("k"), py::arg("v"), py::arg("is_causal") = true, py::arg("fused") = true);
   m.def(
       "rotary_tables",
       [](int64_t seq, int64_t head_dim, double theta, py::object dtype) {

@@ -15,6 +15,7 @@
 #include <unordered_set>
 
 #include "strata/core/error.h"
+#include "strata/hlo/attention.h"
 #include "strata/hlo/convolution.h"
 #include "strata/hlo/shape_inference.h"
 #include "strata/hlo/sharding.h"
@@ -248,10 +249,14 @@ struct Parser {
   void FinishComputation(PendingComputation& pc, const Token& close);
   void ParseInstruction(PendingComputation& pc);
   OperandRef ParseOperand();
-  // `custom_call_target` is set for a custom-call, which reads its target.
+  // A custom-call's target and backend_config, as written.
+  struct CustomCallText {
+    std::string target, backend_config;
+  };
+  // `custom_call` is set for a custom-call, which reads them.
   void ParseAttributes(Instruction& inst, const Token& opcode_token,
-                       std::string* custom_call_target = nullptr);
-  void CheckCustomCall(const std::string& target, const std::vector<OperandRef>& operands,
+                       CustomCallText* custom_call = nullptr);
+  void CheckCustomCall(const CustomCallText& call, const std::vector<OperandRef>& operands,
                        const Token& at);
   Shape ParseShape(int64_t depth, bool body_may_follow);
   bool IsDefaultLayout(int64_t rank);
@@ -654,17 +659,18 @@ void Parser::ParseInstruction(PendingComputation& pc) {
   }
   Expect(')', "after operands");
   if (bitcast) CheckBitcast(pc, shape, shape_default_layout, pending.operands, opcode_token);
-  std::string target;
-  ParseAttributes(*inst, opcode_token, custom_call ? &target : nullptr);
+  CustomCallText call;
+  ParseAttributes(*inst, opcode_token, custom_call ? &call : nullptr);
   if (custom_call) {
-    CheckCustomCall(target, pending.operands, opcode_token);
-    if (target != "Sharding") {  // a manual-sharding boundary: an op of its own
-      auto boundary =
+    CheckCustomCall(call, pending.operands, opcode_token);
+    if (call.target != "Sharding") {  // a manual-sharding boundary or fused attention
+      auto op =
           std::make_unique<Instruction>(Opcode::kCustomCall, shape, std::vector<Instruction*>{});
-      boundary->set_name(std::string(name));
-      boundary->sharding = std::move(inst->sharding);
-      boundary->custom_call_target = target;
-      inst = std::move(boundary);
+      op->set_name(std::string(name));
+      op->sharding = std::move(inst->sharding);
+      op->custom_call_target = call.target;
+      if (IsAttentionTarget(call.target)) op->backend_config = call.backend_config;
+      inst = std::move(op);
     }
   }
 
@@ -693,16 +699,31 @@ void Parser::CheckBitcast(const PendingComputation& pc, const Shape& shape, bool
   }
 }
 
-void Parser::CheckCustomCall(const std::string& target, const std::vector<OperandRef>& operands,
+void Parser::CheckCustomCall(const CustomCallText& call, const std::vector<OperandRef>& operands,
                              const Token& at) {
+  const std::string& target = call.target;
   if (target.empty()) FailAt(at, "custom-call is missing attribute 'custom_call_target'");
+  if (IsAttentionTarget(target)) {
+    const size_t expected = target == kAttentionTarget ? 3 : 6;
+    if (operands.size() != expected) {
+      FailAt(at, "custom-call target '{}' takes {} operands, found {}", target, expected,
+             operands.size());
+    }
+    try {
+      ParseAttentionConfig(call.backend_config);
+    } catch (const Error& e) {
+      FailAt(at, "{}", e.what());
+    }
+    return;
+  }
   if (target != "Sharding" && target != "SPMDFullToShardShape" &&
       target != "SPMDShardToFullShape") {
     FailAt(at,
            "custom-call target '{}' is not supported: strata runs the targets JAX's sharding "
            "emits: \"Sharding\" (an annotation, read as a copy with its sharding), "
            "\"SPMDFullToShardShape\" and \"SPMDShardToFullShape\" (a manual region's "
-           "boundaries); library calls are not implemented",
+           "boundaries), and its own fused attention (\"strata.attention\", "
+           "\"strata.attention_grad\"); library calls are not implemented",
            target);
   }
   if (operands.size() != 1) {
@@ -725,7 +746,7 @@ OperandRef Parser::ParseOperand() {
 }
 
 void Parser::ParseAttributes(Instruction& inst, const Token& opcode_token,
-                             std::string* custom_call_target) {
+                             CustomCallText* custom_call) {
   std::unordered_set<std::string_view> seen;
   while (TakeIf(',')) {
     Token key = ExpectName("an attribute name after ','");
@@ -735,18 +756,20 @@ void Parser::ParseAttributes(Instruction& inst, const Token& opcode_token,
       inst.sharding = ParseSharding();
       continue;
     }
-    if (custom_call_target && key.text == "custom_call_target") {
+    if (custom_call && (key.text == "custom_call_target" || key.text == "backend_config")) {
       Token value = Take();
       if (value.kind != TokenKind::kString) {
-        FailAt(value, "expected a string after 'custom_call_target=', found {}", Describe(value));
+        FailAt(value, "expected a string after '{}=', found {}", key.text, Describe(value));
       }
-      *custom_call_target = std::string(value.text.substr(1, value.text.size() - 2));
+      std::string text(value.text.substr(1, value.text.size() - 2));
+      (key.text == "custom_call_target" ? custom_call->target : custom_call->backend_config) =
+          std::move(text);
       continue;
     }
-    if (custom_call_target) {
-      // How XLA calls the function (api_version, backend_config, operand
-      // layouts, ...): nothing for the one target strata runs, and the error
-      // for any other target is about the target, not its options.
+    if (custom_call) {
+      // How XLA calls the function (api_version, operand layouts, ...):
+      // nothing for the targets strata runs, and the error for any other
+      // target is about the target, not its options.
       SkipValue(key);
       continue;
     }

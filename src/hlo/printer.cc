@@ -130,6 +130,9 @@ std::string AttributesText(const Instruction& inst) {
       break;
     case Opcode::kCustomCall:
       add("custom_call_target", fmt::format("\"{}\"", inst.custom_call_target));
+      if (!inst.backend_config.empty()) {
+        add("backend_config", fmt::format("\"{}\"", inst.backend_config));
+      }
       break;
     case Opcode::kRngBitGenerator:
       add("algorithm", inst.rng_algorithm.empty() ? "rng_default" : inst.rng_algorithm);

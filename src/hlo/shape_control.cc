@@ -5,6 +5,7 @@
 #include <set>
 
 #include "shape_rules.h"
+#include "strata/hlo/attention.h"
 
 namespace strata::hlo::shape_rules {
 
@@ -99,6 +100,10 @@ Shape ControlShape(const View& inst) {
       return result;
     }
     case Opcode::kCustomCall: {
+      if (IsAttentionTarget(inst.attrs.custom_call_target)) {
+        ParseAttentionConfig(inst.attrs.backend_config);  // an Error when it does not read
+        return AttentionResultShape(inst.attrs.custom_call_target, inst.operands);
+      }
       // A manual-sharding boundary: one array in, the same element type and
       // rank out; into the manual region each dim shrinks to its shard's
       // size (or stays), out of it each grows back. The partitioner checks

@@ -60,6 +60,7 @@ void AddAttributes(HashBuilder& h, const hlo::Attributes& a) {
   h.AddString(a.rng_algorithm);
   h.AddString(a.fusion_kind);
   h.AddString(a.custom_call_target);
+  h.AddString(a.backend_config);
   h.AddString(a.algorithm);
   // Called computations are shared combiners: their (unique) names identify them.
   for (const hlo::Computation* c : a.called) h.AddString(c->name());
@@ -81,8 +82,9 @@ static bool IsDefault(const hlo::Attributes& a) {
          a.scatter == hlo::ScatterDims{} && a.window.empty() &&
          a.convolution == hlo::ConvolutionDims{} && a.feature_group_count == 1 &&
          a.batch_group_count == 1 && a.literal.size_bytes() == 0 && a.rng_algorithm.empty() &&
-         a.fusion_kind.empty() && a.custom_call_target.empty() && a.algorithm.empty() &&
-         a.sharding.empty() && a.called.empty() && a.parameter_number == -1 && a.tuple_index == -1;
+         a.fusion_kind.empty() && a.custom_call_target.empty() && a.backend_config.empty() &&
+         a.algorithm.empty() && a.sharding.empty() && a.called.empty() &&
+         a.parameter_number == -1 && a.tuple_index == -1;
 }
 
 namespace {

@@ -2,10 +2,13 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "strata/core/error.h"
+#include "strata/hlo/attention.h"
 #include "strata/lazy/index_check.h"
+#include "strata/lazy/op_builder.h"
 
 namespace strata::nn {
 namespace {
@@ -151,8 +154,58 @@ Tensor apply_rotary(const Tensor& x, const Tensor& cos, const Tensor& sin) {
   return x * cos + rotate_half(x) * sin;
 }
 
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                    bool causal) {
+namespace {
+
+// The fused kernel's gradient: one strata.attention_grad call reading q, k,
+// v and what the forward call saved (o and each row's log-sum-exp).
+class FusedAttentionGradient final : public ir::GradientRule {
+ public:
+  explicit FusedAttentionGradient(std::string config) : config_(std::move(config)) {}
+  std::vector<ir::Value> Vjp(const ir::NodePtr& node, const std::vector<ir::Value>& cotangents,
+                             const std::vector<bool>& needed) const override;
+
+ private:
+  std::string config_;
+};
+
+// The gradient call is not differentiated again: a second derivative
+// through attention takes the unfused form (fused=false).
+class NoSecondDerivative final : public ir::GradientRule {
+ public:
+  std::vector<ir::Value> Vjp(const ir::NodePtr&, const std::vector<ir::Value>&,
+                             const std::vector<bool>&) const override {
+    Fail(
+        "[scaled_dot_product_attention] the fused kernel's gradient has no gradient of its own; "
+        "for second derivatives call scaled_dot_product_attention(q, k, v, causal, "
+        "/*fused=*/false)");
+  }
+};
+
+std::vector<ir::Value> FusedAttentionGradient::Vjp(const ir::NodePtr& node,
+                                                   const std::vector<ir::Value>& cotangents,
+                                                   const std::vector<bool>& needed) const {
+  std::vector<ir::Value> grads(node->operands().size());
+  if (!cotangents[0] || std::none_of(needed.begin(), needed.end(), [](bool b) { return b; })) {
+    return grads;
+  }
+  const auto& in = node->operands();
+  hlo::Attributes attributes;
+  attributes.custom_call_target = std::string(hlo::kAttentionGradTarget);
+  attributes.backend_config = config_;
+  const ir::Value dout = lazy::ConvertValue(cotangents[0], in[0].shape().dtype());
+  ir::NodePtr grad =
+      ir::Node::MakeOp(hlo::Opcode::kCustomCall,
+                       {in[0], in[1], in[2], ir::Value{node, 0}, ir::Value{node, 1}, dout},
+                       std::move(attributes))
+          ->WithGradientRule(std::make_shared<NoSecondDerivative>());
+  for (int i = 0; i < 3; ++i) grads[i] = ir::Value{grad, i};
+  return grads;
+}
+
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
+                                    bool fused) {
   if (q.rank() != 4 || k.rank() != 4 || v.shape() != k.shape() || q.dim(0) != k.dim(0) ||
       q.dim(3) != k.dim(3) || q.dim(2) != k.dim(2) || k.dim(1) == 0 || q.dim(1) % k.dim(1) != 0) {
     Fail(
@@ -162,13 +215,26 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
         q.shape().ToString(), k.shape().ToString(), v.shape().ToString());
   }
   int64_t b = q.dim(0), h = q.dim(1), s = q.dim(2), d = q.dim(3), kv = k.dim(1), groups = h / kv;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  const DType dtype = q.dtype();
+  if (fused && k.dtype() == dtype && v.dtype() == dtype &&
+      (dtype == DType::kF32 || dtype == DType::kBF16) && d > 0) {
+    hlo::Attributes attributes;
+    attributes.custom_call_target = std::string(hlo::kAttentionTarget);
+    attributes.backend_config = hlo::PrintAttentionConfig({causal, scale});
+    std::string config = attributes.backend_config;
+    ir::NodePtr node =
+        ir::Node::MakeOp(hlo::Opcode::kCustomCall, {q.value(), k.value(), v.value()},
+                         std::move(attributes))
+            ->WithGradientRule(std::make_shared<FusedAttentionGradient>(std::move(config)));
+    return Tensor(ir::Value{node, 0});
+  }
   auto repeat =
       [&](const Tensor& t) {  // [B, KV, S, D] -> [B, H, S, D], each kv head `groups` times
         if (groups == 1) return t;
         return reshape(expand(unsqueeze(t, 2), {b, kv, groups, s, d}), {b, h, s, d});
       };
-  Tensor scores =
-      matmul(q, transpose(repeat(k), -1, -2)) * (1.0 / std::sqrt(static_cast<double>(d)));
+  Tensor scores = matmul(q, transpose(repeat(k), -1, -2)) * scale;
   if (causal) {
     Tensor rows = unsqueeze(arange(s), 1), cols = unsqueeze(arange(s), 0);
     scores = where(ge(rows, cols), scores, constant(-INFINITY, scores.dtype()));

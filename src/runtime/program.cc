@@ -1,5 +1,6 @@
 #include "program.h"
 
+#include "strata/hlo/attention.h"
 #include "strata/runtime/profile.h"
 #include "strata/runtime/trace.h"
 
@@ -130,6 +131,7 @@ KernelInfo MakeKernel(const Instruction& inst, ThreadPool& pool) {
     case Opcode::kFusion:
       return MakeFusionKernel(inst, pool);
     case Opcode::kCustomCall:
+      if (hlo::IsAttentionTarget(inst.custom_call_target)) return MakeAttentionKernel(inst, pool);
       // A manual region's boundary in a program that was not partitioned:
       // the identity where the region spans one device, else meaningless.
       if (inst.shape() != inst.operand(0)->shape()) {

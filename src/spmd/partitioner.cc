@@ -14,6 +14,7 @@
 #include "partition_context.h"
 #include "spmd_internal.h"
 #include "strata/core/error.h"
+#include "strata/hlo/attention.h"
 #include "strata/hlo/builder.h"
 #include "strata/hlo/shape_inference.h"
 #include "strata/hlo/text.h"
@@ -137,7 +138,10 @@ class Visitor {
   }
 
   PValue Visit(const Instruction& inst) {
-    if (inst.opcode() == Opcode::kCustomCall) return ManualBoundary(inst);
+    if (inst.opcode() == Opcode::kCustomCall) {
+      if (hlo::IsAttentionTarget(inst.custom_call_target)) return Attention(inst);
+      return ManualBoundary(inst);
+    }
     if (hlo::IsCollective(inst.opcode()) && state_.manual.count(&inst)) return AsWritten(inst);
     if (IsElementwiseOp(inst)) return Elementwise(inst);
     switch (inst.opcode()) {
@@ -190,6 +194,38 @@ class Visitor {
            hlo::OpcodeName(inst.opcode()), inst.name());
     }
     return Replicated(inst);
+  }
+
+  // Fused attention (hlo/attention.h) runs batch- and head-parallel: each
+  // device attends its own batch rows and heads over whole sequences. The
+  // split is the result's (o, or dq) on those two dims: the batch split
+  // where B divides evenly, the head split where both H and KV do (query
+  // head h reads kv head h / (H / KV), which must be on the same device).
+  PValue Attention(const Instruction& inst) {
+    const Shape& q = inst.operand(0)->shape();
+    const int64_t kv_heads = inst.operand(1)->shape().dim(1);
+    const AxisSharding& result = ShardingOf(inst).at(0);
+    AxisSharding s = AxisSharding::Replicated(4);
+    s.dims[0] = result.dims[0];
+    s.dims[1] = result.dims[1];
+    if (q.dim(0) % TileCount(state_.mesh, s, 0) != 0) s.dims[0].clear();
+    const int64_t head_tiles = TileCount(state_.mesh, s, 1);
+    if (q.dim(1) % head_tiles != 0 || kv_heads % head_tiles != 0) s.dims[1].clear();
+    AxisSharding rows = AxisSharding::Replicated(3);  // the log-sum-exp, [B, H, S]
+    rows.dims[0] = s.dims[0];
+    rows.dims[1] = s.dims[1];
+    std::vector<Instruction*> operands;
+    for (int64_t i = 0; i < inst.operand_count(); ++i) {
+      operands.push_back(OperandAs(inst, i, inst.operand(i)->shape().rank() == 3 ? rows : s).local);
+    }
+    std::vector<AxisSharding> leaves;
+    std::vector<Shape> local;
+    for (const Shape& leaf : inst.shape().Leaves()) {
+      leaves.push_back(leaf.rank() == 3 ? rows : s);
+      local.push_back(LocalShape(leaf, leaves.back()));
+    }
+    PValue v{Clone(inst, operands, Shape::Tuple(std::move(local))), inst.shape(), leaves};
+    return local_->ReshardLeaves(v, ShardingOf(inst), inst.name());
   }
 
   // A manual region's boundary. Entering it, each device's shard of the

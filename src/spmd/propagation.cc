@@ -11,6 +11,7 @@
 
 #include "spmd_internal.h"
 #include "strata/core/error.h"
+#include "strata/hlo/attention.h"
 #include "strata/spmd/partitioner.h"
 
 namespace strata::spmd {
@@ -314,6 +315,21 @@ class Propagation {
     return s;
   }
 
+  static bool IsAttention(const Instruction& inst) {
+    return inst.opcode() == Opcode::kCustomCall && hlo::IsAttentionTarget(inst.custom_call_target);
+  }
+  // Fused attention is batch- and head-parallel: a split of dims 0 and 1
+  // (batch, heads) carries over between its arrays, of rank 4 ([B, H, S, D])
+  // or 3 (the log-sum-exp, [B, H, S]); sequence and head dims stay whole.
+  static std::optional<AxisSharding> AttentionSplit(const std::optional<AxisSharding>& s,
+                                                    int64_t rank) {
+    if (!s || s->rank() < 2) return std::nullopt;
+    AxisSharding out = AxisSharding::Replicated(rank);
+    out.dims[0] = s->dims[0];
+    out.dims[1] = s->dims[1];
+    return out;
+  }
+
   bool Known(const Instruction& inst) {
     const Leaves& leaves = Of(inst);
     return std::all_of(leaves.begin(), leaves.end(), [](const auto& s) { return s.has_value(); });
@@ -345,6 +361,13 @@ class Propagation {
         }
       }
       if (replicated && (all_known || level_ == kAll)) SetArray(inst, replicated);
+      return;
+    }
+    if (IsAttention(inst)) {  // from q: o and lse, or dq, dk and dv
+      auto from = ArrayOf(*inst.operand(0));
+      const std::vector<Shape> leaves = inst.shape().Leaves();
+      for (size_t k = 0; k < leaves.size(); ++k)
+        Set(inst, k, AttentionSplit(from, leaves[k].rank()));
       return;
     }
     switch (op) {
@@ -522,6 +545,13 @@ class Propagation {
       if (s && s->IsReplicated() && level_ != kAll) return;
       for (const Instruction* o : inst.operands()) {
         if (o->shape().is_array() && o->shape().dims() == inst.shape().dims()) SetArray(*o, s);
+      }
+      return;
+    }
+    if (IsAttention(inst)) {  // from o (or dq): every operand
+      auto from = Of(inst)[0];
+      for (const Instruction* o : inst.operands()) {
+        SetArray(*o, AttentionSplit(from, o->shape().rank()));
       }
       return;
     }

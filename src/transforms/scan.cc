@@ -14,6 +14,7 @@
 #include <unordered_set>
 
 #include "strata/autograd/vjp_sweep.h"
+#include "strata/hlo/attention.h"
 #include "strata/ir/lowering.h"
 #include "strata/lazy/context.h"
 #include "strata/lazy/ops.h"
@@ -327,9 +328,15 @@ std::pair<Tree, Tree> scan(const ScanFn& fn, const Tree& init, const Tree& xs,
     }
     for (const ir::Node* n : graph.post_order) {
       if (n->kind() != ir::NodeKind::kOp || n->placeholder_level() < level ||
-          n->opcode() == hlo::Opcode::kTuple || (dots_only && n->opcode() != hlo::Opcode::kDot) ||
-          (no_batch && !n->attributes().dot.lhs_batch.empty()))
+          n->opcode() == hlo::Opcode::kTuple)
         continue;
+      // Fused attention's output and log-sum-exp count as a product's result
+      // ([B, H, S, D] and [B, H, S], never the scores): kept, the backward
+      // loop does not run the attention forward again.
+      const bool attention = n->opcode() == hlo::Opcode::kCustomCall &&
+                             n->attributes().custom_call_target == hlo::kAttentionTarget;
+      if (dots_only && n->opcode() != hlo::Opcode::kDot && !attention) continue;
+      if (no_batch && !attention && !n->attributes().dot.lhs_batch.empty()) continue;
       for (int64_t k = 0; k < n->num_outputs(); ++k) {
         if (!Differentiable(n->shape(k))) continue;
         loop->residuals.push_back(ir::Value{owners.at(n), k});

@@ -5,7 +5,11 @@
 #include <random>
 
 #include "gradient_check.h"
+#include "strata/autograd/grad.h"
+#include "strata/hlo/text.h"
+#include "strata/lazy/context.h"
 #include "strata/nn/functional.h"
+#include "strata/runtime/executable.h"
 
 namespace strata {
 namespace {
@@ -84,6 +88,75 @@ TEST(Attention, Gradients) {
       "gqa causal attention",
       [](auto& x) { return sum(tanh(nn::scaled_dot_product_attention(x[0], x[1], x[2]))); },
       {{{1, 4, 3, 2}}, {{1, 2, 3, 2}}, {{1, 2, 3, 2}}});
+}
+
+// The fused kernels (f32) against the composite of primitives run in
+// doubles over the same numbers, output and gradients; the composite's own
+// gradients are checked against finite differences above. The compiled
+// program is one call each way and holds no [B, H, S, S] array.
+TEST(FusedAttention, MatchesTheCompositeInDoublesWithItsGradients) {
+  const int64_t b = 2, h = 4, kv = 2, s = 70, d = 16;
+  for (bool causal : {true, false}) {
+    SCOPED_TRACE(causal ? "causal" : "not causal");
+    auto floats = [](const std::vector<double>& v) {
+      return std::vector<float>(v.begin(), v.end());
+    };
+    auto qv = floats(Random(b * h * s * d, 5)), kvals = floats(Random(b * kv * s * d, 6)),
+         vv = floats(Random(b * kv * s * d, 7)), wv = floats(Random(b * h * s * d, 8));
+    auto run = [&](DType dtype) {
+      auto make = [&](const std::vector<float>& x, std::vector<int64_t> dims) {
+        return astype(Tensor::FromVector(x, std::move(dims)), dtype);
+      };
+      Tensor q = make(qv, {b, h, s, d}), k = make(kvals, {b, kv, s, d}),
+             v = make(vv, {b, kv, s, d}), w = make(wv, {b, h, s, d});
+      Tensor out = nn::scaled_dot_product_attention(q, k, v, causal);
+      Tensor loss = sum(out * w);
+      std::vector<Tensor> results = gradients(loss, {q, k, v});
+      results.insert(results.begin(), out);
+      return results;
+    };
+    std::vector<Tensor> fused = run(DType::kF32), reference = run(DType::kF64);
+    // (Before the values are read, which makes them data.)
+    auto exe = runtime::Executable::Compile(lazy::LoweringContext(fused).module());
+    int calls = 0;
+    for (const auto& c : exe->module().computations()) {
+      for (const auto& inst : c->instructions()) {
+        calls += inst->opcode() == hlo::Opcode::kCustomCall;
+        for (const Shape& leaf : inst->shape().Leaves()) {
+          EXPECT_NE(leaf.dims(), (std::vector<int64_t>{b, h, s, s})) << hlo::ToText(*inst);
+        }
+      }
+    }
+    EXPECT_EQ(calls, 2) << hlo::ToText(exe->module());
+    const char* names[] = {"o", "dq", "dk", "dv"};
+    for (int i = 0; i < 4; ++i) {
+      auto got = fused[i].to_vector<float>();
+      auto want = reference[i].to_vector<double>();
+      ASSERT_EQ(got.size(), want.size());
+      double largest = 1;
+      for (double x : want) largest = std::max(largest, std::abs(x));
+      for (size_t x = 0; x < got.size(); ++x) {
+        ASSERT_NEAR(got[x], want[x], 5e-5 * largest) << names[i] << "[" << x << "]";
+      }
+    }
+  }
+}
+
+TEST(FusedAttention, ASecondDerivativeNamesTheUnfusedForm) {
+  Tensor q = Tensor::FromVector(std::vector<float>(2 * 3 * 4, 0.5f), {1, 2, 3, 4});
+  Tensor k = Tensor::FromVector(std::vector<float>(2 * 3 * 4, 0.25f), {1, 2, 3, 4});
+  Tensor loss = sum(nn::scaled_dot_product_attention(q, k, k) * q);
+  Tensor dq = gradients(loss, {q})[0];
+  try {
+    gradients(sum(dq * dq), {q});
+    ADD_FAILURE() << "a second derivative through the fused kernel";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("fused=*/false"), std::string::npos) << e.what();
+  }
+  // The unfused form has one (checked against finite differences in op_gradients_test).
+  Tensor unfused = sum(nn::scaled_dot_product_attention(q, k, k, true, false) * q);
+  Tensor dq2 = gradients(unfused, {q})[0];
+  EXPECT_EQ(gradients(sum(dq2 * dq2), {q})[0].shape(), q.shape());
 }
 
 }  // namespace

@@ -108,7 +108,10 @@ TEST(Trainer, FirstStepIsClippedAdamWOnTheLossGradient) {
 TEST(Trainer, SavingMatrixProductsGivesTheSameLosses) {
   // --remat dots keeps the forward's products instead of recomputing them,
   // dots-no-batch only the projections': the same numbers, from a different
-  // program (each compiles its own step; the same graph would be a cache hit).
+  // program than saving carries (it compiles its own step; the same graph
+  // would be a cache hit). With attention fused, a layer has no batched
+  // product left, so both policies keep the same values: dots-no-batch's
+  // step is dots' program, a cache hit.
   TrainOptions o = Tiny();
   Trainer carries(o, TestCorpus());
   std::vector<StepStats> reference;
@@ -120,7 +123,7 @@ TEST(Trainer, SavingMatrixProductsGivesTheSameLosses) {
     const int64_t compiles = lazy::Context::Get().metrics().compiles.load();
     for (int i = 0; i < 4; ++i) {
       StepStats b = saving.Step();
-      if (i == 0) {
+      if (i == 0 && std::string(remat) == "dots") {
         EXPECT_GT(lazy::Context::Get().metrics().compiles.load(), compiles);
       }
       EXPECT_NEAR(reference[i].loss, b.loss, 1e-6 * std::abs(b.loss)) << i;

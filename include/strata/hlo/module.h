@@ -101,9 +101,13 @@ struct Attributes {
   std::string rng_algorithm;        // rng-bit-generator ("rng_philox")
   std::string fusion_kind;          // fusion: XLA's kind; empty is kLoop
   // custom-call: the manual-sharding boundaries JAX's shard_map emits,
-  // "SPMDFullToShardShape" and "SPMDShardToFullShape" (the parser reads a
-  // "Sharding" target as a copy and rejects every other target).
+  // "SPMDFullToShardShape" and "SPMDShardToFullShape", and strata's fused
+  // attention, "strata.attention" and "strata.attention_grad" (the parser
+  // reads a "Sharding" target as a copy and rejects every other target).
   std::string custom_call_target;
+  // custom-call: the target's options; "strata.attention" and
+  // "strata.attention_grad" (hlo/attention.h) read theirs from it.
+  std::string backend_config;
   std::string sharding;                   // XLA sharding text, e.g. "{devices=[2,1]0,1}"
   ReplicaGroups replica_groups;           // all-reduce, all-gather, reduce-scatter, all-to-all
   SourceTargetPairs source_target_pairs;  // collective-permute

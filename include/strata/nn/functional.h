@@ -49,8 +49,12 @@ Tensor apply_rotary(const Tensor& x, const Tensor& cos, const Tensor& sin);
 
 // Scaled dot-product attention over q [B, H, S, D], k and v [B, KV, S, D]
 // with H a multiple of KV (grouped-query: query head h reads kv head
-// h / (H / KV)); causal masks keys after the query position.
+// h / (H / KV)); causal masks keys after the query position. f32 and bf16
+// run fused (one kernel each way, hlo/attention.h: the [B, H, S, S] scores
+// are never written) unless `fused` is false; other types, and fused=false,
+// run the composite softmax(q k^T / sqrt(D)) v of primitives (which also
+// has second derivatives; the fused gradient does not).
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                    bool causal = true);
+                                    bool causal = true, bool fused = true);
 
 }  // namespace strata::nn

@@ -32,6 +32,10 @@ KernelInfo MakeFusionKernel(const hlo::Instruction& inst, ThreadPool& pool) {
   STRATA_CALL_FOR_KERNEL_ISA(MakeFusionKernel(inst, pool));
 }
 
+KernelInfo MakeAttentionKernel(const hlo::Instruction& inst, ThreadPool& pool) {
+  STRATA_CALL_FOR_KERNEL_ISA(MakeAttentionKernel(inst, pool));
+}
+
 #undef STRATA_CALL_FOR_KERNEL_ISA
 
 bool FusedKernelRuns(const hlo::Instruction& fusion, ThreadPool& pool) {

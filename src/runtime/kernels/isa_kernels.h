@@ -10,6 +10,7 @@
   KernelInfo MakeReduceKernel(const hlo::Instruction& inst, ThreadPool& pool,               \
                               ScalarFunction to_apply);                                     \
   KernelInfo MakeFusionKernel(const hlo::Instruction& inst, ThreadPool& pool);              \
+  KernelInfo MakeAttentionKernel(const hlo::Instruction& inst, ThreadPool& pool);           \
   /* The planner's questions, the same in every variant (the portable one answers them). */ \
   bool FusedKernelRuns(const hlo::Instruction& fusion, ThreadPool& pool);                   \
   bool FusionReadsElementwise(const hlo::Instruction& fusion, int64_t index);               \

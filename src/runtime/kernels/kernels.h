@@ -85,6 +85,11 @@ KernelInfo MakeRngKernel(const hlo::Instruction& inst, ThreadPool& pool);
 // through the run's communicator.
 KernelInfo MakeCollectiveKernel(const hlo::Instruction& inst, ThreadPool& pool);
 
+// strata.attention and strata.attention_grad (hlo/attention.h, attention.cc):
+// attention that never writes its [B, H, S, S] scores, built per instruction
+// set.
+KernelInfo MakeAttentionKernel(const hlo::Instruction& inst, ThreadPool& pool);
+
 // Whether `inst` may write its output over operand `index`'s storage when
 // that operand is dead afterwards (same size, read-before-write per element).
 bool CanRunInPlace(const hlo::Instruction& inst, int64_t index);

@@ -1,0 +1,48 @@
+// Fused attention as two custom-calls, the way XLA:GPU hands attention to
+// cuDNN's fused kernels: one target computes softmax(q k^T * scale) v without
+// ever writing the [B, H, S, S] scores, the other its gradient from what the
+// first saved (the output and each row's log-sum-exp).
+//
+//   (o, lse) = custom-call(q, k, v), custom_call_target="strata.attention",
+//              backend_config="causal=1;scale=0.125"
+//     q [B, H, S, D], k and v [B, KV, S, D] with H a multiple of KV (query
+//     head h reads kv head h / (H / KV)); o like q; lse f32[B, H, S], the
+//     log of each row's sum of exp(scores).
+//   (dq, dk, dv) = custom-call(q, k, v, o, lse, do),
+//              custom_call_target="strata.attention_grad", backend_config=...
+//
+// q, k, v, o and do share one element type, f32 or bf16; the kernels compute
+// in f32 either way. causal=1 masks key j for query i when j > i.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "strata/core/shape.h"
+
+namespace strata::hlo {
+
+inline constexpr std::string_view kAttentionTarget = "strata.attention";
+inline constexpr std::string_view kAttentionGradTarget = "strata.attention_grad";
+
+inline bool IsAttentionTarget(std::string_view target) {
+  return target == kAttentionTarget || target == kAttentionGradTarget;
+}
+
+struct AttentionConfig {
+  bool causal = true;
+  double scale = 1.0;  // multiplies q k^T before the softmax
+};
+
+// "causal=1;scale=0.125" (the scale printed so that it reads back exactly).
+std::string PrintAttentionConfig(const AttentionConfig& config);
+// The inverse; an Error naming the text and what it expected otherwise.
+AttentionConfig ParseAttentionConfig(std::string_view text);
+
+// The result of `target` over operands of these shapes: a tuple (o, lse) or
+// (dq, dk, dv). An Error saying what was expected and what was found for
+// anything else.
+Shape AttentionResultShape(std::string_view target, std::span<const Shape* const> operands);
+
+}  // namespace strata::hlo

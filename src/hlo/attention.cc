@@ -1,0 +1,87 @@
+// The fused-attention custom-calls' config text and shape rule.
+#include "strata/hlo/attention.h"
+
+#include <fmt/core.h>
+
+#include <charconv>
+#include <cmath>
+
+#include "strata/core/error.h"
+
+namespace strata::hlo {
+
+std::string PrintAttentionConfig(const AttentionConfig& config) {
+  return fmt::format("causal={};scale={:.17g}", config.causal ? 1 : 0, config.scale);
+}
+
+AttentionConfig ParseAttentionConfig(std::string_view text) {
+  auto bad = [&](std::string_view why) {
+    Fail("[attention] backend_config \"{}\": {}; expected \"causal=0|1;scale=<positive number>\"",
+         text, why);
+  };
+  AttentionConfig config;
+  bool has_causal = false, has_scale = false;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t end = std::min(text.find(';', start), text.size());
+    std::string_view item = text.substr(start, end - start);
+    const size_t eq = item.find('=');
+    if (eq == std::string_view::npos) bad(fmt::format("'{}' is not key=value", item));
+    std::string_view key = item.substr(0, eq), value = item.substr(eq + 1);
+    if (key == "causal" && !has_causal) {
+      if (value != "0" && value != "1") bad(fmt::format("causal is '{}'", value));
+      config.causal = value == "1";
+      has_causal = true;
+    } else if (key == "scale" && !has_scale) {
+      const auto [ptr, ec] =
+          std::from_chars(value.data(), value.data() + value.size(), config.scale);
+      if (ec != std::errc() || ptr != value.data() + value.size() || !std::isfinite(config.scale) ||
+          !(config.scale > 0)) {
+        bad(fmt::format("scale is '{}'", value));
+      }
+      has_scale = true;
+    } else {
+      bad(fmt::format("unexpected or repeated key '{}'", key));
+    }
+    start = end + 1;
+  }
+  if (!has_causal || !has_scale) bad("both keys are needed");
+  return config;
+}
+
+Shape AttentionResultShape(std::string_view target, std::span<const Shape* const> operands) {
+  const bool grad = target == kAttentionGradTarget;
+  if (!grad && target != kAttentionTarget) Fail("[attention] unknown target '{}'", target);
+  const size_t expected = grad ? 6 : 3;
+  if (operands.size() != expected) {
+    Fail("[{}] expected {} operands ({}), found {}", target, expected,
+         grad ? "q, k, v, o, lse, do" : "q, k, v", operands.size());
+  }
+  const Shape &q = *operands[0], &k = *operands[1], &v = *operands[2];
+  auto describe = [&] {
+    return fmt::format("q {}, k {}, v {}", q.ToString(), k.ToString(), v.ToString());
+  };
+  if (!q.is_array() || !k.is_array() || !v.is_array() || q.rank() != 4 || k.rank() != 4 ||
+      v.dims() != k.dims() || q.dim(0) != k.dim(0) || q.dim(2) != k.dim(2) ||
+      q.dim(3) != k.dim(3) || k.dim(1) == 0 || q.dim(1) % k.dim(1) != 0) {
+    Fail("[{}] expected q [B, H, S, D] and k, v [B, KV, S, D] with H a multiple of KV, got {}",
+         target, describe());
+  }
+  if ((q.dtype() != DType::kF32 && q.dtype() != DType::kBF16) || k.dtype() != q.dtype() ||
+      v.dtype() != q.dtype()) {
+    Fail("[{}] expected q, k and v of one element type, f32 or bf16, got {}", target, describe());
+  }
+  const Shape lse(DType::kF32, {q.dim(0), q.dim(1), q.dim(2)});
+  if (!grad) return Shape::Tuple({q, lse});
+  const char* names[] = {"o", "lse", "do"};
+  const Shape* wanted[] = {&q, &lse, &q};
+  for (int i = 0; i < 3; ++i) {
+    if (*operands[3 + i] != *wanted[i]) {
+      Fail("[{}] expected {} {} (for {}), found {}", target, names[i], wanted[i]->ToString(),
+           describe(), operands[3 + i]->ToString());
+    }
+  }
+  return Shape::Tuple({q, k, v});
+}
+
+}  // namespace strata::hlo

@@ -1,0 +1,279 @@
+// Fused attention (hlo/attention.h): softmax(q k^T * scale) v and its
+// gradient without writing the [B, H, S, S] scores or probabilities, the
+// FlashAttention recurrence on the CPU. A block of query rows meets the keys
+// a block at a time: its scores land in a [rows, keys] tile that stays in
+// cache, are exponentiated there against a running row max (the online
+// softmax) and multiply v straight away. The forward pass saves each row's
+// log-sum-exp; the backward pass recomputes a tile's probabilities from it
+// (exp(score - lse)) instead of reading them back. Under a causal mask the
+// tiles wholly above the diagonal are skipped: about half the products the
+// unfused program computes.
+//
+// The products are strata's GEMM (f32, or bf16 operands summed in f32 with
+// vdpbf16ps where the CPU has it); everything else is f32. A bf16
+// probability or score-gradient tile is rounded to bf16 before its product,
+// as the unfused bf16 program rounds them. Compiled once per instruction set
+// (isa.h) for the exp and the row loops.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/elementwise_ops.h"
+#include "kernels/gemm.h"
+#include "kernels/isa_kernels.h"
+#include "strata/hlo/attention.h"
+
+STRATA_ISA_BEGIN
+namespace strata::runtime::STRATA_ISA_NAMESPACE {
+namespace {
+
+constexpr int64_t kQueryBlock = 64;  // query rows per tile
+constexpr int64_t kKeyBlock = 512;   // keys per tile: [64, 512] f32 scores are 128 KiB
+
+inline float Widen(float x) { return x; }
+inline float Widen(HalfBits x) {
+  uint32_t bits = static_cast<uint32_t>(static_cast<uint16_t>(x)) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+// The GEMM over T's elements (bf16 as its bits), C in f32, overwritten.
+template <typename T>
+void Product(int64_t m, int64_t n, int64_t k, const T* a, int64_t a_rows, int64_t a_cols,
+             const T* b, int64_t b_rows, int64_t b_cols, float* c, int64_t ldc) {
+  if constexpr (std::is_same_v<T, float>) {
+    Gemm<float>(m, n, k, {a, a_rows, a_cols}, {b, b_rows, b_cols}, c, ldc);
+  } else {
+    GemmBf16(m, n, k, {reinterpret_cast<const uint16_t*>(a), a_rows, a_cols},
+             {reinterpret_cast<const uint16_t*>(b), b_rows, b_cols}, c, ldc);
+  }
+}
+
+// An f32 tile as a product's operand: itself, or rounded to bf16 in `half`.
+template <typename T>
+const T* AsOperand(const float* tile, int64_t n, std::vector<HalfBits>& half) {
+  if constexpr (std::is_same_v<T, float>) {
+    return tile;
+  } else {
+    half.resize(n);
+    NarrowToBf16(tile, reinterpret_cast<uint16_t*>(half.data()), n);
+    return half.data();
+  }
+}
+
+template <typename T>
+void Store(const float* src, T* dst, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    std::copy(src, src + n, dst);
+  } else {
+    NarrowToBf16(src, reinterpret_cast<uint16_t*>(dst), n);
+  }
+}
+
+struct Dims {
+  int64_t batch, heads, kv_heads, seq, head_dim;
+  int64_t groups() const { return heads / kv_heads; }
+  // Offsets in elements of head h's (or kv head g's) [S, D] matrix.
+  int64_t q_offset(int64_t b, int64_t h) const { return (b * heads + h) * seq * head_dim; }
+  int64_t kv_offset(int64_t b, int64_t g) const { return (b * kv_heads + g) * seq * head_dim; }
+};
+
+// Runs work(t) for t in [0, n) on the pool, each thread taking the next t
+// (the causal tiles' work grows with t's query block).
+template <typename F>
+void ForEachTask(ThreadPool& pool, int64_t n, F&& work) {
+  std::atomic<int64_t> next{0};
+  pool.ParallelFor(pool.num_threads(), 1, [&](int64_t, int64_t) {
+    for (int64_t t; (t = next.fetch_add(1)) < n;) work(t);
+  });
+}
+
+// The scores of query rows [i0, i0 + rows) against keys [j0, j0 + cols)
+// (q_rows, k_rows at those first rows), scaled, masked keys -inf.
+template <typename T>
+void Scores(const Dims& d, const hlo::AttentionConfig& config, const T* q_rows, const T* k_rows,
+            int64_t i0, int64_t rows, int64_t j0, int64_t cols, float* s) {
+  Product<T>(rows, cols, d.head_dim, q_rows, d.head_dim, 1, k_rows, 1, d.head_dim, s, cols);
+  const float scale = static_cast<float>(config.scale);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = s + r * cols;
+    // Causal: keys past the query's position are masked.
+    const int64_t open = config.causal ? std::clamp<int64_t>(i0 + r + 1 - j0, 0, cols) : cols;
+    for (int64_t c = 0; c < open; ++c) row[c] *= scale;
+    for (int64_t c = open; c < cols; ++c) row[c] = -std::numeric_limits<float>::infinity();
+  }
+}
+
+template <typename T>
+void Forward(const Dims& d, const hlo::AttentionConfig& config, const T* q, const T* k, const T* v,
+             T* o, float* lse, ThreadPool& pool) {
+  const int64_t blocks = (d.seq + kQueryBlock - 1) / kQueryBlock, dh = d.head_dim;
+  ForEachTask(pool, d.batch * d.heads * blocks, [&](int64_t task) {
+    const int64_t bh = task / blocks, i0 = task % blocks * kQueryBlock;
+    const int64_t b = bh / d.heads, h = bh % d.heads, g = h / d.groups();
+    const int64_t rows = std::min(kQueryBlock, d.seq - i0);
+    const int64_t keys = config.causal ? i0 + rows : d.seq;
+    const T* q_rows = q + d.q_offset(b, h) + i0 * dh;
+    const T *k_head = k + d.kv_offset(b, g), *v_head = v + d.kv_offset(b, g);
+    thread_local std::vector<float> s, pv, acc, row_max, row_sum;
+    thread_local std::vector<HalfBits> half;
+    const int64_t tile = std::min(kKeyBlock, keys);
+    s.resize(rows * tile);
+    pv.resize(rows * dh);
+    acc.assign(rows * dh, 0.0f);
+    row_max.assign(rows, -std::numeric_limits<float>::infinity());
+    row_sum.assign(rows, 0.0f);
+    for (int64_t j0 = 0; j0 < keys; j0 += kKeyBlock) {
+      const int64_t cols = std::min(kKeyBlock, keys - j0);
+      Scores<T>(d, config, q_rows, k_head + j0 * dh, i0, rows, j0, cols, s.data());
+      for (int64_t r = 0; r < rows; ++r) {
+        float* row = s.data() + r * cols;
+        float m = row_max[r];
+        for (int64_t c = 0; c < cols; ++c) m = row[c] > m ? row[c] : m;
+        // The first tile holds each row's key 0, so m is finite from there on
+        // (or NaN, which then reaches the row's output).
+        const float rescale = std::exp(row_max[r] - m);
+        row_max[r] = m;
+        for (int64_t c = 0; c < cols; ++c) row[c] -= m;
+        ExpFloats(row, row, cols);
+        float sum = 0.0f;
+        for (int64_t c = 0; c < cols; ++c) sum += row[c];
+        row_sum[r] = row_sum[r] * rescale + sum;
+        if (j0 > 0) {
+          for (int64_t x = 0; x < dh; ++x) acc[r * dh + x] *= rescale;
+        }
+      }
+      const T* p = AsOperand<T>(s.data(), rows * cols, half);
+      Product<T>(rows, dh, cols, p, cols, 1, v_head + j0 * dh, dh, 1, pv.data(), dh);
+      for (int64_t x = 0; x < rows * dh; ++x) acc[x] += pv[x];
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      const float inverse = 1.0f / row_sum[r];
+      for (int64_t x = 0; x < dh; ++x) acc[r * dh + x] *= inverse;
+      lse[bh * d.seq + i0 + r] = row_max[r] + std::log(row_sum[r]);
+    }
+    Store(acc.data(), o + d.q_offset(b, h) + i0 * dh, rows * dh);
+  });
+}
+
+// One task per (batch, kv head): it owns dk and dv of that head, summed
+// over the query heads that read it and over every query block, so no two
+// tasks write one value.
+template <typename T>
+void Backward(const Dims& d, const hlo::AttentionConfig& config, const T* q, const T* k, const T* v,
+              const T* o, const float* lse, const T* dout, T* dq, T* dk, T* dv, ThreadPool& pool) {
+  const int64_t dh = d.head_dim;
+  const float scale = static_cast<float>(config.scale);
+  ForEachTask(pool, d.batch * d.kv_heads, [&](int64_t task) {
+    const int64_t b = task / d.kv_heads, g = task % d.kv_heads;
+    const T *k_head = k + d.kv_offset(b, g), *v_head = v + d.kv_offset(b, g);
+    thread_local std::vector<float> p, dp, prod, dq_acc, dk_acc, dv_acc, delta;
+    thread_local std::vector<HalfBits> half;
+    dk_acc.assign(d.seq * dh, 0.0f);
+    dv_acc.assign(d.seq * dh, 0.0f);
+    for (int64_t h = g * d.groups(); h < (g + 1) * d.groups(); ++h) {
+      const int64_t bh = b * d.heads + h;
+      for (int64_t i0 = 0; i0 < d.seq; i0 += kQueryBlock) {
+        const int64_t rows = std::min(kQueryBlock, d.seq - i0);
+        const int64_t keys = config.causal ? i0 + rows : d.seq;
+        const int64_t at = d.q_offset(b, h) + i0 * dh;
+        const T *q_rows = q + at, *o_rows = o + at, *do_rows = dout + at;
+        const float* row_lse = lse + bh * d.seq + i0;
+        // delta_i = sum_x do[i, x] o[i, x]: the softmax backward's row term.
+        delta.resize(rows);
+        for (int64_t r = 0; r < rows; ++r) {
+          float sum = 0.0f;
+          for (int64_t x = 0; x < dh; ++x) {
+            sum += Widen(do_rows[r * dh + x]) * Widen(o_rows[r * dh + x]);
+          }
+          delta[r] = sum;
+        }
+        dq_acc.assign(rows * dh, 0.0f);
+        const int64_t tile = std::min(kKeyBlock, keys);
+        p.resize(rows * tile);
+        dp.resize(rows * tile);
+        prod.resize(std::max(rows, tile) * dh);
+        for (int64_t j0 = 0; j0 < keys; j0 += kKeyBlock) {
+          const int64_t cols = std::min(kKeyBlock, keys - j0);
+          // p = exp(scores - lse): the forward pass's probabilities.
+          Scores<T>(d, config, q_rows, k_head + j0 * dh, i0, rows, j0, cols, p.data());
+          for (int64_t r = 0; r < rows; ++r) {
+            float* row = p.data() + r * cols;
+            for (int64_t c = 0; c < cols; ++c) row[c] -= row_lse[r];
+            ExpFloats(row, row, cols);
+          }
+          // dv[keys] += p^T do.
+          const T* p_op = AsOperand<T>(p.data(), rows * cols, half);
+          Product<T>(cols, dh, rows, p_op, 1, cols, do_rows, dh, 1, prod.data(), dh);
+          float* dv_rows = dv_acc.data() + j0 * dh;
+          for (int64_t x = 0; x < cols * dh; ++x) dv_rows[x] += prod[x];
+          // dp = do v^T; ds = p (dp - delta) * scale, the scores' gradient
+          // times the scale that made them.
+          Product<T>(rows, cols, dh, do_rows, dh, 1, v_head + j0 * dh, 1, dh, dp.data(), cols);
+          for (int64_t r = 0; r < rows; ++r) {
+            const float* pr = p.data() + r * cols;
+            float* ds = dp.data() + r * cols;
+            for (int64_t c = 0; c < cols; ++c) ds[c] = pr[c] * (ds[c] - delta[r]) * scale;
+          }
+          const T* ds_op = AsOperand<T>(dp.data(), rows * cols, half);
+          // dq[rows] += ds k; dk[keys] += ds^T q.
+          Product<T>(rows, dh, cols, ds_op, cols, 1, k_head + j0 * dh, dh, 1, prod.data(), dh);
+          for (int64_t x = 0; x < rows * dh; ++x) dq_acc[x] += prod[x];
+          Product<T>(cols, dh, rows, ds_op, 1, cols, q_rows, dh, 1, prod.data(), dh);
+          float* dk_rows = dk_acc.data() + j0 * dh;
+          for (int64_t x = 0; x < cols * dh; ++x) dk_rows[x] += prod[x];
+        }
+        Store(dq_acc.data(), dq + at, rows * dh);
+      }
+    }
+    Store(dk_acc.data(), dk + d.kv_offset(b, g), d.seq * dh);
+    Store(dv_acc.data(), dv + d.kv_offset(b, g), d.seq * dh);
+  });
+}
+
+}  // namespace
+
+KernelInfo MakeAttentionKernel(const hlo::Instruction& inst, ThreadPool& pool) {
+  const hlo::AttentionConfig config = hlo::ParseAttentionConfig(inst.backend_config);
+  const Shape &qs = inst.operand(0)->shape(), &ks = inst.operand(1)->shape();
+  const Dims d{qs.dim(0), qs.dim(1), ks.dim(1), qs.dim(2), qs.dim(3)};
+  const bool grad = inst.custom_call_target == hlo::kAttentionGradTarget;
+  auto make = [&](auto tag) -> KernelInfo {
+    using T = typename decltype(tag)::type;
+    if (d.batch * d.heads * d.seq == 0) return {[](const KernelArgs&) {}};  // nothing at all
+    if (d.head_dim == 0) {
+      // Every score is 0: o and the gradients have no elements, and each
+      // row's log-sum-exp is the log of how many keys it sees.
+      return {[grad, d, config](const KernelArgs& args) {
+        if (grad) return;
+        float* lse = reinterpret_cast<float*>(args.outputs[1]);
+        for (int64_t x = 0; x < d.batch * d.heads * d.seq; ++x) {
+          const int64_t i = x % d.seq;
+          lse[x] = std::log(static_cast<float>(config.causal ? i + 1 : d.seq));
+        }
+      }};
+    }
+    if (grad) {
+      return {[d, config, &pool](const KernelArgs& args) {
+        auto in = [&](int i) { return reinterpret_cast<const T*>(args.operands[i]); };
+        auto out = [&](int i) { return reinterpret_cast<T*>(args.outputs[i]); };
+        Backward<T>(d, config, in(0), in(1), in(2), in(3),
+                    reinterpret_cast<const float*>(args.operands[4]), in(5), out(0), out(1), out(2),
+                    pool);
+      }};
+    }
+    return {[d, config, &pool](const KernelArgs& args) {
+      auto in = [&](int i) { return reinterpret_cast<const T*>(args.operands[i]); };
+      Forward<T>(d, config, in(0), in(1), in(2), reinterpret_cast<T*>(args.outputs[0]),
+                 reinterpret_cast<float*>(args.outputs[1]), pool);
+    }};
+  };
+  if (qs.dtype() == DType::kF32) return make(TypeTag<float>{});
+  return make(TypeTag<HalfBits>{});
+}
+
+}  // namespace strata::runtime::STRATA_ISA_NAMESPACE
+STRATA_ISA_END

@@ -1,0 +1,63 @@
+// Fused attention partitioned: batch- and head-parallel splits run with no
+// collective; splits it cannot keep (a sequence dim, heads that do not divide
+// with their kv heads) are resharded first. Each program is checked against
+// the same program run whole on one device.
+#include <gtest/gtest.h>
+
+#include <fmt/core.h>
+
+#include "spmd_test_util.h"
+
+namespace strata::spmd {
+namespace {
+
+using testing::ExpectClose;
+using testing::RunBoth;
+
+// Attention over q [2,4,16,8] and k, v [2,KV,16,8] and its gradient given do,
+// with the shardings given for q (and do), k and v.
+std::string Program(int64_t kv, const std::string& q_sharding, const std::string& kv_sharding) {
+  return fmt::format(R"(
+HloModule m
+ENTRY main {{
+  q = f32[2,4,16,8] parameter(0), sharding={0}
+  k = f32[2,{2},16,8] parameter(1), sharding={1}
+  v = f32[2,{2},16,8] parameter(2), sharding={1}
+  do = f32[2,4,16,8] parameter(3), sharding={0}
+  a = (f32[2,4,16,8], f32[2,4,16]) custom-call(q, k, v), custom_call_target="strata.attention", backend_config="causal=1;scale=0.35355339059327373"
+  o = f32[2,4,16,8] get-tuple-element(a), index=0
+  lse = f32[2,4,16] get-tuple-element(a), index=1
+  g = (f32[2,4,16,8], f32[2,{2},16,8], f32[2,{2},16,8]) custom-call(q, k, v, o, lse, do), custom_call_target="strata.attention_grad", backend_config="causal=1;scale=0.35355339059327373"
+  dq = f32[2,4,16,8] get-tuple-element(g), index=0
+  dk = f32[2,{2},16,8] get-tuple-element(g), index=1
+  dv = f32[2,{2},16,8] get-tuple-element(g), index=2
+  ROOT r = (f32[2,4,16,8], f32[2,4,16], f32[2,4,16,8], f32[2,{2},16,8], f32[2,{2},16,8]) tuple(o, lse, dq, dk, dv)
+}}
+)",
+                     q_sharding, kv_sharding, kv);
+}
+
+TEST(SpmdAttention, HeadParallelNeedsNoCollective) {
+  auto run = RunBoth(Program(2, "{devices=[1,2,1,1]0,1}", "{devices=[1,2,1,1]0,1}"), Mesh::Line(2));
+  ExpectClose(run);
+  EXPECT_TRUE(run.partition.report.collectives.empty()) << run.partition.report.ToString();
+}
+
+TEST(SpmdAttention, BatchAndHeadsOverATwoByTwoMeshNeedNoCollective) {
+  const std::string split = "{devices=[2,2,1,1]0,1,2,3}";
+  auto run = RunBoth(Program(2, split, split), Mesh({0, 1, 2, 3}, {2, 2}, {"x", "y"}));
+  ExpectClose(run);
+  EXPECT_TRUE(run.partition.report.collectives.empty()) << run.partition.report.ToString();
+}
+
+TEST(SpmdAttention, SplitsItCannotKeepAreReshardedFirst) {
+  // One kv head for four query heads: the head split cannot hold k and v.
+  ExpectClose(RunBoth(Program(1, "{devices=[1,2,1,1]0,1}", "{replicated}"), Mesh::Line(2)));
+  // A split sequence: each query needs every key.
+  auto run = RunBoth(Program(2, "{devices=[1,1,2,1]0,1}", "{devices=[1,1,2,1]0,1}"), Mesh::Line(2));
+  ExpectClose(run);
+  EXPECT_GT(run.partition.report.collectives.size(), 0u);
+}
+
+}  // namespace
+}  // namespace strata::spmd
