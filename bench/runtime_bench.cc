@@ -522,6 +522,54 @@ void BM_ElementwiseOp(benchmark::State& state, hlo::Opcode opcode) {
   state.SetItemsProcessed(state.iterations() * kOpElements);
 }
 
+// SwiGLU's backward over f32[4, 256, 1536] (the bench model's MLP): the up
+// and gate gradients and the recomputed product, three fusions over gate,
+// up, the incoming gradient and the logistic of gate. Compiled with the
+// sibling fusions merged (one fusion reading the four arrays once) and
+// without (three fusions reading ten), run call by call in alternation.
+void BM_SwiGluBackwardSiblings(benchmark::State& state) {
+  const std::vector<int64_t> dims = {4, 256, 1536};
+  const int64_t n = 4 * 256 * 1536;
+  auto compile = [&](bool merge) {
+    const Shape shape(DType::kF32, dims);
+    hlo::Module module("swiglu_backward");
+    hlo::Builder b("main");
+    auto* gate = b.Parameter(0, shape, "gate");
+    auto* up = b.Parameter(1, shape, "up");
+    auto* dy = b.Parameter(2, shape, "dy");
+    auto* one = b.Broadcast(b.ConstantScalar<float>(1), dims, {});
+    auto* s = b.Unary(hlo::Opcode::kLogistic, gate);
+    auto* gs = b.Multiply(gate, s);
+    auto* d_up = b.Multiply(dy, gs);
+    auto* d_gate = b.Multiply(b.Multiply(b.Multiply(dy, up), s),
+                              b.Add(one, b.Multiply(gate, b.Subtract(one, s))));
+    module.AddEntryComputation(b.Build(b.Tuple({d_up, d_gate, b.Multiply(gs, up)})));
+    CompileOptions options;
+    options.merge_sibling_fusions = merge;
+    return Executable::Compile(module, options);
+  };
+  auto merged = compile(true), apart = compile(false);
+  std::vector<Buffer> args = {FilledF32(dims, 0.5f), FilledF32(dims, 1.5f), FilledF32(dims, 0.25f)};
+  double merged_seconds = 0, apart_seconds = 0;
+  bool merged_first = true;
+  for (auto _ : state) {
+    for (int call = 0; call < 2; ++call) {
+      const bool merge = (call == 0) == merged_first;
+      auto start = Clock::now();
+      auto out = (merge ? merged : apart)->Run(args);
+      benchmark::DoNotOptimize(out[0].data());
+      (merge ? merged_seconds : apart_seconds) += SecondsSince(start);
+    }
+    merged_first = !merged_first;
+  }
+  const double calls = static_cast<double>(state.iterations());
+  state.counters["merged_ms"] = 1e3 * merged_seconds / calls;
+  state.counters["apart_ms"] = 1e3 * apart_seconds / calls;
+  state.counters["speedup"] = apart_seconds / merged_seconds;
+  state.counters["elements"] = static_cast<double>(n);
+}
+BENCHMARK(BM_SwiGluBackwardSiblings)->UseRealTime()->Unit(benchmark::kMillisecond);
+
 BENCHMARK_CAPTURE(BM_ElementwiseOp, tanh, hlo::Opcode::kTanh)->UseRealTime();
 BENCHMARK_CAPTURE(BM_ElementwiseOp, sqrt, hlo::Opcode::kSqrt)->UseRealTime();
 BENCHMARK_CAPTURE(BM_ElementwiseOp, abs, hlo::Opcode::kAbs)->UseRealTime();

@@ -78,9 +78,8 @@ void RunTrainSteps(benchmark::State& state, int64_t layers, int64_t mode,
   getrusage(RUSAGE_SELF, &usage);
   // Pages the kernel had to map (and zero) during the timed steps: memory
   // a step frees and takes again instead of reusing.
-  state.counters["page_faults_per_step"] =
-      static_cast<double>(usage.ru_minflt - before.ru_minflt) /
-      static_cast<double>(state.iterations());
+  state.counters["page_faults_per_step"] = static_cast<double>(usage.ru_minflt - before.ru_minflt) /
+                                           static_cast<double>(state.iterations());
   state.counters["peak_rss_mib"] = static_cast<double>(usage.ru_maxrss) / 1024.0;
   lazy::Context::Get().set_buffer_donation(false);
 }

@@ -92,6 +92,7 @@ std::unique_ptr<Executable> Executable::Compile(const hlo::Module& module,
     if (options.fuse && !EnvironmentDisablesFusion()) {
       trace::Span span("compile", "fusion");
       FuseElementwise(m);
+      if (options.merge_sibling_fusions) MergeSiblingFusions(m);
     }
   }
   Schedule(m);

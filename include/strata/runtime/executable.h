@@ -24,6 +24,9 @@ struct CompileOptions {
   // Loop fusion of elementwise chains (with the passes), unless
   // EnvironmentDisablesFusion().
   bool fuse = true;
+  // With `fuse`: loop fusions over the same dims that read a common array
+  // become one multi-output fusion (MergeSiblingFusions).
+  bool merge_sibling_fusions = true;
   // Verify the module before compiling it. The module after the passes is
   // always verified; a caller whose module comes from a verified source
   // (the lazy lowering: every shape computed by the shape rules when its

@@ -23,6 +23,10 @@ void RunPasses(hlo::Module& module);
 // Groups chains of f32 / f64 elementwise ops (and the broadcasts they read)
 // into loop fusions, run block by block by the CPU runtime. After RunPasses.
 bool FuseElementwise(hlo::Module& module);
+// Two loop fusions over the same dims that read a common array, neither
+// reading the other, become one multi-output fusion (merge_sibling_fusions.cc).
+// After FuseElementwise.
+bool MergeSiblingFusions(hlo::Module& module);
 // Reorders each computation into a depth-first post-order from its root, so
 // values are consumed soon after they are made.
 void Schedule(hlo::Module& module);

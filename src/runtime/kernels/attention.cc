@@ -91,19 +91,18 @@ void ForEachTask(ThreadPool& pool, int64_t n, F&& work) {
   });
 }
 
-// The scores of query rows [i0, i0 + rows) against keys [j0, j0 + cols)
-// (q_rows, k_rows at those first rows), scaled, masked keys -inf.
+// q k^T for query rows [i0, i0 + rows) against keys [j0, j0 + cols)
+// (q_rows, k_rows at those first rows), not yet scaled; masked keys -inf.
+// Callers fold the scale into the one pass that shifts the row for its exp.
 template <typename T>
 void Scores(const Dims& d, const hlo::AttentionConfig& config, const T* q_rows, const T* k_rows,
             int64_t i0, int64_t rows, int64_t j0, int64_t cols, float* s) {
   Product<T>(rows, cols, d.head_dim, q_rows, d.head_dim, 1, k_rows, 1, d.head_dim, s, cols);
-  const float scale = static_cast<float>(config.scale);
+  if (!config.causal || j0 + cols <= i0 + 1) return;  // no key past the first row's position
   for (int64_t r = 0; r < rows; ++r) {
-    float* row = s + r * cols;
     // Causal: keys past the query's position are masked.
-    const int64_t open = config.causal ? std::clamp<int64_t>(i0 + r + 1 - j0, 0, cols) : cols;
-    for (int64_t c = 0; c < open; ++c) row[c] *= scale;
-    for (int64_t c = open; c < cols; ++c) row[c] = -std::numeric_limits<float>::infinity();
+    const int64_t open = std::clamp<int64_t>(i0 + r + 1 - j0, 0, cols);
+    std::fill(s + r * cols + open, s + (r + 1) * cols, -std::numeric_limits<float>::infinity());
   }
 }
 
@@ -111,6 +110,7 @@ template <typename T>
 void Forward(const Dims& d, const hlo::AttentionConfig& config, const T* q, const T* k, const T* v,
              T* o, float* lse, ThreadPool& pool) {
   const int64_t blocks = (d.seq + kQueryBlock - 1) / kQueryBlock, dh = d.head_dim;
+  const float scale = static_cast<float>(config.scale);
   ForEachTask(pool, d.batch * d.heads * blocks, [&](int64_t task) {
     const int64_t bh = task / blocks, i0 = task % blocks * kQueryBlock;
     const int64_t b = bh / d.heads, h = bh % d.heads, g = h / d.groups();
@@ -123,7 +123,7 @@ void Forward(const Dims& d, const hlo::AttentionConfig& config, const T* q, cons
     const int64_t tile = std::min(kKeyBlock, keys);
     s.resize(rows * tile);
     pv.resize(rows * dh);
-    acc.assign(rows * dh, 0.0f);
+    acc.resize(rows * dh);
     row_max.assign(rows, -std::numeric_limits<float>::infinity());
     row_sum.assign(rows, 0.0f);
     for (int64_t j0 = 0; j0 < keys; j0 += kKeyBlock) {
@@ -131,13 +131,15 @@ void Forward(const Dims& d, const hlo::AttentionConfig& config, const T* q, cons
       Scores<T>(d, config, q_rows, k_head + j0 * dh, i0, rows, j0, cols, s.data());
       for (int64_t r = 0; r < rows; ++r) {
         float* row = s.data() + r * cols;
-        float m = row_max[r];
-        for (int64_t c = 0; c < cols; ++c) m = row[c] > m ? row[c] : m;
-        // The first tile holds each row's key 0, so m is finite from there on
-        // (or NaN, which then reaches the row's output).
+        float raw_max = -std::numeric_limits<float>::infinity();
+        for (int64_t c = 0; c < cols; ++c) raw_max = row[c] > raw_max ? row[c] : raw_max;
+        // The running max of the scaled scores (scale > 0 keeps the order).
+        // The first tile holds each row's key 0, so m is finite from there
+        // on (or NaN, which then reaches the row's output).
+        const float m = std::max(row_max[r], raw_max * scale);
         const float rescale = std::exp(row_max[r] - m);
         row_max[r] = m;
-        for (int64_t c = 0; c < cols; ++c) row[c] -= m;
+        for (int64_t c = 0; c < cols; ++c) row[c] = row[c] * scale - m;
         ExpFloats(row, row, cols);
         float sum = 0.0f;
         for (int64_t c = 0; c < cols; ++c) sum += row[c];
@@ -147,8 +149,12 @@ void Forward(const Dims& d, const hlo::AttentionConfig& config, const T* q, cons
         }
       }
       const T* p = AsOperand<T>(s.data(), rows * cols, half);
-      Product<T>(rows, dh, cols, p, cols, 1, v_head + j0 * dh, dh, 1, pv.data(), dh);
-      for (int64_t x = 0; x < rows * dh; ++x) acc[x] += pv[x];
+      // The first tile's product is the sum so far; later ones add to it.
+      float* into = j0 == 0 ? acc.data() : pv.data();
+      Product<T>(rows, dh, cols, p, cols, 1, v_head + j0 * dh, dh, 1, into, dh);
+      if (j0 > 0) {
+        for (int64_t x = 0; x < rows * dh; ++x) acc[x] += pv[x];
+      }
     }
     for (int64_t r = 0; r < rows; ++r) {
       const float inverse = 1.0f / row_sum[r];
@@ -191,7 +197,7 @@ void Backward(const Dims& d, const hlo::AttentionConfig& config, const T* q, con
           }
           delta[r] = sum;
         }
-        dq_acc.assign(rows * dh, 0.0f);
+        dq_acc.resize(rows * dh);
         const int64_t tile = std::min(kKeyBlock, keys);
         p.resize(rows * tile);
         dp.resize(rows * tile);
@@ -202,7 +208,7 @@ void Backward(const Dims& d, const hlo::AttentionConfig& config, const T* q, con
           Scores<T>(d, config, q_rows, k_head + j0 * dh, i0, rows, j0, cols, p.data());
           for (int64_t r = 0; r < rows; ++r) {
             float* row = p.data() + r * cols;
-            for (int64_t c = 0; c < cols; ++c) row[c] -= row_lse[r];
+            for (int64_t c = 0; c < cols; ++c) row[c] = row[c] * scale - row_lse[r];
             ExpFloats(row, row, cols);
           }
           // dv[keys] += p^T do.
@@ -220,8 +226,11 @@ void Backward(const Dims& d, const hlo::AttentionConfig& config, const T* q, con
           }
           const T* ds_op = AsOperand<T>(dp.data(), rows * cols, half);
           // dq[rows] += ds k; dk[keys] += ds^T q.
-          Product<T>(rows, dh, cols, ds_op, cols, 1, k_head + j0 * dh, dh, 1, prod.data(), dh);
-          for (int64_t x = 0; x < rows * dh; ++x) dq_acc[x] += prod[x];
+          float* into = j0 == 0 ? dq_acc.data() : prod.data();
+          Product<T>(rows, dh, cols, ds_op, cols, 1, k_head + j0 * dh, dh, 1, into, dh);
+          if (j0 > 0) {
+            for (int64_t x = 0; x < rows * dh; ++x) dq_acc[x] += prod[x];
+          }
           Product<T>(cols, dh, rows, ds_op, 1, cols, q_rows, dh, 1, prod.data(), dh);
           float* dk_rows = dk_acc.data() + j0 * dh;
           for (int64_t x = 0; x < cols * dh; ++x) dk_rows[x] += prod[x];
