@@ -1,6 +1,8 @@
 // Program-IR passes run by Compile. Each returns whether it changed anything.
 #pragma once
 
+#include <vector>
+
 #include "strata/hlo/module.h"
 
 namespace strata::runtime {
@@ -27,6 +29,10 @@ bool FuseElementwise(hlo::Module& module);
 // reading the other, become one multi-output fusion (merge_sibling_fusions.cc).
 // After FuseElementwise.
 bool MergeSiblingFusions(hlo::Module& module);
+// The computations that run as programs: the entry, the while loops'
+// conditions and bodies and the conditionals' branches (not the functions
+// reduce / scatter call). What the fusion passes work on.
+std::vector<hlo::Computation*> ProgramComputations(const hlo::Module& module);
 // Reorders each computation into a depth-first post-order from its root, so
 // values are consumed soon after they are made.
 void Schedule(hlo::Module& module);

@@ -549,10 +549,7 @@ class Fuser {
 
 }  // namespace
 
-bool FuseElementwise(hlo::Module& module) {
-  // The computations that run as programs: the entry, the while loops'
-  // conditions and bodies and the conditionals' branches (not reduce /
-  // scatter to_apply functions).
+std::vector<hlo::Computation*> ProgramComputations(const hlo::Module& module) {
   std::vector<hlo::Computation*> programs{module.entry()};
   for (size_t i = 0; i < programs.size(); ++i) {
     for (const auto& inst : programs[i]->instructions()) {
@@ -561,8 +558,12 @@ bool FuseElementwise(hlo::Module& module) {
       }
     }
   }
+  return programs;
+}
+
+bool FuseElementwise(hlo::Module& module) {
   bool changed = false;
-  for (hlo::Computation* c : programs) changed |= Fuser(module, *c).Run();
+  for (hlo::Computation* c : ProgramComputations(module)) changed |= Fuser(module, *c).Run();
   if (changed) module.RemoveUnreachableComputations();  // fusions nothing reads
   return changed;
 }

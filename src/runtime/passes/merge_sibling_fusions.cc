@@ -212,16 +212,8 @@ class Merger {
 }  // namespace
 
 bool MergeSiblingFusions(hlo::Module& module) {
-  std::vector<hlo::Computation*> programs{module.entry()};
-  for (size_t i = 0; i < programs.size(); ++i) {
-    for (const auto& inst : programs[i]->instructions()) {
-      if (inst->opcode() == Opcode::kWhile || inst->opcode() == Opcode::kConditional) {
-        for (hlo::Computation* called : inst->called) programs.push_back(called);
-      }
-    }
-  }
   bool changed = false;
-  for (hlo::Computation* c : programs) changed |= Merger(module, *c).Run();
+  for (hlo::Computation* c : ProgramComputations(module)) changed |= Merger(module, *c).Run();
   if (changed) {
     module.RemoveUnreachableComputations();
     // A cheap op both fusions computed again (fuse_elementwise.cc repeats
