@@ -338,6 +338,9 @@ void BindOps(py::module_& m) {
       "permute", [](const Tensor& x, py::args dims) { return permute(x, ShapeArgs(dims)); },
       py::arg("x"));
   m.def(
+      "flip", [](const Tensor& x, py::object dims) { return flip(x, DimsArg(dims)); }, py::arg("x"),
+      py::arg("dims"));
+  m.def(
       "expand", [](const Tensor& x, py::args dims) { return expand(x, ShapeArgs(dims)); },
       py::arg("x"));
   m.def(

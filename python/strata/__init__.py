@@ -28,7 +28,7 @@ _METHODS = [
     "cos", "erf", "floor", "ceil", "logical_not", "relu", "maximum", "minimum", "pow",
     "remainder", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "matmul",
     "clamp", "sum", "mean", "amax", "amin", "argmax", "argmin", "reshape", "transpose",
-    "permute", "expand", "broadcast_to", "squeeze", "unsqueeze", "flatten", "index_select",
+    "permute", "flip", "expand", "broadcast_to", "squeeze", "unsqueeze", "flatten", "index_select",
     "take_along_dim", "split", "chunk", "softmax", "log_softmax", "index_add", "add",
     "subtract", "multiply", "divide", "scatter_add", "argsort", "cumsum", "cumprod",
     "logcumsumexp",

@@ -73,6 +73,8 @@ def test_shape_ops_against_numpy():
     close(strata.transpose(s, 0, 2), S.transpose(2, 1, 0))
     close(strata.transpose(s), S.T)
     close(strata.permute(s, 1, 2, 0), S.transpose(1, 2, 0))
+    close(strata.flip(s, (0, 2)), np.flip(S, (0, 2)))
+    close(s.flip([-2]), np.flip(S, -2))
     close(strata.unsqueeze(s, 1), S[:, None])
     close(strata.squeeze(strata.unsqueeze(s, 0)), S)
     close(strata.flatten(s, 1), S.reshape(3, 20))

@@ -132,6 +132,15 @@ Tensor permute(const Tensor& x, std::vector<int64_t> dims) {
   return Wrap(Op(Opcode::kTranspose, {x.value()}, std::move(a)));
 }
 
+Tensor flip(const Tensor& x, std::vector<int64_t> dims) {
+  std::vector<int64_t> axes = lazy::NormalizeDims("flip", std::move(dims), x.shape());
+  if (axes.empty()) return x;
+  std::sort(axes.begin(), axes.end());
+  hlo::Attributes a;
+  a.dimensions = std::move(axes);
+  return Wrap(Op(Opcode::kReverse, {x.value()}, std::move(a)));
+}
+
 Tensor expand(const Tensor& x, std::vector<int64_t> dims) { return Expand("expand", x, dims); }
 Tensor broadcast_to(const Tensor& x, std::vector<int64_t> dims) {
   return Expand("broadcast_to", x, dims);

@@ -141,8 +141,14 @@ RotaryTables rotary_tables(int64_t seq_len, int64_t head_dim, double theta, DTyp
 Tensor rotate_half(const Tensor& x) {
   int64_t d = x.dim(-1);
   if (d % 2 != 0) Fail("[rotate_half] last dimension must be even, got {}", x.shape().ToString());
-  Tensor x1 = slice(x, -1, 0, d / 2), x2 = slice(x, -1, d / 2, d);
-  return concat({-x2, x1}, x.rank() - 1);
+  // concat(-x2, x1) as the halves swapped (a reverse of a [2, d/2] view:
+  // an index map a fused loop reads in place) times a sign per element.
+  std::vector<int64_t> halves = x.shape().dims();
+  halves.back() = 2;
+  halves.push_back(d / 2);
+  Tensor swapped = reshape(flip(reshape(x, halves), {-2}), x.shape().dims());
+  Tensor sign = concat({full({d / 2}, -1.0, x.dtype()), full({d / 2}, 1.0, x.dtype())}, 0);
+  return swapped * sign;
 }
 
 Tensor apply_rotary(const Tensor& x, const Tensor& cos, const Tensor& sin) {

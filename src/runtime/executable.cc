@@ -91,6 +91,7 @@ std::unique_ptr<Executable> Executable::Compile(const hlo::Module& module,
     }
     if (options.fuse && !EnvironmentDisablesFusion()) {
       trace::Span span("compile", "fusion");
+      SinkIndexMaps(m);
       FuseElementwise(m);
       if (options.merge_sibling_fusions) MergeSiblingFusions(m);
     }

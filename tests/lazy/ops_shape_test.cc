@@ -45,6 +45,26 @@ TEST(Shape, TransposeAndPermute) {
   ExpectTensor<int32_t>(transpose(m, 0, 1), {3, 2}, {1, 4, 2, 5, 3, 6});
 }
 
+TEST(Shape, FlipReversesEachNamedDim) {
+  Dims dims = {2, 3, 4};
+  Tensor x = IotaTensor(dims);
+  auto flipped = [&](const std::vector<bool>& reversed) {
+    return Tabulate<float>(dims, [&](const Dims& i) {
+      Dims source = i;
+      for (size_t k = 0; k < 3; ++k) {
+        if (reversed[k]) source[k] = dims[k] - 1 - i[k];
+      }
+      return Ravel(source, dims);
+    });
+  };
+  ExpectTensor<float>(flip(x, {1}), dims, flipped({false, true, false}));
+  ExpectTensor<float>(flip(x, {-1, 0}), dims, flipped({true, false, true}));
+  ExpectTensor<float>(flip(x, {}), dims, Iota(24));
+  ExpectTensor<float>(flip(IotaTensor({}), {}), {}, {0});
+  EXPECT_THROW(flip(x, {1, -2}), Error);  // the same dim twice
+  EXPECT_THROW(flip(x, {3}), Error);
+}
+
 TEST(Shape, ExpandAndBroadcastTo) {
   Tensor x = Tensor::FromVector<float>({1, 2, 3}, {3, 1});
   std::vector<float> expected = Tabulate<float>({2, 3, 4}, [](const Dims& i) { return i[1] + 1; });

@@ -181,6 +181,8 @@ Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1);
 // The last two dimensions swapped (torch's x.mT; x.T of a matrix).
 Tensor mT(const Tensor& x);
 Tensor permute(const Tensor& x, std::vector<int64_t> dims);
+// The order of elements reversed along each of `dims` (torch.flip).
+Tensor flip(const Tensor& x, std::vector<int64_t> dims);
 Tensor expand(const Tensor& x, std::vector<int64_t> dims);  // -1 keeps a dim
 Tensor broadcast_to(const Tensor& x, std::vector<int64_t> dims);
 Tensor squeeze(const Tensor& x, std::optional<int64_t> dim = std::nullopt);

@@ -22,6 +22,10 @@ bool EliminateDeadCode(hlo::Module& module);
 bool SinkConvertsIntoLoops(hlo::Module& module);
 // Runs all of the above to a fixed point (a few rounds at most).
 void RunPasses(hlo::Module& module);
+// A transpose, reshape or reverse of an elementwise op nothing else reads
+// moves to that op's operands, towards where a loop fusion reads it as a
+// strided view (sink_index_maps.cc). Before FuseElementwise.
+bool SinkIndexMaps(hlo::Module& module);
 // Groups chains of f32 / f64 elementwise ops (and the broadcasts they read)
 // into loop fusions, run block by block by the CPU runtime. After RunPasses.
 bool FuseElementwise(hlo::Module& module);

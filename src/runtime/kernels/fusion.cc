@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "kernels/elementwise_ops.h"
+#include "kernels/fusion_view.h"
 #include "kernels/isa_kernels.h"
 #include "kernels/reduce_ops.h"
 #include "strata/hlo/literal.h"
@@ -80,8 +81,13 @@ struct Op {
   int64_t operand = -1;               // fusion operand (kElementwise, kScalar, kGather)
   Storage storage = Storage::kValue;  // that operand's (pred: 0 / 1; bf16: widened)
   double constant = 0;                // kConstant's value, kReduce's init
-  std::vector<int64_t> strides = {};  // kGather: operand stride per result dim (0: broadcast)
-  bool uniform = false;               // the same for every element
+  // kGather: the operand read through index maps (fusion_view.h): dims
+  // refining the fusion's, the operand stride along each (0: broadcast,
+  // negative: reversed) and the element read at index 0.
+  std::vector<int64_t> dims = {};
+  std::vector<int64_t> strides = {};
+  int64_t offset = 0;
+  bool uniform = false;  // the same for every element
 };
 
 // A value during one block: `ptr[i]` if it varies, else `ptr[0]`.
@@ -121,15 +127,15 @@ void RunBinaryBlock(Opcode op, Value<T> a, Value<T> b, T* out, int64_t m) {
   WithBinaryKernel<T>(op, [&](auto kernel) { Map2(a, b, out, m, kernel); });
 }
 
-// Where each element of [lo, lo + m) of the result reads a broadcast
-// operand: the sum over result dims of index * stride.
+// Where each element of [lo, lo + m) of the result reads an operand seen
+// through index maps: offset plus the sum over `dims` of index * stride.
 template <typename T>
 void Gather(const uint8_t* src, Storage storage, const std::vector<int64_t>& dims,
-            const std::vector<int64_t>& strides, int64_t lo, int64_t m, T* out) {
+            const std::vector<int64_t>& strides, int64_t offset, int64_t lo, int64_t m, T* out) {
   const bool pred = storage == Storage::kPred;
   const int64_t rank = static_cast<int64_t>(dims.size());
   int64_t index[8] = {0};
-  int64_t offset = 0, rest = lo;
+  int64_t rest = lo;
   for (int64_t d = rank - 1; d >= 0; --d) {
     index[d] = rest % dims[d];
     rest /= dims[d];
@@ -326,7 +332,8 @@ class FusedLoop {
         }
         return {buffer, true};
       case Kind::kGather:
-        Gather(args.operands[op.operand], op.storage, dims_, op.strides, at, m, buffer);
+        Gather(args.operands[op.operand], op.storage, op.dims, op.strides, op.offset, at, m,
+               buffer);
         return {buffer, true};
       case Kind::kRound: {
         const T* x = v[op.in[0]].ptr;
@@ -429,6 +436,16 @@ std::vector<Op> Translate(const hlo::Computation& fused, int64_t elements, int64
                                      : Storage::kValue;
     return op;
   };
+  // A chain of index maps over a parameter (or a scalar) that moves elements
+  // is read as one strided view of it; the chain's inner ops are never
+  // computed. (Broadcasts alone and reshapes of per-row values are read
+  // their own ways below.)
+  auto is_view = [&](const Instruction& i) {
+    if (!IsIndexMap(i) || !MovesElements(i) || i.shape().num_elements() != elements) return false;
+    const Instruction& base = ViewBase(i);
+    return base.opcode() == Opcode::kParameter ||
+           (base.opcode() == Opcode::kConstant && base.shape().rank() == 0);
+  };
   // Only what the root reads: a dead instruction (XLA's text may hold one)
   // would be ordered after the root and computed for nothing.
   std::unordered_set<const Instruction*> live;
@@ -440,20 +457,44 @@ std::vector<Op> Translate(const hlo::Computation& fused, int64_t elements, int64
   while (!pending.empty()) {
     const Instruction* inst = pending.back();
     pending.pop_back();
-    if (!live.insert(inst).second) continue;
+    if (!live.insert(inst).second || is_view(*inst)) continue;
     for (const Instruction* o : inst->operands()) pending.push_back(o);
   }
   for (const auto& owned : fused.instructions()) {
     const Instruction& inst = *owned;
     if (!live.count(&inst)) continue;
     Op op{Kind::kUnary};
+    if (is_view(inst)) {
+      const Instruction& base = ViewBase(inst);
+      if (base.opcode() == Opcode::kConstant) {
+        op.kind = Kind::kConstant;
+        op.constant = base.literal.GetAsDouble(0);
+      } else if (base.shape().rank() == 0) {
+        op = operand_op(base, Kind::kScalar);
+      } else {
+        std::optional<OperandView> view = ViewOf(inst);
+        if (!view || view->dims.size() > 8) {
+          Fail("[runtime] fusion {}: {} reads {} through index maps no strided view can follow",
+               fused.name(), inst.name(), base.name());
+        }
+        op = operand_op(base, Kind::kGather);
+        op.dims = std::move(view->dims);
+        op.strides = std::move(view->strides);
+        op.offset = view->offset;
+      }
+      op.uniform = op.kind != Kind::kGather;
+      value[&inst] = static_cast<int64_t>(ops.size());
+      ops.push_back(std::move(op));
+      continue;
+    }
     switch (inst.opcode()) {
       case Opcode::kParameter: {
-        bool read_directly = false;  // not only through broadcasts
+        bool read_directly = false;  // not only through broadcasts and views
         for (const auto& user : fused.instructions()) {
           if (!live.count(user.get())) continue;
           for (const Instruction* o : user->operands())
-            read_directly = read_directly || (o == &inst && user->opcode() != Opcode::kBroadcast);
+            read_directly = read_directly ||
+                            (o == &inst && user->opcode() != Opcode::kBroadcast && !is_view(*user));
         }
         const int64_t count = inst.shape().num_elements();
         if (!read_directly) {
@@ -486,7 +527,14 @@ std::vector<Op> Translate(const hlo::Computation& fused, int64_t elements, int64
         op.in[0] = value.at(inst.operand(0));
         break;
       }
-      case Opcode::kReshape:  // of a per-row value: only unit dims change
+      case Opcode::kTranspose:
+      case Opcode::kSlice:
+      case Opcode::kReverse:
+        Fail(
+            "[runtime] fusion {}: {} moves elements of a value the fusion computes; the fused "
+            "loop reads index maps only over its operands",
+            fused.name(), inst.name());
+      case Opcode::kReshape:  // the same elements in the same order
         op.kind = Kind::kRowBroadcast;
         op.in[0] = value.at(inst.operand(0));
         break;
@@ -502,6 +550,7 @@ std::vector<Op> Translate(const hlo::Computation& fused, int64_t elements, int64
           op = operand_op(src, Kind::kScalar);
         } else {
           op = operand_op(src, Kind::kGather);
+          op.dims = inst.shape().dims();
           op.strides = BroadcastStrides(inst);
         }
         break;
@@ -593,7 +642,10 @@ bool FusedKernelRuns(const Instruction& fusion, ThreadPool& pool) {
         if (!typed && !pred && !half) return false;
         break;
       case Opcode::kReshape:
-        if (!typed && !pred) return false;
+      case Opcode::kTranspose:
+      case Opcode::kSlice:
+      case Opcode::kReverse:
+        if (!typed && !pred && !half) return false;
         break;
       case Opcode::kConvert: {
         const DType from = inst->operand(0)->shape().dtype();
@@ -633,7 +685,7 @@ bool FusionReadsElementwise(const Instruction& fusion, int64_t index) {
   const Instruction* parameter = fused.parameter(index);
   for (const auto& inst : fused.instructions()) {
     for (const Instruction* operand : inst->operands()) {
-      if (operand == parameter && inst->opcode() == Opcode::kBroadcast) return false;
+      if (operand == parameter && IsIndexMap(*inst)) return false;
     }
   }
   const std::optional<Shape> leaf = FusionOutputShape(fusion);

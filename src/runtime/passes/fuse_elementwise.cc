@@ -39,11 +39,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <optional>
 #include <span>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "kernels/fusion_view.h"
 #include "strata/hlo/builder.h"
 #include "strata/runtime/passes.h"
 
@@ -99,6 +101,22 @@ bool IsFusibleBroadcast(const Instruction& i, const std::vector<int64_t>& dims, 
          (i.shape().dtype() == type || i.shape().dtype() == DType::kPred ||
           IsHalfIn(i.shape().dtype(), type)) &&
          i.operand(0)->shape().is_array() && i.operand(0)->shape().rank() <= kMaxFusedRank;
+}
+
+// A chain of index maps (a transpose, slice, reverse or reshape, and the
+// broadcasts with them) at the fusion's dims that the fused loop reads as
+// one strided view of the value under it (kernels/fusion_view.h): runs of
+// consecutive elements along its innermost dim (or one element repeated),
+// so the moved copy is never written. A view needing more dims than the
+// loop's index keeps stays outside.
+bool IsFusibleView(const Instruction& i, const std::vector<int64_t>& dims, DType type) {
+  if (!IsIndexMap(i) || !MovesElements(i) || i.shape().dims() != dims) return false;
+  const DType t = i.shape().dtype();
+  if (t != type && t != DType::kPred && !IsHalfIn(t, type)) return false;
+  if (ViewBase(i).shape().rank() == 0) return true;
+  std::optional<OperandView> view = ViewOf(i);
+  return view && view->dims.size() <= static_cast<size_t>(kMaxFusedRank) &&
+         (view->strides.empty() || std::abs(view->strides.back()) <= 1);
 }
 
 // A fused row is a block of the fused loop: long enough to amortize a
@@ -212,16 +230,18 @@ struct Group {
   std::vector<Instruction*> outputs;  // members also read outside, after the root
   std::vector<Instruction*> joined;   // members in the order they joined (deterministic)
   int64_t core = 0;
-  bool absorbs_broadcast = false;  // reads a non-scalar broadcast
-  int64_t row = 0;                 // the row its reductions cover (0: none)
-  int64_t lead = -1;               // dims before the row (-1: no row value yet)
+  bool absorbs_broadcast = false;  // reads a non-scalar broadcast or a view
+  // Index maps read as strided views of their bases (IsFusibleView): like
+  // broadcasts, they stay outside too for any other reader.
+  std::unordered_set<Instruction*> views;
+  int64_t row = 0;    // the row its reductions cover (0: none)
+  int64_t lead = -1;  // dims before the row (-1: no row value yet)
   // Ops on per-row values (a reduction's result on its way to a broadcast:
   // the mean of squares, its rsqrt) and scalars spread over them.
   std::unordered_set<Instruction*> row_ops, row_spreads;
 
   void Join(Instruction* i) {
-    members.insert(i);
-    joined.push_back(i);
+    if (members.insert(i).second) joined.push_back(i);
   }
 };
 
@@ -256,7 +276,8 @@ class Fuser {
       // (A reduction with nothing fused into it stays the reduce kernel.)
       if (g.core < 2 && !(g.core == 1 && g.absorbs_broadcast && !reduction)) continue;
       for (Instruction* m : g.members) {
-        if (m->opcode() != Opcode::kBroadcast && !g.repeated.count(m)) fused_.insert(m);
+        if (m->opcode() != Opcode::kBroadcast && !g.repeated.count(m) && !g.views.count(m))
+          fused_.insert(m);
       }
       Instruction* fusion = Build(g, order);
       if (g.outputs.empty()) {
@@ -299,6 +320,8 @@ class Fuser {
     if (it == users_.end()) return false;
     for (Instruction* u : it->second) {
       if (!g.members.count(u) || g.repeated.count(u)) return false;
+      // A value read through a view is the view's operand: written.
+      if (g.views.count(u)) return false;
       // A broadcast other fusions also read stays outside, reading `i`.
       if (u->opcode() == Opcode::kBroadcast && !AllUsersIn(u, g)) return false;
     }
@@ -404,6 +427,7 @@ class Fuser {
       changed = false;
       std::vector<Instruction*> candidates;
       for (Instruction* m : g.joined) {
+        if (g.views.count(m)) continue;  // its base is the fusion's operand
         if (m->opcode() == Opcode::kBroadcast) {
           const int64_t lead = RowBroadcastLead(*m, dims);
           if (lead >= 0 && (g.lead < 0 || g.lead == lead)) {
@@ -428,6 +452,14 @@ class Fuser {
             ++g.core;
             changed = true;
           }
+        } else if (IsFusibleView(*op, dims, type) &&
+                   !g.members.count(const_cast<Instruction*>(&ViewBase(*op)))) {
+          for (Instruction* at = op; IsIndexMap(*at); at = at->operand(0)) {
+            g.Join(at);
+            g.views.insert(at);
+          }
+          g.absorbs_broadcast = true;
+          changed = true;
         } else if (IsFusibleBroadcast(*op, dims, type)) {
           g.Join(op);
           // (A broadcast scalar is read as a scalar unfused too.) Fusing a
