@@ -94,6 +94,7 @@ std::unique_ptr<Executable> Executable::Compile(const hlo::Module& module,
       SinkIndexMaps(m);
       FuseElementwise(m);
       if (options.merge_sibling_fusions) MergeSiblingFusions(m);
+      FuseProducers(m);
     }
   }
   Schedule(m);

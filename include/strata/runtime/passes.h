@@ -33,6 +33,10 @@ bool FuseElementwise(hlo::Module& module);
 // reading the other, become one multi-output fusion (merge_sibling_fusions.cc).
 // After FuseElementwise.
 bool MergeSiblingFusions(hlo::Module& module);
+// A loop fusion takes in an elementwise producer (a loop fusion or one op
+// over the same dims) that only it reads (fuse_producers.cc). After
+// MergeSiblingFusions, which leaves such producers.
+bool FuseProducers(hlo::Module& module);
 // The computations that run as programs: the entry, the while loops'
 // conditions and bodies and the conditionals' branches (not the functions
 // reduce / scatter call). What the fusion passes work on.
