@@ -304,5 +304,62 @@ TEST(LoopState, ConvertsStayWhereMovingThemWouldHoldMore) {
   }
 }
 
+TEST(LoopState, AnInvariantReadOnlyThroughConvertsIsConvertedOnceBeforeTheLoop) {
+  // A table the body reads whole, rounded to bf16 and widened again in every
+  // iteration (a rotary table cast for each layer): the loop carries it
+  // converted, and the body holds no convert.
+  const std::string text = R"(HloModule table
+body {
+  s = (s32[], f32[2,32], f64[2,32]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  h = f32[2,32] get-tuple-element(s), index=1
+  table = f64[2,32] get-tuple-element(s), index=2
+  half = bf16[2,32] convert(table)
+  wide = f32[2,32] convert(half)
+  m = f32[2,32] multiply(h, wide)
+  t = f32[2,32] tanh(m)
+  one = s32[] constant(1)
+  next = s32[] add(i, one)
+  ROOT out = (s32[], f32[2,32], f64[2,32]) tuple(next, t, table)
+}
+cond {
+  s = (s32[], f32[2,32], f64[2,32]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(4)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+ENTRY main {
+  h0 = f32[2,32] parameter(0)
+  table = f64[2,32] parameter(1)
+  zero = s32[] constant(0)
+  init = (s32[], f32[2,32], f64[2,32]) tuple(zero, h0, table)
+  loop = (s32[], f32[2,32], f64[2,32]) while(init), condition=cond, body=body
+  ROOT h = f32[2,32] get-tuple-element(loop), index=1
+}
+)";
+  auto exe = Compile(text);
+  for (const auto& c : exe->module().computations()) {
+    for (const auto& inst : c->instructions()) {
+      if (inst->opcode() == hlo::Opcode::kWhile) {
+        EXPECT_EQ(inst->shape().tuple_shape(2).dtype(), DType::kF32) << hlo::ToText(exe->module());
+        for (const auto& in_body : inst->called[1]->instructions())
+          EXPECT_NE(in_body->opcode(), hlo::Opcode::kConvert) << in_body->name();
+      }
+    }
+  }
+  const std::vector<float> h = test::Random<float>(kRows * kWidth, 9, -1, 1);
+  // (f32 values: the f64 -> bf16 rounding is then the f32 one, whatever the path.)
+  const std::vector<float> narrow = test::Random<float>(kRows * kWidth, 10, -2, 2);
+  const std::vector<double> table(narrow.begin(), narrow.end());
+  std::vector<double> want(h.begin(), h.end());
+  for (int64_t step = 0; step < 4; ++step) {
+    for (size_t i = 0; i < want.size(); ++i)
+      want[i] = std::tanh(static_cast<float>(want[i]) * ToBf16(static_cast<float>(table[i])));
+  }
+  auto got = exe->Run({test::Arg(h, {kRows, kWidth}), test::Arg(table, {kRows, kWidth})})[0]
+                 .ToVector<float>();
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << i;
+}
+
 }  // namespace
 }  // namespace strata::runtime

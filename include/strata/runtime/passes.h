@@ -20,6 +20,10 @@ bool EliminateDeadCode(hlo::Module& module);
 // hands on, becomes W with each slice converted in the body: no converted
 // copy of a whole stack of weights (sink_converts.cc).
 bool SinkConvertsIntoLoops(hlo::Module& module);
+// A loop state element the body hands on unchanged and only converts (to
+// one type, whole) is converted once before the loop instead (the same
+// file).
+bool HoistConvertsOutOfLoops(hlo::Module& module);
 // Runs all of the above to a fixed point (a few rounds at most).
 void RunPasses(hlo::Module& module);
 // A transpose, reshape or reverse of an elementwise op nothing else reads

@@ -11,6 +11,7 @@ void RunPasses(hlo::Module& module) {
     changed |= FoldConstants(module);
     changed |= EliminateCommonSubexpressions(module);
     changed |= SinkConvertsIntoLoops(module);
+    changed |= HoistConvertsOutOfLoops(module);
     changed |= EliminateDeadCode(module);
     if (!changed) break;
   }

@@ -10,7 +10,13 @@
 // Only where that holds no more bytes: W is a parameter (alive anyway), or
 // the convert does not narrow (a narrowing convert of a temporary lets the
 // wide temporary die before the loop; carrying it would hold more).
+//
+// The other way, a loop state element the body hands on unchanged and
+// reads only whole, through converts to one type (a rotary table computed
+// in f64 and cast for each layer), is converted once before the loop and
+// carried converted (HoistConvertsOutOfLoops).
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -146,9 +152,83 @@ bool SinkInto(Computation& c, Instruction* loop,
   return true;
 }
 
-}  // namespace
+// The type every reader of element k in the body but the hand-on converts
+// it to, where the condition never reads it and nothing after the loop does.
+std::optional<DType> ReadOnlyConverted(const Computation& c, const Instruction* loop,
+                                       const Computation& condition, const Computation& body,
+                                       int64_t k) {
+  if (!ElementReads(condition, condition.parameter(0), k).empty() ||
+      !ElementReads(c, loop, k).empty()) {
+    return std::nullopt;
+  }
+  const Instruction* root = body.root();
+  if (root->opcode() != Opcode::kTuple) return std::nullopt;
+  std::optional<DType> to;
+  bool handed_on = false;
+  for (Instruction* read : ElementReads(body, body.parameter(0), k)) {
+    handed_on |= read == root->operand(k);
+    for (const Instruction* user : UsersOf(body, read)) {
+      if (user == root) {
+        for (int64_t i = 0; i < root->operand_count(); ++i) {
+          if (root->operand(i) == read && i != k) return std::nullopt;
+        }
+        continue;
+      }
+      if (user->opcode() != Opcode::kConvert || (to && user->shape().dtype() != *to))
+        return std::nullopt;
+      to = user->shape().dtype();
+    }
+  }
+  if (!handed_on) return std::nullopt;
+  return to;
+}
 
-bool SinkConvertsIntoLoops(hlo::Module& module) {
+bool HoistFrom(Computation& c, Instruction* loop,
+               const std::unordered_map<const Computation*, int>& callers) {
+  Computation& condition = *loop->called[0];
+  Computation& body = *loop->called[1];
+  Instruction* init = loop->operand(0);
+  if (init->opcode() != Opcode::kTuple || callers.at(&condition) != 1 || callers.at(&body) != 1)
+    return false;
+  for (const Instruction* user : UsersOf(c, loop)) {
+    if (user->opcode() != Opcode::kGetTupleElement) return false;
+  }
+  bool changed = false;
+  std::vector<Instruction*> elements = init->operands();
+  for (int64_t k = 0; k < static_cast<int64_t>(elements.size()); ++k) {
+    if (!elements[k]->shape().is_array()) continue;
+    const std::optional<DType> to = ReadOnlyConverted(c, loop, condition, body, k);
+    if (!to) continue;
+    const Shape converted = elements[k]->shape().WithDType(*to);
+    auto convert = std::make_unique<Instruction>(Opcode::kConvert, converted,
+                                                 std::vector<Instruction*>{elements[k]});
+    convert->set_name(elements[k]->name() + ".hoisted");
+    elements[k] = c.AddInstruction(std::move(convert));
+    const Shape state = WithElement(loop->shape(), k, converted);
+    loop->set_shape(state);
+    condition.parameter(0)->set_shape(state);
+    body.parameter(0)->set_shape(state);
+    body.root()->set_shape(state);
+    Computation::Replacements replacements;
+    for (Instruction* read : ElementReads(body, body.parameter(0), k)) {
+      read->set_shape(converted);
+      for (Instruction* user : UsersOf(body, read)) {
+        if (user != body.root()) replacements[user] = read;
+      }
+    }
+    body.ApplyReplacements(replacements);
+    body.RemoveDeadInstructions();
+    changed = true;
+  }
+  if (!changed) return false;
+  Instruction* tuple = c.AddInstruction(
+      std::make_unique<Instruction>(Opcode::kTuple, loop->shape(), std::move(elements)));
+  tuple->set_name(init->name() + ".hoisted");
+  loop->set_operand(0, tuple);
+  return true;
+}
+
+std::unordered_map<const Computation*, int> Callers(const hlo::Module& module) {
   std::unordered_map<const Computation*, int> callers;
   for (const auto& c : module.computations()) {
     callers.emplace(c.get(), 0);
@@ -156,6 +236,13 @@ bool SinkConvertsIntoLoops(hlo::Module& module) {
       for (const Computation* called : inst->called) ++callers[called];
     }
   }
+  return callers;
+}
+
+// Runs move(c, loop, callers) on every loop of every computation.
+template <typename Move>
+bool ForEachLoop(hlo::Module& module, Move move) {
+  const std::unordered_map<const Computation*, int> callers = Callers(module);
   bool changed = false;
   for (const auto& c : module.computations()) {
     std::vector<Instruction*> loops;
@@ -163,7 +250,7 @@ bool SinkConvertsIntoLoops(hlo::Module& module) {
       if (inst->opcode() == Opcode::kWhile) loops.push_back(inst.get());
     }
     bool here = false;
-    for (Instruction* loop : loops) here |= SinkInto(*c, loop, callers);
+    for (Instruction* loop : loops) here |= move(*c, loop, callers);
     if (here) {
       c->SortTopologically();
       c->RemoveDeadInstructions();
@@ -172,5 +259,11 @@ bool SinkConvertsIntoLoops(hlo::Module& module) {
   }
   return changed;
 }
+
+}  // namespace
+
+bool HoistConvertsOutOfLoops(hlo::Module& module) { return ForEachLoop(module, HoistFrom); }
+
+bool SinkConvertsIntoLoops(hlo::Module& module) { return ForEachLoop(module, SinkInto); }
 
 }  // namespace strata::runtime
