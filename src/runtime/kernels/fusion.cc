@@ -6,8 +6,10 @@
 //
 // Inside a block every value is the fusion's float type T (a compare gives
 // 0 or 1, a select tests != 0). A value is a pointer and whether it varies
-// per element: operands read elementwise are used in place, a broadcast
-// operand is gathered into a buffer, and values that are the same for every
+// per element: operands read elementwise are used in place, an operand read
+// through a broadcast or another index map (a transposed, sliced or
+// reversed operand: fusion_view.h) is gathered into a buffer through its
+// strided view, and values that are the same for every
 // element (constants, broadcast scalars, ops over only those) are computed
 // once per run.
 //

@@ -112,11 +112,12 @@ KernelInfo MakeFusionKernel(const hlo::Instruction& inst, ThreadPool& pool);
 // of rank <= 8, or a tuple of results of one shape up to the element type (a
 // multi-output fusion: each block computes them all), computing in f32 or
 // f64 (FusionComputeType): parameters, constants, broadcasts, row
-// reductions, compares, selects and elementwise ops of that type, in the
+// reductions, compares, selects and elementwise ops of that type, and index
+// maps (transpose, slice, reverse, reshape) over its parameters, in the
 // forms MakeFusionKernel accepts. An f32 fusion may also read, select and
 // write bf16 values and convert between f32 and bf16. Any other fusion
-// (XLA's other kinds, results of different shapes, slices, integer ops) the
-// compiler runs as a call of its computation.
+// (XLA's other kinds, results of different shapes, a transpose of a value it
+// computes, integer ops) the compiler runs as a call of its computation.
 bool FusedKernelRuns(const hlo::Instruction& fusion, ThreadPool& pool);
 // The dims every output of a fusion has, with the first output's element
 // type: its array result, or the elements of its tuple result when they
@@ -156,7 +157,7 @@ inline std::optional<DType> FusionComputeType(const hlo::Instruction& fusion) {
   return std::nullopt;
 }
 // Whether a fusion reads operand `index` element by element (not through a
-// broadcast), so its result may overwrite that operand.
+// broadcast or another index map), so its result may overwrite that operand.
 bool FusionReadsElementwise(const hlo::Instruction& fusion, int64_t index);
 
 // Copies an N-d strided view: dst[i] = src[i] for every index i < dims, with

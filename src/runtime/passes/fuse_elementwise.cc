@@ -7,9 +7,12 @@
 // fusion and its result has the root's dims; a broadcast joins any fusion
 // that reads it (a broadcast is an index map, so each fusion reads its
 // operand directly and the broadcast itself is never materialized unless
-// something outside still needs it). Compares join as 0 / 1 values for a
-// select in the same fusion. Everything else a fusion reads becomes one of
-// its parameters.
+// something outside still needs it). A chain of index maps that moves
+// elements (a transpose, slice or reverse, with reshapes and broadcasts)
+// joins the same way when the fused loop can read it as one strided view of
+// the value under it (kernels/fusion_view.h). Compares join as 0 / 1 values
+// for a select in the same fusion. Everything else a fusion reads becomes
+// one of its parameters.
 //
 // A cheap elementwise op (a convert, an add, a multiply, a select) that
 // other ops read too joins as well, computed again in the fusion: its
