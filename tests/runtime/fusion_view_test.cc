@@ -210,14 +210,17 @@ TEST(FusionView, ASwapOfTheInnermostDimStaysAKernel) {
 }
 
 TEST(FusionView, SlicesAndReversesOfOperandsAreReadInPlace) {
-  // x[1:7:2, 2:18] * y + reverse(z) along both dims: no slice or reverse
-  // is written; a bf16 operand is widened as it is read through its view.
+  // x[1:7:2, 2:18] * y + reverse(z) along both dims + reverse(z) along its
+  // rows: no slice or reverse is written; a bf16 operand is widened as it is
+  // read through its view (backwards, and in runs of consecutive elements).
   const auto x = Random<float>(7 * 20, 41, -3, 3), y = Random<float>(3 * 16, 42, -1, 1),
              z = Random<float>(3 * 16, 43, -1, 1);
   Graph g({Shape(DType::kF32, {7, 20}), Shape(DType::kF32, {3, 16}), Shape(DType::kBF16, {3, 16})});
   Instruction* sliced = g.b.Slice(g.params[0], {1, 2}, {7, 18}, {2, 1});
   Instruction* reversed = g.b.Convert(g.b.Reverse(g.params[2], {0, 1}), DType::kF32);
-  auto exe = g.Compile(g.b.Add(g.b.Multiply(sliced, g.params[1]), reversed));
+  Instruction* rows_reversed = g.b.Convert(g.b.Reverse(g.params[2], {0}), DType::kF32);
+  auto exe =
+      g.Compile(g.b.Add(g.b.Add(g.b.Multiply(sliced, g.params[1]), reversed), rows_reversed));
   const hlo::Computation& entry = *exe->module().entry();
   EXPECT_EQ(Count(entry, Opcode::kFusion), 1);
   EXPECT_EQ(Count(entry, Opcode::kSlice) + Count(entry, Opcode::kReverse), 0);
@@ -232,7 +235,7 @@ TEST(FusionView, SlicesAndReversesOfOperandsAreReadInPlace) {
   for (int64_t i = 0; i < 3; ++i)
     for (int64_t j = 0; j < 16; ++j) {
       const double want = static_cast<double>(x[(1 + 2 * i) * 20 + 2 + j]) * y[i * 16 + j] +
-                          z_half[(2 - i) * 16 + (15 - j)];
+                          z_half[(2 - i) * 16 + (15 - j)] + z_half[(2 - i) * 16 + j];
       ASSERT_NEAR(got[i * 16 + j], want, 1e-5 * (1 + std::abs(want))) << i << " " << j;
     }
 }

@@ -152,7 +152,10 @@ void Gather(const uint8_t* src, Storage storage, const std::vector<int64_t>& dim
     // The rest of the innermost row in one run: a fill, a copy or strided.
     const int64_t run = std::min(m - i, rank == 0 ? m : inner - index[rank - 1]);
     T* o = out + i;
-    if (storage == Storage::kBf16) {
+    if (storage == Storage::kBf16 && inner_stride == 1) {  // a run the compiler vectorizes
+      const uint16_t* h = halves + offset;
+      for (int64_t j = 0; j < run; ++j) o[j] = static_cast<T>(BFloat16ToFloat(h[j]));
+    } else if (storage == Storage::kBf16) {
       for (int64_t j = 0; j < run; ++j)
         o[j] = static_cast<T>(BFloat16ToFloat(halves[offset + j * inner_stride]));
     } else if (pred && inner_stride == 1) {
