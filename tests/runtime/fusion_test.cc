@@ -19,14 +19,9 @@ namespace {
 using hlo::Instruction;
 using hlo::Opcode;
 using test::Arg;
+using test::Count;
 using test::Graph;
 using test::Random;
-
-int64_t Count(const hlo::Computation& c, Opcode op) {
-  int64_t n = 0;
-  for (const auto& inst : c.instructions()) n += inst->opcode() == op;
-  return n;
-}
 
 // A softmax over the last dim of x * s, masked where m is false:
 // exp(z - max) / sum, the max and sum given (they are reductions, which do

@@ -16,14 +16,9 @@ namespace {
 using hlo::Instruction;
 using hlo::Opcode;
 using test::Arg;
+using test::Count;
 using test::Graph;
 using test::Random;
-
-int64_t Count(const hlo::Computation& c, Opcode op) {
-  int64_t n = 0;
-  for (const auto& inst : c.instructions()) n += inst->opcode() == op;
-  return n;
-}
 
 std::vector<float> Iota(int64_t n) {
   std::vector<float> v(n);

@@ -15,14 +15,9 @@ namespace {
 
 using hlo::Opcode;
 using test::Arg;
+using test::Count;
 using test::Graph;
 using test::Random;
-
-int64_t Count(const hlo::Computation& c, Opcode op) {
-  int64_t n = 0;
-  for (const auto& inst : c.instructions()) n += inst->opcode() == op;
-  return n;
-}
 
 TEST(SiblingFusion, ASwiGluBackwardReadsItsInputsInOneFusion) {
   // SwiGLU's backward over gate, up and the incoming gradient dy, with the

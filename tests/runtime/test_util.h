@@ -79,6 +79,13 @@ struct Graph {
   }
 };
 
+// How many instructions of `c` have opcode `op`.
+inline int64_t Count(const hlo::Computation& c, hlo::Opcode op) {
+  int64_t n = 0;
+  for (const auto& inst : c.instructions()) n += inst->opcode() == op;
+  return n;
+}
+
 inline std::vector<Shape> ShapesOf(const std::vector<Buffer>& buffers) {
   std::vector<Shape> shapes;
   for (const Buffer& buffer : buffers) shapes.push_back(buffer.shape());

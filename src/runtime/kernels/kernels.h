@@ -156,6 +156,19 @@ inline std::optional<DType> FusionComputeType(const hlo::Instruction& fusion) {
   if (f32) return DType::kF32;
   return std::nullopt;
 }
+// A loop fusion built by the passes (no XLA kind) with outputs of one shape
+// and a compute type, and no reduction inside: the elementwise fusions
+// MergeSiblingFusions and FuseProducers combine.
+inline bool IsPlainLoopFusion(const hlo::Instruction& inst) {
+  if (inst.opcode() != hlo::Opcode::kFusion || !inst.fusion_kind.empty() ||
+      inst.called.size() != 1 || !FusionOutputShape(inst) || !FusionComputeType(inst)) {
+    return false;
+  }
+  for (const auto& i : inst.called[0]->instructions()) {
+    if (i->opcode() == hlo::Opcode::kReduce) return false;
+  }
+  return true;
+}
 // Whether a fusion reads operand `index` element by element (not through a
 // broadcast or another index map), so its result may overwrite that operand.
 bool FusionReadsElementwise(const hlo::Instruction& fusion, int64_t index);

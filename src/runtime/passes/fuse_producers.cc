@@ -27,17 +27,6 @@ namespace {
 using hlo::Instruction;
 using hlo::Opcode;
 
-bool IsPlainLoopFusion(const Instruction& inst) {
-  if (inst.opcode() != Opcode::kFusion || !inst.fusion_kind.empty() || inst.called.size() != 1 ||
-      !FusionOutputShape(inst) || !FusionComputeType(inst)) {
-    return false;
-  }
-  for (const auto& i : inst.called[0]->instructions()) {
-    if (i->opcode() == Opcode::kReduce) return false;
-  }
-  return true;
-}
-
 // One elementwise op a fused loop of `type` computes: on floats of that
 // type, or a convert between it and bf16.
 bool IsFusibleOp(const Instruction& x, DType type) {

@@ -27,17 +27,6 @@ using hlo::Opcode;
 
 constexpr int64_t kMaxOutputs = 4;
 
-bool Mergeable(const Instruction& inst) {
-  if (inst.opcode() != Opcode::kFusion || !inst.fusion_kind.empty() || inst.called.size() != 1 ||
-      !FusionOutputShape(inst) || !FusionComputeType(inst)) {
-    return false;
-  }
-  for (const auto& i : inst.called[0]->instructions()) {
-    if (i->opcode() == Opcode::kReduce) return false;
-  }
-  return true;
-}
-
 int64_t Outputs(const Instruction& fusion) {
   return fusion.shape().is_tuple() ? fusion.shape().tuple_size() : 1;
 }
@@ -99,7 +88,7 @@ class Merger {
   bool MergeOnePair() {
     std::vector<Instruction*> fusions;
     for (const auto& inst : c_.instructions()) {
-      if (Mergeable(*inst)) fusions.push_back(inst.get());
+      if (IsPlainLoopFusion(*inst)) fusions.push_back(inst.get());
     }
     if (fusions.size() < 2) return false;
     const Ancestors ancestors(c_);

@@ -106,17 +106,27 @@ void ConvertAfter(Computation& c, Instruction* value, DType from) {
   if (c.root() == value) c.set_root(convert);
 }
 
+// A loop whose state's elements may change type: its init is a tuple, its
+// condition and body are called by it alone and only get-tuple-elements
+// read its result.
+bool StateMayChange(const Computation& c, const Instruction* loop,
+                    const std::unordered_map<const Computation*, int>& callers) {
+  if (loop->operand(0)->opcode() != Opcode::kTuple || callers.at(loop->called[0]) != 1 ||
+      callers.at(loop->called[1]) != 1) {
+    return false;
+  }
+  for (const Instruction* user : UsersOf(c, loop)) {
+    if (user->opcode() != Opcode::kGetTupleElement) return false;
+  }
+  return true;
+}
+
 bool SinkInto(Computation& c, Instruction* loop,
               const std::unordered_map<const Computation*, int>& callers) {
+  if (!StateMayChange(c, loop, callers)) return false;
   Computation& condition = *loop->called[0];
   Computation& body = *loop->called[1];
   Instruction* init = loop->operand(0);
-  if (init->opcode() != Opcode::kTuple || callers.at(&condition) != 1 || callers.at(&body) != 1)
-    return false;
-  std::vector<Instruction*> outside = UsersOf(c, loop);
-  for (const Instruction* user : outside) {
-    if (user->opcode() != Opcode::kGetTupleElement) return false;
-  }
   bool changed = false;
   std::vector<Instruction*> elements = init->operands();
   for (int64_t k = 0; k < static_cast<int64_t>(elements.size()); ++k) {
@@ -185,14 +195,10 @@ std::optional<DType> ReadOnlyConverted(const Computation& c, const Instruction* 
 
 bool HoistFrom(Computation& c, Instruction* loop,
                const std::unordered_map<const Computation*, int>& callers) {
+  if (!StateMayChange(c, loop, callers)) return false;
   Computation& condition = *loop->called[0];
   Computation& body = *loop->called[1];
   Instruction* init = loop->operand(0);
-  if (init->opcode() != Opcode::kTuple || callers.at(&condition) != 1 || callers.at(&body) != 1)
-    return false;
-  for (const Instruction* user : UsersOf(c, loop)) {
-    if (user->opcode() != Opcode::kGetTupleElement) return false;
-  }
   bool changed = false;
   std::vector<Instruction*> elements = init->operands();
   for (int64_t k = 0; k < static_cast<int64_t>(elements.size()); ++k) {
