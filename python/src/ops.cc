@@ -508,8 +508,19 @@ void BindOps(py::module_& m) {
       py::arg("eps") = 1e-5);
   m.def("dropout", &nn::dropout, py::arg("x"), py::arg("p"), py::arg("key"),
         py::arg("training") = true);
-  m.def("scaled_dot_product_attention", &nn::scaled_dot_product_attention, py::arg("q"),
-        py::arg("k"), py::arg("v"), py::arg("is_causal") = true, py::arg("fused") = true);
+  m.def(
+      "scaled_dot_product_attention",
+      [](const Tensor& q, const Tensor& k, const Tensor& v, bool causal, bool fused,
+         const std::string& layout) {
+        if (layout != "bhsd" && layout != "bshd") {
+          Fail("[scaled_dot_product_attention] layout must be 'bhsd' or 'bshd', got '{}'", layout);
+        }
+        return nn::scaled_dot_product_attention(
+            q, k, v, causal, fused,
+            layout == "bshd" ? nn::AttentionLayout::kBSHD : nn::AttentionLayout::kBHSD);
+      },
+      py::arg("q"), py::arg("k"), py::arg("v"), py::arg("is_causal") = true,
+      py::arg("fused") = true, py::arg("layout") = "bhsd");
   m.def(
       "rotary_tables",
       [](int64_t seq, int64_t head_dim, double theta, py::object dtype) {
@@ -519,7 +530,8 @@ void BindOps(py::module_& m) {
       },
       py::arg("seq_len"), py::arg("head_dim"), py::arg("theta") = 10000.0,
       py::arg("dtype") = py::none());
-  m.def("apply_rotary", &nn::apply_rotary, py::arg("x"), py::arg("cos"), py::arg("sin"));
+  m.def("apply_rotary", &nn::apply_rotary, py::arg("x"), py::arg("cos"), py::arg("sin"),
+        py::arg("seq_dim") = -2);
   BindConvolution<&conv1d>(m, "conv1d");
   BindConvolution<&conv2d>(m, "conv2d");
   BindConvolution<&conv3d>(m, "conv3d");

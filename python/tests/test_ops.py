@@ -149,6 +149,12 @@ def test_nn_functions_against_torch():
         ref = torch.softmax(scores, -1) @ tv
     close(strata.scaled_dot_product_attention(strata.tensor(q), strata.tensor(k), strata.tensor(v)),
           ref, rtol=1e-5, atol=1e-5)
+    # [B, S, H, D] in and out (JAX's layout): the same attention transposed.
+    bshd = [np.ascontiguousarray(z.transpose(0, 2, 1, 3)) for z in (q, k, v)]
+    close(strata.scaled_dot_product_attention(*map(strata.tensor, bshd), layout="bshd"),
+          ref.transpose(1, 2), rtol=1e-5, atol=1e-5)
+    with pytest.raises(strata.Error, match="layout must be"):
+        strata.scaled_dot_product_attention(*map(strata.tensor, bshd), layout="sbhd")
 
 
 def test_creation_and_random_keys():

@@ -11,16 +11,19 @@
 namespace strata::hlo {
 
 std::string PrintAttentionConfig(const AttentionConfig& config) {
-  return fmt::format("causal={};scale={:.17g}", config.causal ? 1 : 0, config.scale);
+  return fmt::format("causal={};scale={:.17g}{}", config.causal ? 1 : 0, config.scale,
+                     config.layout == AttentionLayout::kBSHD ? ";layout=bshd" : "");
 }
 
 AttentionConfig ParseAttentionConfig(std::string_view text) {
   auto bad = [&](std::string_view why) {
-    Fail("[attention] backend_config \"{}\": {}; expected \"causal=0|1;scale=<positive number>\"",
-         text, why);
+    Fail(
+        "[attention] backend_config \"{}\": {}; expected \"causal=0|1;scale=<positive "
+        "number>[;layout=bhsd|bshd]\"",
+        text, why);
   };
   AttentionConfig config;
-  bool has_causal = false, has_scale = false;
+  bool has_causal = false, has_scale = false, has_layout = false;
   size_t start = 0;
   while (start <= text.size()) {
     const size_t end = std::min(text.find(';', start), text.size());
@@ -40,16 +43,21 @@ AttentionConfig ParseAttentionConfig(std::string_view text) {
         bad(fmt::format("scale is '{}'", value));
       }
       has_scale = true;
+    } else if (key == "layout" && !has_layout) {
+      if (value != "bhsd" && value != "bshd") bad(fmt::format("layout is '{}'", value));
+      config.layout = value == "bshd" ? AttentionLayout::kBSHD : AttentionLayout::kBHSD;
+      has_layout = true;
     } else {
       bad(fmt::format("unexpected or repeated key '{}'", key));
     }
     start = end + 1;
   }
-  if (!has_causal || !has_scale) bad("both keys are needed");
+  if (!has_causal || !has_scale) bad("causal and scale are needed");
   return config;
 }
 
-Shape AttentionResultShape(std::string_view target, std::span<const Shape* const> operands) {
+Shape AttentionResultShape(std::string_view target, const AttentionConfig& config,
+                           std::span<const Shape* const> operands) {
   const bool grad = target == kAttentionGradTarget;
   if (!grad && target != kAttentionTarget) Fail("[attention] unknown target '{}'", target);
   const size_t expected = grad ? 6 : 3;
@@ -61,17 +69,20 @@ Shape AttentionResultShape(std::string_view target, std::span<const Shape* const
   auto describe = [&] {
     return fmt::format("q {}, k {}, v {}", q.ToString(), k.ToString(), v.ToString());
   };
+  const bool bshd = config.layout == AttentionLayout::kBSHD;
+  const int64_t heads = config.heads_dim(4), seq = bshd ? 1 : 2;
   if (!q.is_array() || !k.is_array() || !v.is_array() || q.rank() != 4 || k.rank() != 4 ||
-      v.dims() != k.dims() || q.dim(0) != k.dim(0) || q.dim(2) != k.dim(2) ||
-      q.dim(3) != k.dim(3) || k.dim(1) == 0 || q.dim(1) % k.dim(1) != 0) {
-    Fail("[{}] expected q [B, H, S, D] and k, v [B, KV, S, D] with H a multiple of KV, got {}",
-         target, describe());
+      v.dims() != k.dims() || q.dim(0) != k.dim(0) || q.dim(seq) != k.dim(seq) ||
+      q.dim(3) != k.dim(3) || k.dim(heads) == 0 || q.dim(heads) % k.dim(heads) != 0) {
+    Fail("[{}] expected q {} and k, v {} with H a multiple of KV, got {}", target,
+         bshd ? "[B, S, H, D]" : "[B, H, S, D]", bshd ? "[B, S, KV, D]" : "[B, KV, S, D]",
+         describe());
   }
   if ((q.dtype() != DType::kF32 && q.dtype() != DType::kBF16) || k.dtype() != q.dtype() ||
       v.dtype() != q.dtype()) {
     Fail("[{}] expected q, k and v of one element type, f32 or bf16, got {}", target, describe());
   }
-  const Shape lse(DType::kF32, {q.dim(0), q.dim(1), q.dim(2)});
+  const Shape lse(DType::kF32, {q.dim(0), q.dim(heads), q.dim(seq)});
   if (!grad) return Shape::Tuple({q, lse});
   const char* names[] = {"o", "lse", "do"};
   const Shape* wanted[] = {&q, &lse, &q};

@@ -101,8 +101,8 @@ Shape ControlShape(const View& inst) {
     }
     case Opcode::kCustomCall: {
       if (IsAttentionTarget(inst.attrs.custom_call_target)) {
-        ParseAttentionConfig(inst.attrs.backend_config);  // an Error when it does not read
-        return AttentionResultShape(inst.attrs.custom_call_target, inst.operands);
+        return AttentionResultShape(inst.attrs.custom_call_target,
+                                    ParseAttentionConfig(inst.attrs.backend_config), inst.operands);
       }
       // A manual-sharding boundary: one array in, the same element type and
       // rank out; into the manual region each dim shrinks to its shard's

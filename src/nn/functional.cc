@@ -151,13 +151,25 @@ Tensor rotate_half(const Tensor& x) {
   return swapped * sign;
 }
 
-Tensor apply_rotary(const Tensor& x, const Tensor& cos, const Tensor& sin) {
-  if (x.rank() < 2 || cos.rank() != 2 || cos.dim(0) != x.dim(-2) || cos.dim(1) != x.dim(-1) ||
-      sin.shape() != cos.shape()) {
-    Fail("[apply_rotary] expected x [..., S, D] with cos and sin [S, D], got {}, {} and {}",
-         x.shape().ToString(), cos.shape().ToString(), sin.shape().ToString());
+Tensor apply_rotary(const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t seq_dim) {
+  const int64_t at = seq_dim < 0 ? seq_dim + x.rank() : seq_dim;
+  if (at < 0 || at >= x.rank() - 1) {
+    Fail("[apply_rotary] seq_dim {} is not a dim of x {} before its last", seq_dim,
+         x.shape().ToString());
   }
-  return x * cos + rotate_half(x) * sin;
+  if (cos.rank() != 2 || cos.dim(0) != x.dim(at) || cos.dim(1) != x.dim(-1) ||
+      sin.shape() != cos.shape()) {
+    Fail(
+        "[apply_rotary] expected cos and sin [S, D] = [{}, {}] (x {} with the positions at dim "
+        "{}), got {} and {}",
+        x.dim(at), x.dim(-1), x.shape().ToString(), at, cos.shape().ToString(),
+        sin.shape().ToString());
+  }
+  // [S, D] as [S, 1, ..., 1, D]: broadcast over the dims between.
+  std::vector<int64_t> table(x.rank() - at, 1);
+  table.front() = cos.dim(0);
+  table.back() = cos.dim(1);
+  return x * reshape(cos, table) + rotate_half(x) * reshape(sin, table);
 }
 
 namespace {
@@ -211,23 +223,26 @@ std::vector<ir::Value> FusedAttentionGradient::Vjp(const ir::NodePtr& node,
 }  // namespace
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
-                                    bool fused) {
+                                    bool fused, AttentionLayout layout) {
+  const bool bshd = layout == AttentionLayout::kBSHD;
+  const int hd = bshd ? 2 : 1, sd = bshd ? 1 : 2;  // the heads' and the positions' dims
   if (q.rank() != 4 || k.rank() != 4 || v.shape() != k.shape() || q.dim(0) != k.dim(0) ||
-      q.dim(3) != k.dim(3) || q.dim(2) != k.dim(2) || k.dim(1) == 0 || q.dim(1) % k.dim(1) != 0) {
+      q.dim(3) != k.dim(3) || q.dim(sd) != k.dim(sd) || k.dim(hd) == 0 ||
+      q.dim(hd) % k.dim(hd) != 0) {
     Fail(
-        "[scaled_dot_product_attention] expected q [B, H, S, D] and k, v [B, KV, S, D] with H a "
-        "multiple of "
-        "KV, got q {}, k {}, v {}",
+        "[scaled_dot_product_attention] expected q {} and k, v {} with H a multiple of KV, got q "
+        "{}, k {}, v {}",
+        bshd ? "[B, S, H, D]" : "[B, H, S, D]", bshd ? "[B, S, KV, D]" : "[B, KV, S, D]",
         q.shape().ToString(), k.shape().ToString(), v.shape().ToString());
   }
-  int64_t b = q.dim(0), h = q.dim(1), s = q.dim(2), d = q.dim(3), kv = k.dim(1), groups = h / kv;
+  const int64_t d = q.dim(3);
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   const DType dtype = q.dtype();
   if (fused && k.dtype() == dtype && v.dtype() == dtype &&
       (dtype == DType::kF32 || dtype == DType::kBF16) && d > 0) {
     hlo::Attributes attributes;
     attributes.custom_call_target = std::string(hlo::kAttentionTarget);
-    attributes.backend_config = hlo::PrintAttentionConfig({causal, scale});
+    attributes.backend_config = hlo::PrintAttentionConfig({causal, scale, layout});
     std::string config = attributes.backend_config;
     ir::NodePtr node =
         ir::Node::MakeOp(hlo::Opcode::kCustomCall, {q.value(), k.value(), v.value()},
@@ -235,6 +250,12 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
             ->WithGradientRule(std::make_shared<FusedAttentionGradient>(std::move(config)));
     return Tensor(ir::Value{node, 0});
   }
+  if (bshd) {  // the composite in [B, H, S, D]
+    auto heads_first = [](const Tensor& t) { return permute(t, {0, 2, 1, 3}); };
+    return heads_first(scaled_dot_product_attention(heads_first(q), heads_first(k),
+                                                    heads_first(v), causal, fused));
+  }
+  const int64_t b = q.dim(0), h = q.dim(1), s = q.dim(2), kv = k.dim(1), groups = h / kv;
   auto repeat =
       [&](const Tensor& t) {  // [B, KV, S, D] -> [B, H, S, D], each kv head `groups` times
         if (groups == 1) return t;

@@ -202,18 +202,20 @@ class Visitor {
   // where B divides evenly, the head split where both H and KV do (query
   // head h reads kv head h / (H / KV), which must be on the same device).
   PValue Attention(const Instruction& inst) {
+    const hlo::AttentionConfig config = hlo::ParseAttentionConfig(inst.backend_config);
+    const int64_t heads = config.heads_dim(4);
     const Shape& q = inst.operand(0)->shape();
-    const int64_t kv_heads = inst.operand(1)->shape().dim(1);
+    const int64_t kv_heads = inst.operand(1)->shape().dim(heads);
     const AxisSharding& result = ShardingOf(inst).at(0);
     AxisSharding s = AxisSharding::Replicated(4);
     s.dims[0] = result.dims[0];
-    s.dims[1] = result.dims[1];
+    s.dims[heads] = result.dims[heads];
     if (q.dim(0) % TileCount(state_.mesh, s, 0) != 0) s.dims[0].clear();
-    const int64_t head_tiles = TileCount(state_.mesh, s, 1);
-    if (q.dim(1) % head_tiles != 0 || kv_heads % head_tiles != 0) s.dims[1].clear();
+    const int64_t head_tiles = TileCount(state_.mesh, s, heads);
+    if (q.dim(heads) % head_tiles != 0 || kv_heads % head_tiles != 0) s.dims[heads].clear();
     AxisSharding rows = AxisSharding::Replicated(3);  // the log-sum-exp, [B, H, S]
     rows.dims[0] = s.dims[0];
-    rows.dims[1] = s.dims[1];
+    rows.dims[1] = s.dims[heads];
     std::vector<Instruction*> operands;
     for (int64_t i = 0; i < inst.operand_count(); ++i) {
       operands.push_back(OperandAs(inst, i, inst.operand(i)->shape().rank() == 3 ? rows : s).local);

@@ -318,15 +318,18 @@ class Propagation {
   static bool IsAttention(const Instruction& inst) {
     return inst.opcode() == Opcode::kCustomCall && hlo::IsAttentionTarget(inst.custom_call_target);
   }
-  // Fused attention is batch- and head-parallel: a split of dims 0 and 1
-  // (batch, heads) carries over between its arrays, of rank 4 ([B, H, S, D])
-  // or 3 (the log-sum-exp, [B, H, S]); sequence and head dims stay whole.
-  static std::optional<AxisSharding> AttentionSplit(const std::optional<AxisSharding>& s,
+  // Fused attention is batch- and head-parallel: a split of the batch and
+  // heads dims of `s` (a rank-4 array's: q, o or dq) carries over to its
+  // arrays of rank 4 (heads at dim 1 or 2 by the layout) or 3 (the
+  // log-sum-exp, [B, H, S]); sequence and head dims stay whole.
+  static std::optional<AxisSharding> AttentionSplit(const Instruction& inst,
+                                                    const std::optional<AxisSharding>& s,
                                                     int64_t rank) {
-    if (!s || s->rank() < 2) return std::nullopt;
+    if (!s || s->rank() != 4) return std::nullopt;
+    const hlo::AttentionConfig config = hlo::ParseAttentionConfig(inst.backend_config);
     AxisSharding out = AxisSharding::Replicated(rank);
     out.dims[0] = s->dims[0];
-    out.dims[1] = s->dims[1];
+    out.dims[config.heads_dim(rank)] = s->dims[config.heads_dim(4)];
     return out;
   }
 
@@ -367,7 +370,7 @@ class Propagation {
       auto from = ArrayOf(*inst.operand(0));
       const std::vector<Shape> leaves = inst.shape().Leaves();
       for (size_t k = 0; k < leaves.size(); ++k)
-        Set(inst, k, AttentionSplit(from, leaves[k].rank()));
+        Set(inst, k, AttentionSplit(inst, from, leaves[k].rank()));
       return;
     }
     switch (op) {
@@ -551,7 +554,7 @@ class Propagation {
     if (IsAttention(inst)) {  // from o (or dq): every operand
       auto from = Of(inst)[0];
       for (const Instruction* o : inst.operands()) {
-        SetArray(*o, AttentionSplit(from, o->shape().rank()));
+        SetArray(*o, AttentionSplit(inst, from, o->shape().rank()));
       }
       return;
     }

@@ -42,6 +42,33 @@ TEST(Rotary, MatchesTheHuggingFaceFormula) {
   }
 }
 
+// Positions at dim 1 of [B, S, H, D] (Hugging Face's unsqueeze_dim=2): each
+// head rotated by its position, as the loop above does per [S, D] matrix.
+TEST(Rotary, PositionsAtAnyDimMatchTheFormula) {
+  const int64_t b = 2, s = 3, h = 2, d = 4;
+  auto tables = nn::rotary_tables(s, d, 10000.0, DType::kF64);
+  std::vector<double> xs = Random(b * s * h * d, 9);
+  auto out = nn::apply_rotary(Tensor::FromVector(xs, {b, s, h, d}), tables.cos, tables.sin, 1)
+                 .to_vector<double>();
+  for (int64_t bi = 0; bi < b; ++bi) {
+    for (int64_t p = 0; p < s; ++p) {
+      for (int64_t hi = 0; hi < h; ++hi) {
+        const double* x = &xs[((bi * s + p) * h + hi) * d];
+        for (int64_t i = 0; i < d; ++i) {
+          double angle = p * std::pow(10000.0, -2.0 * static_cast<double>(i % (d / 2)) / d);
+          double rotated = i < d / 2 ? -x[i + d / 2] : x[i - d / 2];
+          EXPECT_NEAR(out[((bi * s + p) * h + hi) * d + i],
+                      x[i] * std::cos(angle) + rotated * std::sin(angle), 1e-12);
+        }
+      }
+    }
+  }
+  // The tables must match the positions' dim, which must come before the last.
+  EXPECT_THROW(nn::apply_rotary(zeros({2, 3, 2, 4}), tables.cos, tables.sin, 2), Error);
+  EXPECT_THROW(nn::apply_rotary(zeros({2, 3, 2, 4}), tables.cos, tables.sin, 3), Error);
+  EXPECT_THROW(nn::apply_rotary(zeros({2, 3, 2, 4}), tables.cos, tables.sin, -5), Error);
+}
+
 TEST(Attention, GroupedQueryCausalMatchesLoops) {
   const int64_t b = 2, h = 4, kv = 2, s = 3, d = 5;
   auto q = Random(b * h * s * d, 2), k = Random(b * kv * s * d, 3), v = Random(b * kv * s * d, 4);
@@ -140,6 +167,63 @@ TEST(FusedAttention, MatchesTheCompositeInDoublesWithItsGradients) {
       }
     }
   }
+}
+
+// The [B, S, H, D] layout, fused (f32, one call each way, no transpose in
+// the program) against the [B, H, S, D] composite in doubles over the same
+// numbers transposed; the unfused bshd form the same way.
+TEST(FusedAttention, PositionsBeforeHeadsMatchesTheCompositeWithItsGradients) {
+  const int64_t b = 2, h = 4, kv = 2, s = 70, d = 16;
+  auto floats = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
+  auto qv = floats(Random(b * s * h * d, 15)), kvals = floats(Random(b * s * kv * d, 16)),
+       vv = floats(Random(b * s * kv * d, 17)), wv = floats(Random(b * s * h * d, 18));
+  auto heads_first = [](const Tensor& t) { return permute(t, {0, 2, 1, 3}); };
+  // Inputs [B, S, n, D]; results (o, dq, dk, dv) [B, S, n, D].
+  auto run = [&](DType dtype, bool bshd, bool fused) {
+    auto make = [&](const std::vector<float>& x, int64_t n) {
+      return astype(Tensor::FromVector(x, {b, s, n, d}), dtype);
+    };
+    Tensor q = make(qv, h), k = make(kvals, kv), v = make(vv, kv), w = make(wv, h);
+    Tensor out = bshd ? nn::scaled_dot_product_attention(q, k, v, true, fused,
+                                                         nn::AttentionLayout::kBSHD)
+                      : heads_first(nn::scaled_dot_product_attention(
+                            heads_first(q), heads_first(k), heads_first(v), true, fused));
+    std::vector<Tensor> results = gradients(sum(out * w), {q, k, v});
+    results.insert(results.begin(), out);
+    return results;
+  };
+  std::vector<Tensor> reference = run(DType::kF64, false, false);
+  for (bool fused : {true, false}) {
+    SCOPED_TRACE(fused ? "fused" : "composite");
+    std::vector<Tensor> got = run(DType::kF32, true, fused);
+    if (fused) {
+      auto exe = runtime::Executable::Compile(lazy::LoweringContext(got).module());
+      int calls = 0, transposes = 0;
+      for (const auto& c : exe->module().computations()) {
+        for (const auto& inst : c->instructions()) {
+          calls += inst->opcode() == hlo::Opcode::kCustomCall;
+          transposes += inst->opcode() == hlo::Opcode::kTranspose;
+        }
+      }
+      EXPECT_EQ(calls, 2) << hlo::ToText(exe->module());
+      EXPECT_EQ(transposes, 0) << hlo::ToText(exe->module());
+    }
+    const char* names[] = {"o", "dq", "dk", "dv"};
+    for (int i = 0; i < 4; ++i) {
+      auto values = got[i].to_vector<float>();
+      auto want = reference[i].to_vector<double>();
+      ASSERT_EQ(values.size(), want.size());
+      double largest = 1;
+      for (double x : want) largest = std::max(largest, std::abs(x));
+      for (size_t x = 0; x < values.size(); ++x) {
+        ASSERT_NEAR(values[x], want[x], 5e-5 * largest) << names[i] << "[" << x << "]";
+      }
+    }
+  }
+  EXPECT_THROW(nn::scaled_dot_product_attention(zeros({1, 3, 4, 8}), zeros({1, 2, 4, 8}),
+                                                zeros({1, 2, 4, 8}), true, true,
+                                                nn::AttentionLayout::kBSHD),
+               Error);
 }
 
 TEST(FusedAttention, ASecondDerivativeNamesTheUnfusedForm) {

@@ -21,14 +21,39 @@ struct Case {
   int64_t b, h, kv, s, d;
   bool causal;
   bool bf16 = false;
+  bool bshd = false;  // the arrays [B, S, heads, D]; the reference works in [B, heads, S, D]
   double scale() const { return 1.0 / std::sqrt(static_cast<double>(d)); }
   std::string Type() const { return bf16 ? "bf16" : "f32"; }
-  std::string Q() const { return fmt::format("{}[{},{},{},{}]", Type(), b, h, s, d); }
-  std::string Kv() const { return fmt::format("{}[{},{},{},{}]", Type(), b, kv, s, d); }
+  std::string Array(int64_t heads) const {
+    return bshd ? fmt::format("{}[{},{},{},{}]", Type(), b, s, heads, d)
+                : fmt::format("{}[{},{},{},{}]", Type(), b, heads, s, d);
+  }
+  std::string Q() const { return Array(h); }
+  std::string Kv() const { return Array(kv); }
   std::string Config() const {
-    return fmt::format("backend_config=\"causal={};scale={:.17g}\"", causal ? 1 : 0, scale());
+    return fmt::format("backend_config=\"causal={};scale={:.17g}{}\"", causal ? 1 : 0, scale(),
+                       bshd ? ";layout=bshd" : "");
   }
 };
+
+// [B, n, S, D] values as [B, S, n, D] (forward), or back.
+std::vector<float> SwapHeadsAndPositions(const std::vector<float>& x, int64_t b, int64_t n,
+                                         int64_t s, int64_t d, bool forward) {
+  std::vector<float> out(x.size());
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t hi = 0; hi < n; ++hi)
+      for (int64_t i = 0; i < s; ++i)
+        for (int64_t e = 0; e < d; ++e) {
+          const int64_t heads_first = ((bi * n + hi) * s + i) * d + e;
+          const int64_t positions_first = ((bi * s + i) * n + hi) * d + e;
+          if (forward) {
+            out[positions_first] = x[heads_first];
+          } else {
+            out[heads_first] = x[positions_first];
+          }
+        }
+  return out;
+}
 
 std::string ForwardModule(const Case& c) {
   return fmt::format(R"(HloModule attention
@@ -197,23 +222,34 @@ void Check(const Case& c) {
   const auto v = Random(c.b * c.kv * c.s * c.d, 3, c.bf16);
   const auto dout = Random(c.b * c.h * c.s * c.d, 4, c.bf16);
   const Reference want = Attend(c, q, k, v, dout);
-  const std::vector<int64_t> qd = {c.b, c.h, c.s, c.d}, kd = {c.b, c.kv, c.s, c.d};
   const double tolerance = c.bf16 ? 1e-2 : 2e-5, grad_tolerance = c.bf16 ? 2e-2 : 5e-5;
+  // Arrays in the case's layout, in and out.
+  auto in = [&](const std::vector<float>& x, int64_t heads) {
+    if (!c.bshd) return ToBuffer(x, {c.b, heads, c.s, c.d}, c.bf16);
+    return ToBuffer(SwapHeadsAndPositions(x, c.b, heads, c.s, c.d, true), {c.b, c.s, heads, c.d},
+                    c.bf16);
+  };
+  auto out = [&](const Buffer& x, int64_t heads) {
+    std::vector<double> values = FromBuffer(x);
+    if (!c.bshd) return values;
+    auto back = SwapHeadsAndPositions(std::vector<float>(values.begin(), values.end()), c.b,
+                                      heads, c.s, c.d, false);
+    return std::vector<double>(back.begin(), back.end());
+  };
 
   auto forward = Executable::Compile(*hlo::ParseModule(ForwardModule(c)));
-  std::vector<Buffer> out =
-      forward->Run({ToBuffer(q, qd, c.bf16), ToBuffer(k, kd, c.bf16), ToBuffer(v, kd, c.bf16)});
-  ASSERT_EQ(out.size(), 2u);
-  ExpectClose(FromBuffer(out[0]), want.o, tolerance, "o");
-  ExpectClose(FromBuffer(out[1]), want.lse, c.bf16 ? 1e-4 : 1e-6, "lse");
+  std::vector<Buffer> o = forward->Run({in(q, c.h), in(k, c.kv), in(v, c.kv)});
+  ASSERT_EQ(o.size(), 2u);
+  ExpectClose(out(o[0], c.h), want.o, tolerance, "o");
+  ExpectClose(FromBuffer(o[1]), want.lse, c.bf16 ? 1e-4 : 1e-6, "lse");
 
   auto backward = Executable::Compile(*hlo::ParseModule(GradModule(c)));
-  std::vector<Buffer> grads = backward->Run({ToBuffer(q, qd, c.bf16), ToBuffer(k, kd, c.bf16),
-                                             ToBuffer(v, kd, c.bf16), ToBuffer(dout, qd, c.bf16)});
+  std::vector<Buffer> grads =
+      backward->Run({in(q, c.h), in(k, c.kv), in(v, c.kv), in(dout, c.h)});
   ASSERT_EQ(grads.size(), 3u);
-  ExpectClose(FromBuffer(grads[0]), want.dq, grad_tolerance, "dq");
-  ExpectClose(FromBuffer(grads[1]), want.dk, grad_tolerance, "dk");
-  ExpectClose(FromBuffer(grads[2]), want.dv, grad_tolerance, "dv");
+  ExpectClose(out(grads[0], c.h), want.dq, grad_tolerance, "dq");
+  ExpectClose(out(grads[1], c.kv), want.dk, grad_tolerance, "dk");
+  ExpectClose(out(grads[2], c.kv), want.dv, grad_tolerance, "dv");
 }
 
 TEST(FusedAttention, GroupedQueryTilesMatchALoopInDoubles) {
@@ -230,6 +266,16 @@ TEST(FusedAttention, SequencesLongerThanAKeyTileRescaleTheRunningSums) {
 TEST(FusedAttention, Bf16OperandsMatchDoublesOverTheRoundedInputs) {
   Check({1, 4, 2, 130, 32, true, true});
   Check({1, 2, 2, 70, 16, false, true});
+}
+
+// The [B, S, heads, D] layout: rows of a head are H * D (KV * D) apart,
+// read and written in place; the same values as the loop.
+TEST(FusedAttention, PositionsBeforeHeadsLayoutMatchesALoopInDoubles) {
+  Check({2, 4, 2, 70, 16, true, false, true});
+  Check({2, 4, 2, 70, 16, false, false, true});
+  Check({1, 2, 1, 600, 8, true, false, true});
+  Check({1, 4, 2, 130, 32, true, true, true});
+  Check({1, 2, 2, 70, 16, false, true, true});
 }
 
 TEST(FusedAttention, NaNInAQueryReachesItsRowOnly) {
@@ -265,7 +311,12 @@ TEST(FusedAttention, MalformedCallsAreErrorsSayingWhatWasExpected) {
     return text;
   };
   ExpectRejected(with(c.Config(), "backend_config=\"causal=2;scale=1\""), "causal is '2'");
-  ExpectRejected(with(c.Config(), "backend_config=\"causal=1\""), "both keys are needed");
+  ExpectRejected(with(c.Config(), "backend_config=\"causal=1\""), "causal and scale are needed");
+  ExpectRejected(with(c.Config(), "backend_config=\"causal=1;scale=1;layout=sbhd\""),
+                 "layout is 'sbhd'");
+  // [B, H, S, D] arrays read as [B, S, H, D]: 2 positions of 4 heads against 2 of 1.
+  ExpectRejected(with(c.Config(), "backend_config=\"causal=1;scale=1;layout=bshd\""),
+                 "expected q [B, S, H, D] and k, v [B, S, KV, D]");
   ExpectRejected(with(c.Config(), "backend_config=\"causal=1;scale=-1\""), "scale is '-1'");
   ExpectRejected(with(", " + c.Config(), ""), "backend_config");
   ExpectRejected(with("custom-call(q, k, v)", "custom-call(q, k)"), "takes 3 operands, found 2");
@@ -281,11 +332,13 @@ TEST(FusedAttention, MalformedCallsAreErrorsSayingWhatWasExpected) {
 }
 
 TEST(FusedAttention, TextRoundTripsWithItsConfig) {
-  const Case c{1, 2, 1, 4, 8, false};
-  auto module = hlo::ParseModule(GradModule(c));
-  const std::string printed = hlo::ToText(*module);
-  EXPECT_NE(printed.find(c.Config()), std::string::npos) << printed;
-  EXPECT_EQ(hlo::ToText(*hlo::ParseModule(printed)), printed);
+  for (bool bshd : {false, true}) {
+    const Case c{1, 2, 1, 4, 8, false, false, bshd};
+    auto module = hlo::ParseModule(GradModule(c));
+    const std::string printed = hlo::ToText(*module);
+    EXPECT_NE(printed.find(c.Config()), std::string::npos) << printed;
+    EXPECT_EQ(hlo::ToText(*hlo::ParseModule(printed)), printed);
+  }
 }
 
 }  // namespace

@@ -50,6 +50,46 @@ TEST(SpmdAttention, BatchAndHeadsOverATwoByTwoMeshNeedNoCollective) {
   EXPECT_TRUE(run.partition.report.collectives.empty()) << run.partition.report.ToString();
 }
 
+// The same attention with positions before heads: q [2,16,4,8], k and v
+// [2,16,KV,8] (layout=bshd), the lse still [B, H, S].
+std::string PositionsFirst(int64_t kv, const std::string& q_sharding,
+                           const std::string& kv_sharding) {
+  return fmt::format(R"(
+HloModule m
+ENTRY main {{
+  q = f32[2,16,4,8] parameter(0), sharding={0}
+  k = f32[2,16,{2},8] parameter(1), sharding={1}
+  v = f32[2,16,{2},8] parameter(2), sharding={1}
+  do = f32[2,16,4,8] parameter(3), sharding={0}
+  a = (f32[2,16,4,8], f32[2,4,16]) custom-call(q, k, v), custom_call_target="strata.attention", backend_config="causal=1;scale=0.35355339059327373;layout=bshd"
+  o = f32[2,16,4,8] get-tuple-element(a), index=0
+  lse = f32[2,4,16] get-tuple-element(a), index=1
+  g = (f32[2,16,4,8], f32[2,16,{2},8], f32[2,16,{2},8]) custom-call(q, k, v, o, lse, do), custom_call_target="strata.attention_grad", backend_config="causal=1;scale=0.35355339059327373;layout=bshd"
+  dq = f32[2,16,4,8] get-tuple-element(g), index=0
+  dk = f32[2,16,{2},8] get-tuple-element(g), index=1
+  dv = f32[2,16,{2},8] get-tuple-element(g), index=2
+  ROOT r = (f32[2,16,4,8], f32[2,4,16], f32[2,16,4,8], f32[2,16,{2},8], f32[2,16,{2},8]) tuple(o, lse, dq, dk, dv)
+}}
+)",
+                     q_sharding, kv_sharding, kv);
+}
+
+TEST(SpmdAttention, PositionsFirstLayoutSplitsHeadsAtDimTwo) {
+  const std::string split = "{devices=[2,1,2,1]0,1,2,3}";
+  auto run = RunBoth(PositionsFirst(2, split, split), Mesh({0, 1, 2, 3}, {2, 2}, {"x", "y"}));
+  ExpectClose(run);
+  EXPECT_TRUE(run.partition.report.collectives.empty()) << run.partition.report.ToString();
+  // Heads split on the q side only: propagation carries it to k and v
+  // (dim 2 there too), so still no collective.
+  auto from_q = RunBoth(PositionsFirst(2, "{devices=[1,1,2,1]0,1}", "{replicated}"), Mesh::Line(2));
+  ExpectClose(from_q);
+  // A split sequence (dim 1 here) is resharded first.
+  auto seq = RunBoth(PositionsFirst(2, "{devices=[1,2,1,1]0,1}", "{devices=[1,2,1,1]0,1}"),
+                     Mesh::Line(2));
+  ExpectClose(seq);
+  EXPECT_GT(seq.partition.report.collectives.size(), 0u);
+}
+
 TEST(SpmdAttention, SplitsItCannotKeepAreReshardedFirst) {
   // One kv head for four query heads: the head split cannot hold k and v.
   ExpectClose(RunBoth(Program(1, "{devices=[1,2,1,1]0,1}", "{replicated}"), Mesh::Line(2)));

@@ -13,6 +13,10 @@
 //
 // q, k, v, o and do share one element type, f32 or bf16; the kernels compute
 // in f32 either way. causal=1 masks key j for query i when j > i.
+// backend_config may also say "layout=bshd": q, o, do and dq are then
+// [B, S, H, D] and k, v, dk, dv [B, S, KV, D] (JAX's layout, and how a
+// projection's output splits into heads), read and written in place; lse
+// stays [B, H, S]. Without the key the layout is [B, H, S, D] (PyTorch's).
 #pragma once
 
 #include <span>
@@ -30,19 +34,30 @@ inline bool IsAttentionTarget(std::string_view target) {
   return target == kAttentionTarget || target == kAttentionGradTarget;
 }
 
+enum class AttentionLayout { kBHSD, kBSHD };
+
 struct AttentionConfig {
   bool causal = true;
   double scale = 1.0;  // multiplies q k^T before the softmax
+  AttentionLayout layout = AttentionLayout::kBHSD;
+
+  // Where the heads are in an array of the call of this rank: 4 (q, k, v,
+  // o, do and the gradients) or 3 (the log-sum-exp, always [B, H, S]).
+  int64_t heads_dim(int64_t rank) const {
+    return rank == 4 && layout == AttentionLayout::kBSHD ? 2 : 1;
+  }
 };
 
-// "causal=1;scale=0.125" (the scale printed so that it reads back exactly).
+// "causal=1;scale=0.125", and ";layout=bshd" for that layout (the scale
+// printed so that it reads back exactly).
 std::string PrintAttentionConfig(const AttentionConfig& config);
 // The inverse; an Error naming the text and what it expected otherwise.
 AttentionConfig ParseAttentionConfig(std::string_view text);
 
-// The result of `target` over operands of these shapes: a tuple (o, lse) or
-// (dq, dk, dv). An Error saying what was expected and what was found for
-// anything else.
-Shape AttentionResultShape(std::string_view target, std::span<const Shape* const> operands);
+// The result of `target` over operands of these shapes in the config's
+// layout: a tuple (o, lse) or (dq, dk, dv). An Error saying what was
+// expected and what was found for anything else.
+Shape AttentionResultShape(std::string_view target, const AttentionConfig& config,
+                           std::span<const Shape* const> operands);
 
 }  // namespace strata::hlo

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "strata/hlo/attention.h"
 #include "strata/lazy/ops.h"
 
 namespace strata::nn {
@@ -38,23 +39,30 @@ Tensor dropout(const Tensor& x, double p, const Tensor& key, bool training = tru
 
 // Rotary position embeddings, Hugging Face Llama convention: cos/sin are
 // [seq, head_dim] with the frequencies repeated (cat(freqs, freqs)), and
-// x * cos + rotate_half(x) * sin over x [..., seq, head_dim].
+// x * cos + rotate_half(x) * sin over x [..., seq, head_dim], or with the
+// positions at dim `seq_dim` of x ([B, S, H, D]: seq_dim 1, or -3) and the
+// tables broadcast over the dims between (Hugging Face's unsqueeze_dim).
 struct RotaryTables {
   Tensor cos, sin;
 };
 RotaryTables rotary_tables(int64_t seq_len, int64_t head_dim, double theta = 10000.0,
                            DType dtype = DType::kF32);
 Tensor rotate_half(const Tensor& x);
-Tensor apply_rotary(const Tensor& x, const Tensor& cos, const Tensor& sin);
+Tensor apply_rotary(const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t seq_dim = -2);
 
 // Scaled dot-product attention over q [B, H, S, D], k and v [B, KV, S, D]
 // with H a multiple of KV (grouped-query: query head h reads kv head
-// h / (H / KV)); causal masks keys after the query position. f32 and bf16
-// run fused (one kernel each way, hlo/attention.h: the [B, H, S, S] scores
-// are never written) unless `fused` is false; other types, and fused=false,
-// run the composite softmax(q k^T / sqrt(D)) v of primitives (which also
-// has second derivatives; the fused gradient does not).
+// h / (H / KV)); causal masks keys after the query position. With layout
+// kBSHD every array is [B, S, heads, D] instead (JAX's layout: a
+// projection's output reshaped into heads, no transpose on either side).
+// f32 and bf16 run fused (one kernel each way, hlo/attention.h: the
+// [B, H, S, S] scores are never written) unless `fused` is false; other
+// types, and fused=false, run the composite softmax(q k^T / sqrt(D)) v of
+// primitives (which also has second derivatives; the fused gradient does
+// not).
+using hlo::AttentionLayout;
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                    bool causal = true, bool fused = true);
+                                    bool causal = true, bool fused = true,
+                                    AttentionLayout layout = AttentionLayout::kBHSD);
 
 }  // namespace strata::nn

@@ -64,21 +64,33 @@ const T* AsOperand(const float* tile, int64_t n, std::vector<HalfBits>& half) {
   }
 }
 
+// `rows` rows of `cols` f32 values, contiguous, into rows `stride` apart.
 template <typename T>
-void Store(const float* src, T* dst, int64_t n) {
-  if constexpr (std::is_same_v<T, float>) {
-    std::copy(src, src + n, dst);
-  } else {
-    NarrowToBf16(src, reinterpret_cast<uint16_t*>(dst), n);
+void Store(const float* src, int64_t rows, int64_t cols, T* dst, int64_t stride) {
+  for (int64_t r = 0; r < rows; ++r, src += cols, dst += stride) {
+    if constexpr (std::is_same_v<T, float>) {
+      std::copy(src, src + cols, dst);
+    } else {
+      NarrowToBf16(src, reinterpret_cast<uint16_t*>(dst), cols);
+    }
   }
 }
 
+// A head's [S, D] matrix is rows `q_stride` (or `kv_stride`) apart: D in
+// the [B, H, S, D] layout, H * D (KV * D) in [B, S, H, D].
 struct Dims {
   int64_t batch, heads, kv_heads, seq, head_dim;
+  bool bshd;
   int64_t groups() const { return heads / kv_heads; }
-  // Offsets in elements of head h's (or kv head g's) [S, D] matrix.
-  int64_t q_offset(int64_t b, int64_t h) const { return (b * heads + h) * seq * head_dim; }
-  int64_t kv_offset(int64_t b, int64_t g) const { return (b * kv_heads + g) * seq * head_dim; }
+  int64_t q_stride() const { return bshd ? heads * head_dim : head_dim; }
+  int64_t kv_stride() const { return bshd ? kv_heads * head_dim : head_dim; }
+  // Offsets in elements of the first row of head h's (or kv head g's) matrix.
+  int64_t q_offset(int64_t b, int64_t h) const {
+    return bshd ? (b * seq * heads + h) * head_dim : (b * heads + h) * seq * head_dim;
+  }
+  int64_t kv_offset(int64_t b, int64_t g) const {
+    return bshd ? (b * seq * kv_heads + g) * head_dim : (b * kv_heads + g) * seq * head_dim;
+  }
 };
 
 // Runs work(t) for t in [0, n) on the pool, each thread taking the next t
@@ -97,7 +109,7 @@ void ForEachTask(ThreadPool& pool, int64_t n, F&& work) {
 template <typename T>
 void Scores(const Dims& d, const hlo::AttentionConfig& config, const T* q_rows, const T* k_rows,
             int64_t i0, int64_t rows, int64_t j0, int64_t cols, float* s) {
-  Product<T>(rows, cols, d.head_dim, q_rows, d.head_dim, 1, k_rows, 1, d.head_dim, s, cols);
+  Product<T>(rows, cols, d.head_dim, q_rows, d.q_stride(), 1, k_rows, 1, d.kv_stride(), s, cols);
   if (!config.causal || j0 + cols <= i0 + 1) return;  // no key past the first row's position
   for (int64_t r = 0; r < rows; ++r) {
     // Causal: keys past the query's position are masked.
@@ -110,13 +122,14 @@ template <typename T>
 void Forward(const Dims& d, const hlo::AttentionConfig& config, const T* q, const T* k, const T* v,
              T* o, float* lse, ThreadPool& pool) {
   const int64_t blocks = (d.seq + kQueryBlock - 1) / kQueryBlock, dh = d.head_dim;
+  const int64_t qs = d.q_stride(), ks = d.kv_stride();
   const float scale = static_cast<float>(config.scale);
   ForEachTask(pool, d.batch * d.heads * blocks, [&](int64_t task) {
     const int64_t bh = task / blocks, i0 = task % blocks * kQueryBlock;
     const int64_t b = bh / d.heads, h = bh % d.heads, g = h / d.groups();
     const int64_t rows = std::min(kQueryBlock, d.seq - i0);
     const int64_t keys = config.causal ? i0 + rows : d.seq;
-    const T* q_rows = q + d.q_offset(b, h) + i0 * dh;
+    const T* q_rows = q + d.q_offset(b, h) + i0 * qs;
     const T *k_head = k + d.kv_offset(b, g), *v_head = v + d.kv_offset(b, g);
     thread_local std::vector<float> s, pv, acc, row_max, row_sum;
     thread_local std::vector<HalfBits> half;
@@ -128,7 +141,7 @@ void Forward(const Dims& d, const hlo::AttentionConfig& config, const T* q, cons
     row_sum.assign(rows, 0.0f);
     for (int64_t j0 = 0; j0 < keys; j0 += kKeyBlock) {
       const int64_t cols = std::min(kKeyBlock, keys - j0);
-      Scores<T>(d, config, q_rows, k_head + j0 * dh, i0, rows, j0, cols, s.data());
+      Scores<T>(d, config, q_rows, k_head + j0 * ks, i0, rows, j0, cols, s.data());
       for (int64_t r = 0; r < rows; ++r) {
         float* row = s.data() + r * cols;
         float raw_max = -std::numeric_limits<float>::infinity();
@@ -151,7 +164,7 @@ void Forward(const Dims& d, const hlo::AttentionConfig& config, const T* q, cons
       const T* p = AsOperand<T>(s.data(), rows * cols, half);
       // The first tile's product is the sum so far; later ones add to it.
       float* into = j0 == 0 ? acc.data() : pv.data();
-      Product<T>(rows, dh, cols, p, cols, 1, v_head + j0 * dh, dh, 1, into, dh);
+      Product<T>(rows, dh, cols, p, cols, 1, v_head + j0 * ks, ks, 1, into, dh);
       if (j0 > 0) {
         for (int64_t x = 0; x < rows * dh; ++x) acc[x] += pv[x];
       }
@@ -161,7 +174,7 @@ void Forward(const Dims& d, const hlo::AttentionConfig& config, const T* q, cons
       for (int64_t x = 0; x < dh; ++x) acc[r * dh + x] *= inverse;
       lse[bh * d.seq + i0 + r] = row_max[r] + std::log(row_sum[r]);
     }
-    Store(acc.data(), o + d.q_offset(b, h) + i0 * dh, rows * dh);
+    Store(acc.data(), rows, dh, o + d.q_offset(b, h) + i0 * qs, qs);
   });
 }
 
@@ -171,7 +184,7 @@ void Forward(const Dims& d, const hlo::AttentionConfig& config, const T* q, cons
 template <typename T>
 void Backward(const Dims& d, const hlo::AttentionConfig& config, const T* q, const T* k, const T* v,
               const T* o, const float* lse, const T* dout, T* dq, T* dk, T* dv, ThreadPool& pool) {
-  const int64_t dh = d.head_dim;
+  const int64_t dh = d.head_dim, qs = d.q_stride(), ks = d.kv_stride();
   const float scale = static_cast<float>(config.scale);
   ForEachTask(pool, d.batch * d.kv_heads, [&](int64_t task) {
     const int64_t b = task / d.kv_heads, g = task % d.kv_heads;
@@ -185,7 +198,7 @@ void Backward(const Dims& d, const hlo::AttentionConfig& config, const T* q, con
       for (int64_t i0 = 0; i0 < d.seq; i0 += kQueryBlock) {
         const int64_t rows = std::min(kQueryBlock, d.seq - i0);
         const int64_t keys = config.causal ? i0 + rows : d.seq;
-        const int64_t at = d.q_offset(b, h) + i0 * dh;
+        const int64_t at = d.q_offset(b, h) + i0 * qs;
         const T *q_rows = q + at, *o_rows = o + at, *do_rows = dout + at;
         const float* row_lse = lse + bh * d.seq + i0;
         // delta_i = sum_x do[i, x] o[i, x]: the softmax backward's row term.
@@ -193,7 +206,7 @@ void Backward(const Dims& d, const hlo::AttentionConfig& config, const T* q, con
         for (int64_t r = 0; r < rows; ++r) {
           float sum = 0.0f;
           for (int64_t x = 0; x < dh; ++x) {
-            sum += Widen(do_rows[r * dh + x]) * Widen(o_rows[r * dh + x]);
+            sum += Widen(do_rows[r * qs + x]) * Widen(o_rows[r * qs + x]);
           }
           delta[r] = sum;
         }
@@ -205,7 +218,7 @@ void Backward(const Dims& d, const hlo::AttentionConfig& config, const T* q, con
         for (int64_t j0 = 0; j0 < keys; j0 += kKeyBlock) {
           const int64_t cols = std::min(kKeyBlock, keys - j0);
           // p = exp(scores - lse): the forward pass's probabilities.
-          Scores<T>(d, config, q_rows, k_head + j0 * dh, i0, rows, j0, cols, p.data());
+          Scores<T>(d, config, q_rows, k_head + j0 * ks, i0, rows, j0, cols, p.data());
           for (int64_t r = 0; r < rows; ++r) {
             float* row = p.data() + r * cols;
             for (int64_t c = 0; c < cols; ++c) row[c] = row[c] * scale - row_lse[r];
@@ -213,12 +226,12 @@ void Backward(const Dims& d, const hlo::AttentionConfig& config, const T* q, con
           }
           // dv[keys] += p^T do.
           const T* p_op = AsOperand<T>(p.data(), rows * cols, half);
-          Product<T>(cols, dh, rows, p_op, 1, cols, do_rows, dh, 1, prod.data(), dh);
+          Product<T>(cols, dh, rows, p_op, 1, cols, do_rows, qs, 1, prod.data(), dh);
           float* dv_rows = dv_acc.data() + j0 * dh;
           for (int64_t x = 0; x < cols * dh; ++x) dv_rows[x] += prod[x];
           // dp = do v^T; ds = p (dp - delta) * scale, the scores' gradient
           // times the scale that made them.
-          Product<T>(rows, cols, dh, do_rows, dh, 1, v_head + j0 * dh, 1, dh, dp.data(), cols);
+          Product<T>(rows, cols, dh, do_rows, qs, 1, v_head + j0 * ks, 1, ks, dp.data(), cols);
           for (int64_t r = 0; r < rows; ++r) {
             const float* pr = p.data() + r * cols;
             float* ds = dp.data() + r * cols;
@@ -227,19 +240,19 @@ void Backward(const Dims& d, const hlo::AttentionConfig& config, const T* q, con
           const T* ds_op = AsOperand<T>(dp.data(), rows * cols, half);
           // dq[rows] += ds k; dk[keys] += ds^T q.
           float* into = j0 == 0 ? dq_acc.data() : prod.data();
-          Product<T>(rows, dh, cols, ds_op, cols, 1, k_head + j0 * dh, dh, 1, into, dh);
+          Product<T>(rows, dh, cols, ds_op, cols, 1, k_head + j0 * ks, ks, 1, into, dh);
           if (j0 > 0) {
             for (int64_t x = 0; x < rows * dh; ++x) dq_acc[x] += prod[x];
           }
-          Product<T>(cols, dh, rows, ds_op, 1, cols, q_rows, dh, 1, prod.data(), dh);
+          Product<T>(cols, dh, rows, ds_op, 1, cols, q_rows, qs, 1, prod.data(), dh);
           float* dk_rows = dk_acc.data() + j0 * dh;
           for (int64_t x = 0; x < cols * dh; ++x) dk_rows[x] += prod[x];
         }
-        Store(dq_acc.data(), dq + at, rows * dh);
+        Store(dq_acc.data(), rows, dh, dq + at, qs);
       }
     }
-    Store(dk_acc.data(), dk + d.kv_offset(b, g), d.seq * dh);
-    Store(dv_acc.data(), dv + d.kv_offset(b, g), d.seq * dh);
+    Store(dk_acc.data(), d.seq, dh, dk + d.kv_offset(b, g), ks);
+    Store(dv_acc.data(), d.seq, dh, dv + d.kv_offset(b, g), ks);
   });
 }
 
@@ -248,7 +261,9 @@ void Backward(const Dims& d, const hlo::AttentionConfig& config, const T* q, con
 KernelInfo MakeAttentionKernel(const hlo::Instruction& inst, ThreadPool& pool) {
   const hlo::AttentionConfig config = hlo::ParseAttentionConfig(inst.backend_config);
   const Shape &qs = inst.operand(0)->shape(), &ks = inst.operand(1)->shape();
-  const Dims d{qs.dim(0), qs.dim(1), ks.dim(1), qs.dim(2), qs.dim(3)};
+  const bool bshd = config.layout == hlo::AttentionLayout::kBSHD;
+  const int64_t h = config.heads_dim(4), s = bshd ? 1 : 2;
+  const Dims d{qs.dim(0), qs.dim(h), ks.dim(h), qs.dim(s), qs.dim(3), bshd};
   const bool grad = inst.custom_call_target == hlo::kAttentionGradTarget;
   auto make = [&](auto tag) -> KernelInfo {
     using T = typename decltype(tag)::type;

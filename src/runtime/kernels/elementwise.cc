@@ -31,7 +31,7 @@ void ExpFloats(const float* x, float* out, int64_t n) {
     int outside = 0;
     for (int64_t i = 0; i < m; ++i) {
       const float xi = in[i];
-      float v = xi < kLo ? kLo : xi;
+      float v = xi >= kLo ? xi : kLo;  // NaN too: k stays an integer
       v = v > kHi ? kHi : v;
       // Below -104 (and -inf, as masked scores are) e^x rounds to 0 here;
       // other clamped inputs and NaN take the second pass.
