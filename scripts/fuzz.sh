@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer harnesses (fuzz/, with clang-16 under AddressSanitizer
-# + UndefinedBehaviorSanitizer) in build-fuzz/ and runs them.
+# Builds the libFuzzer harnesses (fuzz/) in build-asan/, the clang 16
+# AddressSanitizer + UndefinedBehaviorSanitizer build the sanitizer tests
+# also run (scripts/configure-asan.sh), and runs them; what they keep
+# (seeds, corpus, logs, findings) is under build-asan/fuzz/.
 #
 #   scripts/fuzz.sh [--seconds S | --runs N] [--workers W] [--jobs J] [harness ...]
 #
@@ -10,8 +12,8 @@
 # Seeds come from the test suite: the HLO fixtures and the programs the lazy
 # tests compile (their STRATA_DUMP_DIR dumps, so the regular build in build/
 # is built first), and real checkpoints, safetensors files and configs
-# written by build-fuzz/strata_fuzz_seeds (one process and an mpirun job of
-# two). Each harness grows its corpus in build-fuzz/corpus/<harness>/.
+# written by build-asan/strata_fuzz_seeds (one process and an mpirun job of
+# two). Each harness grows its corpus in build-asan/fuzz/corpus/<harness>/.
 #
 # Any input that crashes, hangs, leaks, runs out of memory or breaks a
 # harness's property is copied to tests/fuzz/<harness>/, where the test suite
@@ -30,7 +32,7 @@ while [ $# -gt 0 ]; do
     --runs) runs=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
     --workers) workers=$2; shift 2 ;;
-    -h|--help) sed -n 2,19p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,20p "$0"; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1" >&2; exit 2 ;;
     *) harnesses+=("$1"); shift ;;
   esac
@@ -38,10 +40,9 @@ done
 [ ${#harnesses[@]} -gt 0 ] || harnesses=(hlo_text safetensors llama_config checkpoint)
 
 scripts/install-deps.sh
-CC=clang-16 CXX=clang++-16 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -gline-tables-only" -DSTRATA_BENCH=OFF -DBUILD_TESTING=OFF -DSTRATA_PYTHON=OFF \
-  -DSTRATA_FUZZ=ON -DSTRATA_SANITIZE=address,undefined > /dev/null
-cmake --build build-fuzz --target strata_fuzz_seeds "${harnesses[@]/#/fuzz_}"
+scripts/configure-asan.sh
+cmake --build build-asan --target strata_fuzz_seeds "${harnesses[@]/#/fuzz_}"
+work=build-asan/fuzz
 
 # No allocation stacks in reports (a third of the checkpoint harness's time):
 # replay a finding through the ASan build's test for them.
@@ -49,13 +50,13 @@ export ASAN_OPTIONS=detect_leaks=1:detect_stack_use_after_return=0:malloc_contex
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
 
-seeds=build-fuzz/seeds
+seeds=$work/seeds
 if [ ! -f "$seeds/.complete" ]; then
   echo "== seeds"
   rm -rf "$seeds"
   mkdir -p "$seeds/hlo_text"
-  build-fuzz/strata_fuzz_seeds "$seeds"
-  mpirun --oversubscribe --bind-to none -np 2 build-fuzz/strata_fuzz_seeds "$seeds"
+  build-asan/strata_fuzz_seeds "$seeds"
+  mpirun --oversubscribe --bind-to none -np 2 build-asan/strata_fuzz_seeds "$seeds"
   cp tests/hlo/testdata/*.hlo "$seeds/hlo_text/"
   # The HLO modules written out in the tests' sources (raw strings).
   perl -0777 -ne 'my $i = 0; while (/R"\((HloModule.*?)\)"/sg) {
@@ -87,21 +88,21 @@ declare -A extra=([checkpoint]=-entropic=0)
 [ -d /dev/shm ] && export TMPDIR=/dev/shm
 limit=(-max_total_time="$seconds")
 [ -z "$runs" ] || limit=(-runs=$(( (runs + workers - 1) / workers )))
-mkdir -p build-fuzz/logs
+mkdir -p $work/logs
 run_one() {
   local h=$1 w=$2
   # A hang is a run of one input past 20 s; memory is capped at 4 GiB.
-  "build-fuzz/fuzz_$h" "${limit[@]}" ${extra[$h]:-} -timeout=20 -rss_limit_mb=4096 \
-    -max_len="${max_len[$h]}" -print_final_stats=1 -artifact_prefix="build-fuzz/findings/$h/" \
-    "build-fuzz/corpus/$h" "$seeds/$h" > "build-fuzz/logs/$h.$w.log" 2>&1
+  "build-asan/fuzz_$h" "${limit[@]}" ${extra[$h]:-} -timeout=20 -rss_limit_mb=4096 \
+    -max_len="${max_len[$h]}" -print_final_stats=1 -artifact_prefix="$work/findings/$h/" \
+    "$work/corpus/$h" "$seeds/$h" > "$work/logs/$h.$w.log" 2>&1
 }
 failed=0
 running=0
 for h in "${harnesses[@]}"; do
-  mkdir -p "build-fuzz/corpus/$h" "build-fuzz/findings/$h"
-  rm -f build-fuzz/logs/"$h".*.log
+  mkdir -p "$work/corpus/$h" "$work/findings/$h"
+  rm -f $work/logs/"$h".*.log
   for w in $(seq 1 "$workers"); do
-    echo "== fuzz_$h, worker $w of $workers (log: build-fuzz/logs/$h.$w.log)"
+    echo "== fuzz_$h, worker $w of $workers (log: $work/logs/$h.$w.log)"
     run_one "$h" "$w" &
     running=$((running + 1))
     if [ "$running" -ge "$jobs" ]; then wait -n || true; running=$((running - 1)); fi
@@ -111,7 +112,7 @@ wait || true
 
 for h in "${harnesses[@]}"; do
   total=0
-  for log in build-fuzz/logs/"$h".*.log; do
+  for log in $work/logs/"$h".*.log; do
     executed=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*$' || true)
     if [ -z "$executed" ]; then
       echo "  $log: the fuzzer did not finish"
@@ -119,12 +120,12 @@ for h in "${harnesses[@]}"; do
     fi
     total=$((total + ${executed:-0}))
   done
-  echo "fuzz_$h: $total executions, corpus $(ls "build-fuzz/corpus/$h" | wc -l) inputs"
-  for artifact in "build-fuzz/findings/$h"/*; do
+  echo "fuzz_$h: $total executions, corpus $(ls "$work/corpus/$h" | wc -l) inputs"
+  for artifact in "$work/findings/$h"/*; do
     [ -e "$artifact" ] || continue
     mkdir -p "tests/fuzz/$h"
     cp "$artifact" "tests/fuzz/$h/"
-    echo "  FINDING: $(basename "$artifact") -> tests/fuzz/$h/ (see build-fuzz/logs/$h.*.log)"
+    echo "  FINDING: $(basename "$artifact") -> tests/fuzz/$h/ (see $work/logs/$h.*.log)"
     rm "$artifact"
     failed=1
   done

@@ -252,8 +252,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   }
   if (bshd) {  // the composite in [B, H, S, D]
     auto heads_first = [](const Tensor& t) { return permute(t, {0, 2, 1, 3}); };
-    return heads_first(scaled_dot_product_attention(heads_first(q), heads_first(k),
-                                                    heads_first(v), causal, fused));
+    return heads_first(scaled_dot_product_attention(heads_first(q), heads_first(k), heads_first(v),
+                                                    causal, fused));
   }
   const int64_t b = q.dim(0), h = q.dim(1), s = q.dim(2), kv = k.dim(1), groups = h / kv;
   auto repeat =

@@ -184,10 +184,10 @@ TEST(FusedAttention, PositionsBeforeHeadsMatchesTheCompositeWithItsGradients) {
       return astype(Tensor::FromVector(x, {b, s, n, d}), dtype);
     };
     Tensor q = make(qv, h), k = make(kvals, kv), v = make(vv, kv), w = make(wv, h);
-    Tensor out = bshd ? nn::scaled_dot_product_attention(q, k, v, true, fused,
-                                                         nn::AttentionLayout::kBSHD)
-                      : heads_first(nn::scaled_dot_product_attention(
-                            heads_first(q), heads_first(k), heads_first(v), true, fused));
+    Tensor out =
+        bshd ? nn::scaled_dot_product_attention(q, k, v, true, fused, nn::AttentionLayout::kBSHD)
+             : heads_first(nn::scaled_dot_product_attention(heads_first(q), heads_first(k),
+                                                            heads_first(v), true, fused));
     std::vector<Tensor> results = gradients(sum(out * w), {q, k, v});
     results.insert(results.begin(), out);
     return results;
@@ -220,10 +220,10 @@ TEST(FusedAttention, PositionsBeforeHeadsMatchesTheCompositeWithItsGradients) {
       }
     }
   }
-  EXPECT_THROW(nn::scaled_dot_product_attention(zeros({1, 3, 4, 8}), zeros({1, 2, 4, 8}),
-                                                zeros({1, 2, 4, 8}), true, true,
-                                                nn::AttentionLayout::kBSHD),
-               Error);
+  EXPECT_THROW(
+      nn::scaled_dot_product_attention(zeros({1, 3, 4, 8}), zeros({1, 2, 4, 8}),
+                                       zeros({1, 2, 4, 8}), true, true, nn::AttentionLayout::kBSHD),
+      Error);
 }
 
 TEST(FusedAttention, ASecondDerivativeNamesTheUnfusedForm) {

@@ -232,8 +232,8 @@ void Check(const Case& c) {
   auto out = [&](const Buffer& x, int64_t heads) {
     std::vector<double> values = FromBuffer(x);
     if (!c.bshd) return values;
-    auto back = SwapHeadsAndPositions(std::vector<float>(values.begin(), values.end()), c.b,
-                                      heads, c.s, c.d, false);
+    auto back = SwapHeadsAndPositions(std::vector<float>(values.begin(), values.end()), c.b, heads,
+                                      c.s, c.d, false);
     return std::vector<double>(back.begin(), back.end());
   };
 
@@ -244,8 +244,7 @@ void Check(const Case& c) {
   ExpectClose(FromBuffer(o[1]), want.lse, c.bf16 ? 1e-4 : 1e-6, "lse");
 
   auto backward = Executable::Compile(*hlo::ParseModule(GradModule(c)));
-  std::vector<Buffer> grads =
-      backward->Run({in(q, c.h), in(k, c.kv), in(v, c.kv), in(dout, c.h)});
+  std::vector<Buffer> grads = backward->Run({in(q, c.h), in(k, c.kv), in(v, c.kv), in(dout, c.h)});
   ASSERT_EQ(grads.size(), 3u);
   ExpectClose(out(grads[0], c.h), want.dq, grad_tolerance, "dq");
   ExpectClose(out(grads[1], c.kv), want.dk, grad_tolerance, "dk");

@@ -84,8 +84,8 @@ TEST(SpmdAttention, PositionsFirstLayoutSplitsHeadsAtDimTwo) {
   auto from_q = RunBoth(PositionsFirst(2, "{devices=[1,1,2,1]0,1}", "{replicated}"), Mesh::Line(2));
   ExpectClose(from_q);
   // A split sequence (dim 1 here) is resharded first.
-  auto seq = RunBoth(PositionsFirst(2, "{devices=[1,2,1,1]0,1}", "{devices=[1,2,1,1]0,1}"),
-                     Mesh::Line(2));
+  auto seq =
+      RunBoth(PositionsFirst(2, "{devices=[1,2,1,1]0,1}", "{devices=[1,2,1,1]0,1}"), Mesh::Line(2));
   ExpectClose(seq);
   EXPECT_GT(seq.partition.report.collectives.size(), 0u);
 }
