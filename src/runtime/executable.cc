@@ -117,6 +117,7 @@ std::unique_ptr<Executable> Executable::Compile(const hlo::Module& module,
   for (const Shape& s : exe->result_shapes_) exe->stats_.output_bytes += s.byte_size();
   exe->stats_.planned_peak_bytes = exe->stats_.temp_bytes + exe->stats_.output_bytes;
   exe->stats_.in_place_updates = exe->program_->in_place_updates();
+  exe->stats_.placed_updates = exe->program_->placed_updates();
   exe->stats_.kernels = exe->program_->kernel_count();
   return exe;
 }

@@ -181,6 +181,7 @@ class Planner {
     program_ = std::make_unique<Program>();
     AssignSlots();
     AssignStorages();
+    PlaceUpdates();
     FindViewReaders();
     PlaceArena();
     return std::move(program_);
@@ -306,6 +307,85 @@ class Planner {
         ++flat;
       }
       if (step.view) view_of[step.output_slots[0]] = &step;
+    }
+  }
+
+  // Where each in-place dynamic-update-slice may have its update computed
+  // in place (Step::place): the update is the one result of a kernel step
+  // (P) in storage of its own (an arena value, not a result), the block it
+  // goes to is contiguous (unit leading dims, one dim cut, whole dims after),
+  // its start indices are known before P runs, and nothing but the update
+  // itself reads or writes the updated operand's storage from P on.
+  void PlaceUpdates() {
+    const auto& storages = program_->storages_;
+    const auto& slot_storage = program_->slot_storage_;
+    auto& steps = program_->steps_;
+    std::unordered_map<int64_t, size_t> producer;  // slot -> the step writing it
+    std::vector<size_t> operand_begin, output_begin;
+    size_t operands = 0, outputs = 0;
+    for (size_t k = 0; k < steps.size(); ++k) {
+      for (int64_t slot : steps[k].output_slots) producer[slot] = k;
+      operand_begin.push_back(operands);
+      output_begin.push_back(outputs);
+      operands += steps[k].operand_slots.size();
+      outputs += steps[k].output_slots.size();
+    }
+    auto root = [&](int64_t slot) {
+      const auto& roots = program_->root_slots_;
+      return std::find(roots.begin(), roots.end(), slot) != roots.end();
+    };
+    for (size_t d = 0; d < steps.size(); ++d) {
+      const Step& update = steps[d];
+      const Instruction& inst = *update.inst;
+      if (inst.opcode() != Opcode::kDynamicUpdateSlice || !inst.shape().is_array()) continue;
+      const int64_t target = slot_storage[update.operand_slots[0]];
+      if (slot_storage[update.output_slots[0]] != target) continue;  // not in place
+      const int64_t u = update.operand_slots[1];
+      auto it = producer.find(u);
+      if (it == producer.end() || root(u) || view_slots_.count(u) ||
+          storages[slot_storage[u]].kind != StorageKind::kArena) {
+        continue;
+      }
+      const size_t p = it->second;
+      Step& source = steps[p];
+      if (!source.kernel || source.view || source.place >= 0) continue;
+      // The block: unit leading dims, then one dim cut, then whole dims.
+      const std::vector<int64_t>& dims = inst.shape().dims();
+      const std::vector<int64_t>& sizes = inst.operand(1)->shape().dims();
+      size_t at = 0;
+      while (at < dims.size() && sizes[at] == 1) ++at;
+      if (at < dims.size()) ++at;
+      bool contiguous = true;
+      for (; at < dims.size(); ++at) contiguous = contiguous && sizes[at] == dims[at];
+      if (!contiguous) continue;
+      // The starts are computed before P.
+      bool starts_known = true;
+      for (size_t i = 2; i < update.operand_slots.size(); ++i) {
+        auto found = producer.find(update.operand_slots[i]);
+        starts_known = starts_known && (found == producer.end() || found->second < p);
+      }
+      // From P to the update nothing reads or writes the operand's storage,
+      // and after it nothing writes there (the update's readers may come
+      // later).
+      bool alone = starts_known;
+      for (size_t k = p; alone && k < steps.size(); ++k) {
+        if (k == d) continue;
+        for (int64_t slot : steps[k].output_slots) alone = alone && slot_storage[slot] != target;
+        if (k > d) continue;
+        for (int64_t slot : steps[k].operand_slots) alone = alone && slot_storage[slot] != target;
+      }
+      if (!alone) continue;
+      source.place = static_cast<int64_t>(d);
+      source.place_slot = u;
+      for (size_t j = 0; j < source.output_slots.size(); ++j) {
+        if (source.output_slots[j] == u) source.place_output = output_begin[p] + j;
+      }
+      for (size_t k = p + 1; k < steps.size(); ++k) {
+        for (size_t i = 0; i < steps[k].operand_slots.size(); ++i) {
+          if (steps[k].operand_slots[i] == u) source.place_readers.push_back(operand_begin[k] + i);
+        }
+      }
+      ++program_->placed_updates_;
     }
   }
 
@@ -520,6 +600,7 @@ class Planner {
     step.body = Program::Compile(*inst.called[1], StorageKind::kLoopState, false, pool_);
     program_->in_place_updates_ +=
         step.body->in_place_updates() + step.condition->in_place_updates();
+    program_->placed_updates_ += step.body->placed_updates() + step.condition->placed_updates();
     int64_t body = AlignUp(step.body->arena_bytes());
     step.condition_offset = body;
     step.swap_offset = body + AlignUp(step.condition->arena_bytes());
@@ -645,6 +726,7 @@ void Program::Execute(Frame& frame, uint8_t* arena) const {
       RunWhile(step, frame, arena, k);
       continue;
     }
+    if (step.place >= 0) Place(step, frame);
     if (tracing) {
       ExecuteTraced(step, frame, arena, k);
       continue;
@@ -691,6 +773,27 @@ void Program::RunView(const Step& step, Frame& frame, size_t index) const {
   uint8_t* at = const_cast<uint8_t*>(operands[0]) + offset;
   frame.slot[step.output_slots[0]] = at;
   for (size_t reader : step.view_readers) frame.operands[reader] = at;
+}
+
+// Points the result of `step` at the block its dynamic-update-slice writes.
+void Program::Place(const Step& step, Frame& frame) const {
+  const Instruction& inst = *steps_[step.place].inst;
+  const uint8_t* const* operands = frame.operands.data() + frame.operand_begin[step.place];
+  const std::vector<int64_t>& dims = inst.shape().dims();
+  const std::vector<int64_t>& sizes = inst.operand(1)->shape().dims();
+  int64_t offset = 0, stride = DTypeSize(inst.shape().dtype());
+  for (int64_t d = static_cast<int64_t>(dims.size()) - 1; d >= 0; --d) {
+    const int64_t limit = dims[d] - sizes[d];
+    if (limit > 0) {
+      const int64_t start = ReadIndex(operands[2 + d], inst.operand(2 + d)->shape().dtype());
+      offset += std::clamp<int64_t>(start, 0, limit) * stride;
+    }
+    stride *= dims[d];
+  }
+  uint8_t* at = const_cast<uint8_t*>(operands[0]) + offset;
+  frame.slot[step.place_slot] = at;
+  frame.outputs[step.place_output] = at;
+  for (size_t reader : step.place_readers) frame.operands[reader] = at;
 }
 
 void Program::RunWhile(const Step& step, Frame& frame, uint8_t* arena, size_t index) const {

@@ -50,6 +50,16 @@ struct Step {
   // (view_readers: indices into Frame::operands), point into the operand.
   bool view = false;
   std::vector<size_t> view_readers;
+  // A kernel whose result a later in-place dynamic-update-slice (step
+  // `place`) copies into a contiguous block of its operand: just before the
+  // kernel runs, the result's slot, its output (place_output, an index into
+  // Frame::outputs) and each operand that reads it (place_readers, into
+  // Frame::operands) point at that block, so the kernel writes the result
+  // where the update would have copied it and the update copies nothing.
+  int64_t place = -1;
+  int64_t place_slot = -1;
+  size_t place_output = 0;
+  std::vector<size_t> place_readers;
 };
 
 // Pointers resolved for one execution of a program.
@@ -81,6 +91,7 @@ class Program {
   int64_t slot_size(int64_t slot) const { return storages_[slot_storage_[slot]].size; }
   const Storage& storage_of(int64_t slot) const { return storages_[slot_storage_[slot]]; }
   int64_t in_place_updates() const { return in_place_updates_; }
+  int64_t placed_updates() const { return placed_updates_; }
   // Donation (entry programs): result k may be written straight into the
   // buffer of parameter leaf p when it is computed into its own result
   // storage, that storage is first written after p's last read, and the
@@ -96,6 +107,7 @@ class Program {
   friend class Planner;
   void RunWhile(const Step& step, Frame& frame, uint8_t* arena, size_t index) const;
   void RunView(const Step& step, Frame& frame, size_t index) const;
+  void Place(const Step& step, Frame& frame) const;
   void ExecuteTraced(const Step& step, Frame& frame, uint8_t* arena, size_t index) const;
 
   std::vector<Storage> storages_;
@@ -108,6 +120,7 @@ class Program {
   std::vector<bool> root_writer_elementwise_;  // that first write is an elementwise op
   int64_t arena_bytes_ = 0;
   int64_t in_place_updates_ = 0;
+  int64_t placed_updates_ = 0;
 };
 
 }  // namespace strata::runtime

@@ -40,6 +40,7 @@ struct PlanStats {
   int64_t output_bytes = 0;        // result buffers handed to the caller
   int64_t planned_peak_bytes = 0;  // temp + output
   int64_t in_place_updates = 0;    // values written over a dead operand's storage
+  int64_t placed_updates = 0;      // dynamic-update-slices whose update was computed in place
   int64_t kernels = 0;             // kernel steps of the entry computation (no loop bodies)
 };
 

@@ -321,6 +321,8 @@ KernelInfo MakeDataMovementKernel(const hlo::Instruction& inst, ThreadPool& pool
         auto starts = ClampedStarts(a, 2, types, out_dims, update_dims);
         int64_t offset = 0;
         for (size_t i = 0; i < starts.size(); ++i) offset += starts[i] * out_strides[i];
+        // The planner had the update computed in its place (Step::place).
+        if (a.operands[1] == a.outputs[0] + offset * es) return;
         CopyStrided(es, update_dims, a.operands[1], update_strides, a.outputs[0] + offset * es,
                     out_strides, pool);
       }};
