@@ -20,12 +20,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "strata/hlo/builder.h"
+#include "strata/hlo/literal.h"
 #include "strata/hlo/text.h"
 #include "strata/runtime/cpu.h"
 #include "strata/runtime/executable.h"
@@ -569,6 +571,77 @@ void BM_SwiGluBackwardSiblings(benchmark::State& state) {
   state.counters["elements"] = static_cast<double>(n);
 }
 BENCHMARK(BM_SwiGluBackwardSiblings)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// The fused attention's forward and gradient calls over the bench model's
+// shapes (q [4, 8 heads, 256, 64], k and v with 4 kv heads, causal) in
+// [B, H, S, D] and in [B, S, H, D] (layout=bshd), run call by call in
+// alternation. Inputs are random in [-1, 1] (cast once to the element type).
+void BM_AttentionLayouts(benchmark::State& state) {
+  const bool bf16 = state.range(0) != 0;
+  const std::string type = bf16 ? "bf16" : "f32";
+  auto compile = [&](bool bshd) {
+    auto dims = [&](int64_t heads) {
+      return bshd ? fmt::format("{}[4,256,{},64]", type, heads)
+                  : fmt::format("{}[4,{},256,64]", type, heads);
+    };
+    const std::string config =
+        fmt::format("backend_config=\"causal=1;scale=0.125{}\"", bshd ? ";layout=bshd" : "");
+    return Executable::Compile(*hlo::ParseModule(fmt::format(
+        R"(HloModule attention
+ENTRY main {{
+  q = {0} parameter(0)
+  k = {1} parameter(1)
+  v = {1} parameter(2)
+  do = {0} parameter(3)
+  a = ({0}, f32[4,8,256]) custom-call(q, k, v), custom_call_target="strata.attention", {2}
+  o = {0} get-tuple-element(a), index=0
+  lse = f32[4,8,256] get-tuple-element(a), index=1
+  g = ({0}, {1}, {1}) custom-call(q, k, v, o, lse, do), custom_call_target="strata.attention_grad", {2}
+  dq = {0} get-tuple-element(g), index=0
+  ROOT r = ({0}, {0}) tuple(o, dq)
+}}
+)",
+        dims(8), dims(4), config)));
+  };
+  auto heads_first = compile(false), positions_first = compile(true);
+  auto input = [&](int64_t heads, uint32_t seed, bool bshd) {
+    const std::vector<int64_t> shape =
+        bshd ? std::vector<int64_t>{4, 256, heads, 64} : std::vector<int64_t>{4, heads, 256, 64};
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    std::vector<float> values(4 * heads * 256 * 64);
+    for (float& x : values) x = dist(rng);
+    Buffer f32 = Buffer::FromVector(values, shape, Client::Default().device(0));
+    if (!bf16) return f32;
+    std::vector<uint8_t> bytes(values.size() * 2);
+    for (size_t i = 0; i < values.size(); ++i) {
+      const uint16_t half = hlo::FloatToBFloat16(values[i]);
+      std::memcpy(bytes.data() + 2 * i, &half, 2);
+    }
+    return Buffer::FromHost(Shape(DType::kBF16, shape), bytes, Client::Default().device(0));
+  };
+  // (The same bytes in either layout: only the time matters here.)
+  std::vector<Buffer> args[2];
+  for (bool bshd : {false, true})
+    args[bshd] = {input(8, 1, bshd), input(4, 2, bshd), input(4, 3, bshd), input(8, 4, bshd)};
+  double seconds[2] = {0, 0};
+  bool first = true;
+  for (auto _ : state) {
+    for (int call = 0; call < 2; ++call) {
+      const bool bshd = (call == 0) == first;
+      auto start = Clock::now();
+      auto out = (bshd ? positions_first : heads_first)->Run(args[bshd]);
+      benchmark::DoNotOptimize(out[0].data());
+      seconds[bshd] += SecondsSince(start);
+    }
+    first = !first;
+  }
+  const double calls = static_cast<double>(state.iterations());
+  state.counters["bhsd_ms"] = 1e3 * seconds[0] / calls;
+  state.counters["bshd_ms"] = 1e3 * seconds[1] / calls;
+  state.counters["bshd_over_bhsd"] = seconds[1] / seconds[0];
+}
+BENCHMARK(BM_AttentionLayouts)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 BENCHMARK_CAPTURE(BM_ElementwiseOp, tanh, hlo::Opcode::kTanh)->UseRealTime();
 BENCHMARK_CAPTURE(BM_ElementwiseOp, sqrt, hlo::Opcode::kSqrt)->UseRealTime();

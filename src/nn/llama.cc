@@ -75,15 +75,18 @@ LlamaAttention::LlamaAttention(const io::LlamaConfig& c, const Tensor& key, DTyp
 
 Tensor LlamaAttention::forward(const Tensor& x, const Tensor& cos, const Tensor& sin) const {
   const int64_t b = x.dim(0), s = x.dim(1);
-  // Heads stay where the projections put them, [B, S, n, D]: attention
-  // reads and writes that layout, so no transpose on either side.
-  auto split_heads = [&](const Tensor& t, int64_t n) { return reshape(t, {b, s, n, head_dim}); };
-  Tensor q = apply_rotary(split_heads(q_proj.forward(x), heads), cos, sin, /*seq_dim=*/1);
-  Tensor k = apply_rotary(split_heads(k_proj.forward(x), kv_heads), cos, sin, /*seq_dim=*/1);
+  // Heads first, [B, n, S, D]: the fused kernels read a head's rows
+  // contiguously. (The [B, S, n, D] layout needs no transpose around them,
+  // but its kernels ran 10-15 % slower than these plus the transposes:
+  // bench/RESULTS.md, BM_AttentionLayouts.)
+  auto split_heads = [&](const Tensor& t, int64_t n) {  // [B, S, n*D] -> [B, n, S, D]
+    return permute(reshape(t, {b, s, n, head_dim}), {0, 2, 1, 3});
+  };
+  Tensor q = apply_rotary(split_heads(q_proj.forward(x), heads), cos, sin);
+  Tensor k = apply_rotary(split_heads(k_proj.forward(x), kv_heads), cos, sin);
   Tensor v = split_heads(v_proj.forward(x), kv_heads);
-  Tensor att = scaled_dot_product_attention(q, k, v, /*causal=*/true, /*fused=*/true,
-                                            AttentionLayout::kBSHD);  // [B, S, H, D]
-  return o_proj.forward(reshape(att, {b, s, heads * head_dim}));
+  Tensor att = scaled_dot_product_attention(q, k, v, /*causal=*/true);  // [B, H, S, D]
+  return o_proj.forward(reshape(permute(att, {0, 2, 1, 3}), {b, s, heads * head_dim}));
 }
 
 LlamaMLP::LlamaMLP(const io::LlamaConfig& c, const Tensor& key, DType dtype)

@@ -76,6 +76,21 @@ void Store(const float* src, int64_t rows, int64_t cols, T* dst, int64_t stride)
   }
 }
 
+// `rows` rows of `cols` elements `stride` apart as one contiguous block:
+// the rows themselves when they are, else a copy in `buffer`. The GEMM
+// reads a product's left operand in place, and rows H * D apart (a power of
+// two) fall into a few cache sets: the [B, S, H, D] layout's query blocks
+// ran slower read in place than the transposes they replaced.
+template <typename T>
+const T* Contiguous(const T* src, int64_t rows, int64_t cols, int64_t stride,
+                    std::vector<T>& buffer) {
+  if (stride == cols) return src;
+  buffer.resize(rows * cols);
+  for (int64_t r = 0; r < rows; ++r)
+    std::copy(src + r * stride, src + r * stride + cols, buffer.data() + r * cols);
+  return buffer.data();
+}
+
 // A head's [S, D] matrix is rows `q_stride` (or `kv_stride`) apart: D in
 // the [B, H, S, D] layout, H * D (KV * D) in [B, S, H, D].
 struct Dims {
@@ -104,12 +119,13 @@ void ForEachTask(ThreadPool& pool, int64_t n, F&& work) {
 }
 
 // q k^T for query rows [i0, i0 + rows) against keys [j0, j0 + cols)
-// (q_rows, k_rows at those first rows), not yet scaled; masked keys -inf.
+// (q_rows contiguous, k_rows at the first key), not yet scaled; masked keys
+// -inf.
 // Callers fold the scale into the one pass that shifts the row for its exp.
 template <typename T>
 void Scores(const Dims& d, const hlo::AttentionConfig& config, const T* q_rows, const T* k_rows,
             int64_t i0, int64_t rows, int64_t j0, int64_t cols, float* s) {
-  Product<T>(rows, cols, d.head_dim, q_rows, d.q_stride(), 1, k_rows, 1, d.kv_stride(), s, cols);
+  Product<T>(rows, cols, d.head_dim, q_rows, d.head_dim, 1, k_rows, 1, d.head_dim, s, cols);
   if (!config.causal || j0 + cols <= i0 + 1) return;  // no key past the first row's position
   for (int64_t r = 0; r < rows; ++r) {
     // Causal: keys past the query's position are masked.
@@ -129,8 +145,11 @@ void Forward(const Dims& d, const hlo::AttentionConfig& config, const T* q, cons
     const int64_t b = bh / d.heads, h = bh % d.heads, g = h / d.groups();
     const int64_t rows = std::min(kQueryBlock, d.seq - i0);
     const int64_t keys = config.causal ? i0 + rows : d.seq;
-    const T* q_rows = q + d.q_offset(b, h) + i0 * qs;
-    const T *k_head = k + d.kv_offset(b, g), *v_head = v + d.kv_offset(b, g);
+    // (The [B, S, H, D] layout's rows copied together: see Contiguous.)
+    thread_local std::vector<T> q_block, k_block, v_block;
+    const T* q_rows = Contiguous(q + d.q_offset(b, h) + i0 * qs, rows, dh, qs, q_block);
+    const T* k_head = Contiguous(k + d.kv_offset(b, g), keys, dh, ks, k_block);
+    const T* v_head = Contiguous(v + d.kv_offset(b, g), keys, dh, ks, v_block);
     thread_local std::vector<float> s, pv, acc, row_max, row_sum;
     thread_local std::vector<HalfBits> half;
     const int64_t tile = std::min(kKeyBlock, keys);
@@ -141,7 +160,7 @@ void Forward(const Dims& d, const hlo::AttentionConfig& config, const T* q, cons
     row_sum.assign(rows, 0.0f);
     for (int64_t j0 = 0; j0 < keys; j0 += kKeyBlock) {
       const int64_t cols = std::min(kKeyBlock, keys - j0);
-      Scores<T>(d, config, q_rows, k_head + j0 * ks, i0, rows, j0, cols, s.data());
+      Scores<T>(d, config, q_rows, k_head + j0 * dh, i0, rows, j0, cols, s.data());
       for (int64_t r = 0; r < rows; ++r) {
         float* row = s.data() + r * cols;
         float raw_max = -std::numeric_limits<float>::infinity();
@@ -164,7 +183,7 @@ void Forward(const Dims& d, const hlo::AttentionConfig& config, const T* q, cons
       const T* p = AsOperand<T>(s.data(), rows * cols, half);
       // The first tile's product is the sum so far; later ones add to it.
       float* into = j0 == 0 ? acc.data() : pv.data();
-      Product<T>(rows, dh, cols, p, cols, 1, v_head + j0 * ks, ks, 1, into, dh);
+      Product<T>(rows, dh, cols, p, cols, 1, v_head + j0 * dh, dh, 1, into, dh);
       if (j0 > 0) {
         for (int64_t x = 0; x < rows * dh; ++x) acc[x] += pv[x];
       }
@@ -188,7 +207,9 @@ void Backward(const Dims& d, const hlo::AttentionConfig& config, const T* q, con
   const float scale = static_cast<float>(config.scale);
   ForEachTask(pool, d.batch * d.kv_heads, [&](int64_t task) {
     const int64_t b = task / d.kv_heads, g = task % d.kv_heads;
-    const T *k_head = k + d.kv_offset(b, g), *v_head = v + d.kv_offset(b, g);
+    thread_local std::vector<T> q_block, do_block, k_block, v_block;
+    const T* k_head = Contiguous(k + d.kv_offset(b, g), d.seq, dh, ks, k_block);
+    const T* v_head = Contiguous(v + d.kv_offset(b, g), d.seq, dh, ks, v_block);
     thread_local std::vector<float> p, dp, prod, dq_acc, dk_acc, dv_acc, delta;
     thread_local std::vector<HalfBits> half;
     dk_acc.assign(d.seq * dh, 0.0f);
@@ -199,14 +220,16 @@ void Backward(const Dims& d, const hlo::AttentionConfig& config, const T* q, con
         const int64_t rows = std::min(kQueryBlock, d.seq - i0);
         const int64_t keys = config.causal ? i0 + rows : d.seq;
         const int64_t at = d.q_offset(b, h) + i0 * qs;
-        const T *q_rows = q + at, *o_rows = o + at, *do_rows = dout + at;
+        const T* o_rows = o + at;
+        const T* q_rows = Contiguous(q + at, rows, dh, qs, q_block);
+        const T* do_rows = Contiguous(dout + at, rows, dh, qs, do_block);
         const float* row_lse = lse + bh * d.seq + i0;
         // delta_i = sum_x do[i, x] o[i, x]: the softmax backward's row term.
         delta.resize(rows);
         for (int64_t r = 0; r < rows; ++r) {
           float sum = 0.0f;
           for (int64_t x = 0; x < dh; ++x) {
-            sum += Widen(do_rows[r * qs + x]) * Widen(o_rows[r * qs + x]);
+            sum += Widen(do_rows[r * dh + x]) * Widen(o_rows[r * qs + x]);
           }
           delta[r] = sum;
         }
@@ -218,7 +241,7 @@ void Backward(const Dims& d, const hlo::AttentionConfig& config, const T* q, con
         for (int64_t j0 = 0; j0 < keys; j0 += kKeyBlock) {
           const int64_t cols = std::min(kKeyBlock, keys - j0);
           // p = exp(scores - lse): the forward pass's probabilities.
-          Scores<T>(d, config, q_rows, k_head + j0 * ks, i0, rows, j0, cols, p.data());
+          Scores<T>(d, config, q_rows, k_head + j0 * dh, i0, rows, j0, cols, p.data());
           for (int64_t r = 0; r < rows; ++r) {
             float* row = p.data() + r * cols;
             for (int64_t c = 0; c < cols; ++c) row[c] = row[c] * scale - row_lse[r];
@@ -226,12 +249,12 @@ void Backward(const Dims& d, const hlo::AttentionConfig& config, const T* q, con
           }
           // dv[keys] += p^T do.
           const T* p_op = AsOperand<T>(p.data(), rows * cols, half);
-          Product<T>(cols, dh, rows, p_op, 1, cols, do_rows, qs, 1, prod.data(), dh);
+          Product<T>(cols, dh, rows, p_op, 1, cols, do_rows, dh, 1, prod.data(), dh);
           float* dv_rows = dv_acc.data() + j0 * dh;
           for (int64_t x = 0; x < cols * dh; ++x) dv_rows[x] += prod[x];
           // dp = do v^T; ds = p (dp - delta) * scale, the scores' gradient
           // times the scale that made them.
-          Product<T>(rows, cols, dh, do_rows, qs, 1, v_head + j0 * ks, 1, ks, dp.data(), cols);
+          Product<T>(rows, cols, dh, do_rows, dh, 1, v_head + j0 * dh, 1, dh, dp.data(), cols);
           for (int64_t r = 0; r < rows; ++r) {
             const float* pr = p.data() + r * cols;
             float* ds = dp.data() + r * cols;
@@ -240,11 +263,11 @@ void Backward(const Dims& d, const hlo::AttentionConfig& config, const T* q, con
           const T* ds_op = AsOperand<T>(dp.data(), rows * cols, half);
           // dq[rows] += ds k; dk[keys] += ds^T q.
           float* into = j0 == 0 ? dq_acc.data() : prod.data();
-          Product<T>(rows, dh, cols, ds_op, cols, 1, k_head + j0 * ks, ks, 1, into, dh);
+          Product<T>(rows, dh, cols, ds_op, cols, 1, k_head + j0 * dh, dh, 1, into, dh);
           if (j0 > 0) {
             for (int64_t x = 0; x < rows * dh; ++x) dq_acc[x] += prod[x];
           }
-          Product<T>(cols, dh, rows, ds_op, 1, cols, q_rows, qs, 1, prod.data(), dh);
+          Product<T>(cols, dh, rows, ds_op, 1, cols, q_rows, dh, 1, prod.data(), dh);
           float* dk_rows = dk_acc.data() + j0 * dh;
           for (int64_t x = 0; x < cols * dh; ++x) dk_rows[x] += prod[x];
         }
