@@ -315,9 +315,10 @@ class Planner {
   // (P) in storage of its own (an arena value, not a result), the block it
   // goes to is contiguous (unit leading dims, one dim cut, whole dims after),
   // its start indices are known before P runs, and nothing but the update
-  // itself reads or writes the updated operand's storage from P on.
+  // itself reads or writes the updated operand's storage from P on. That
+  // storage then lives as long as the update's value is read.
   void PlaceUpdates() {
-    const auto& storages = program_->storages_;
+    auto& storages = program_->storages_;
     const auto& slot_storage = program_->slot_storage_;
     auto& steps = program_->steps_;
     std::unordered_map<int64_t, size_t> producer;  // slot -> the step writing it
@@ -375,6 +376,8 @@ class Planner {
         for (int64_t slot : steps[k].operand_slots) alone = alone && slot_storage[slot] != target;
       }
       if (!alone) continue;
+      Storage& block = storages[target];
+      if (block.kind == StorageKind::kArena) block.last = std::max(block.last, last_use_[u]);
       source.place = static_cast<int64_t>(d);
       source.place_slot = u;
       for (size_t j = 0; j < source.output_slots.size(); ++j) {

@@ -208,5 +208,52 @@ ENTRY main {
   EXPECT_EQ(exe->stats().placed_updates, 0);
 }
 
+// The update's value read after the update, in the block of a temporary
+// stack that dies at the update: the stack's bytes must stay the value's
+// until that read (the temporary after it may not take them).
+TEST(PlacedUpdate, TheBlockOutlivesItsStackWhileTheValueIsRead) {
+  // (Instructions run in post-order from the root: the stack, the product,
+  // the update, its sum, then the temporary, then the product's last read.)
+  const std::string text = R"(HloModule outlives
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY main {
+  x = f32[4,8] parameter(0)
+  w = f32[8,8] parameter(1)
+  zero = s32[] constant(0)
+  fill = f32[] constant(0)
+  stack = f32[2,4,8] broadcast(fill), dimensions={}
+  y = f32[4,8] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  saved = f32[1,4,8] reshape(y)
+  written = f32[2,4,8] dynamic-update-slice(stack, saved, zero, zero, zero)
+  total = f32[] reduce(written, fill), dimensions={0,1,2}, to_apply=add
+  later = f32[2,4,8] broadcast(total), dimensions={}
+  first = f32[1,4,8] slice(later), slice={[0:1], [0:4], [0:8]}
+  flat = f32[4,8] reshape(first)
+  ROOT t = f32[4,8] add(flat, y)
+}
+)";
+  Inputs in;
+  CompileOptions options;
+  options.run_passes = false;
+  auto exe = Executable::Compile(*hlo::ParseModule(text), options);
+  auto out = exe->Run({test::Arg(in.x0, {kRows, kWidth}), test::Arg(in.w, {kWidth, kWidth})});
+  // t = y + sum(y) (the stack holds y and zeros).
+  std::vector<double> want(kRows * kWidth, 0.0);
+  double total = 0;
+  for (int64_t r = 0; r < kRows; ++r)
+    for (int64_t c = 0; c < kWidth; ++c) {
+      for (int64_t e = 0; e < kWidth; ++e)
+        want[r * kWidth + c] += double{in.x0[r * kWidth + e]} * in.w[e * kWidth + c];
+      total += want[r * kWidth + c];
+    }
+  for (double& v : want) v += total;
+  ExpectClose(out[0].ToVector<float>(), want, "t");
+  EXPECT_EQ(exe->stats().placed_updates, 1);
+}
+
 }  // namespace
 }  // namespace strata::runtime
