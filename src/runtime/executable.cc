@@ -95,6 +95,7 @@ std::unique_ptr<Executable> Executable::Compile(const hlo::Module& module,
       FuseElementwise(m);
       if (options.merge_sibling_fusions) MergeSiblingFusions(m);
       FuseProducers(m);
+      SinkUpdatesIntoLoops(m);
     }
   }
   Schedule(m);

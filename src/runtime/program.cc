@@ -403,6 +403,18 @@ class Planner {
            program_->root_slots_[st.index] == slot && !view_slots_.count(slot);
   }
 
+  // Whether loop state in slot `in` stays unwritten while a view of it in
+  // slot `out` is read: every reader of the view comes before the last
+  // reader of `in`, and only that last reader (taking the storage over in
+  // place: the body's update of the same weights, slice by slice) or a
+  // kernel placed into it later (PlaceUpdates: nothing may read the storage
+  // between that kernel and the update) can write there.
+  bool UnwrittenWhileViewed(int64_t in, int64_t out) const {
+    const Storage& st = program_->storages_.at(program_->slot_storage_[in]);
+    return st.kind == StorageKind::kLoopState && !view_slots_.count(in) &&
+           last_use_[out] < last_use_[in];
+  }
+
   // Whether a dynamic-slice step reads a contiguous block (unit slices of
   // leading dims, then one dim cut, then whole dims) of a leaf nothing
   // writes while the program runs: a parameter of the entry, a constant, or
@@ -415,7 +427,7 @@ class Planner {
     for (int64_t r : program_->root_slots_) {
       if (r == out) return false;
     }
-    if (!ReadOnlyWhileRunning(in)) return false;
+    if (!ReadOnlyWhileRunning(in) && !UnwrittenWhileViewed(in, out)) return false;
     const std::vector<int64_t>& dims = inst.operand(0)->shape().dims();
     const std::vector<int64_t>& sizes = inst.dynamic_slice_sizes;
     size_t d = 0;
@@ -558,6 +570,7 @@ class Planner {
       program_->root_needs_copy_.assign(program_->root_slots_.size(), true);
       program_->root_first_write_.assign(program_->root_slots_.size(), -1);
       program_->root_writer_elementwise_.assign(program_->root_slots_.size(), false);
+      program_->root_carried_parameter_.assign(program_->root_slots_.size(), -1);
       for (size_t k = 0; k < program_->root_slots_.size(); ++k) {
         Storage& st = storages[slot_storage[program_->root_slots_[k]]];
         if (st.kind == StorageKind::kArena) {  // first use of this storage as a result
@@ -580,6 +593,8 @@ class Planner {
                   output_sized || writer.operand(i)->shape().byte_size() == leaf.byte_size();
             fusion_elementwise = !output_sized || FusionReadsElementwise(writer, i);
           }
+          program_->root_carried_parameter_[k] =
+              CarriedParameter(st.first, slot_storage[program_->root_slots_[k]]);
           program_->root_writer_elementwise_[k] = hlo::IsElementwiseUnary(writer.opcode()) ||
                                                   hlo::IsElementwiseBinary(writer.opcode()) ||
                                                   writer.opcode() == Opcode::kSelect ||
@@ -594,6 +609,28 @@ class Planner {
         last[st.index] = std::max(last[st.index], last_use_[s]);
       }
     }
+  }
+
+  // The parameter leaf a while at `position` carries into `storage` (one of
+  // its state elements): the element starts as that parameter and no other
+  // element does. A donated parameter's bytes may then be the element's
+  // (the loop updates its weights in place). -1 otherwise.
+  int64_t CarriedParameter(int64_t position, int64_t storage) const {
+    const auto& slot_storage = program_->slot_storage_;
+    for (size_t k = 0; k < program_->steps_.size(); ++k) {
+      const Step& step = program_->steps_[k];
+      if (step_position_[k] != position || step.inst->opcode() != Opcode::kWhile) continue;
+      int64_t carried = -1;
+      for (size_t j = 0; j < step.output_slots.size(); ++j) {
+        if (slot_storage[step.output_slots[j]] == storage)
+          carried = slot_storage[step.operand_slots[j]];
+      }
+      if (carried < 0 || program_->storages_[carried].kind != StorageKind::kParameter) return -1;
+      int64_t readers = 0;
+      for (int64_t slot : step.operand_slots) readers += slot_storage[slot] == carried ? 1 : 0;
+      return readers == 1 ? program_->storages_[carried].index : -1;
+    }
+    return -1;
   }
 
   // Compiles condition and body; returns the scratch the loop needs.
@@ -859,7 +896,8 @@ bool Program::CanWriteResultInto(int64_t result, int64_t parameter) const {
                                 ? parameter_last_read_[parameter]
                                 : -1;
   return last_read < root_first_write_[result] ||
-         (last_read == root_first_write_[result] && root_writer_elementwise_[result]);
+         (last_read == root_first_write_[result] &&
+          (root_writer_elementwise_[result] || root_carried_parameter_[result] == parameter));
 }
 
 void Program::CopyOutputs(const Frame& frame, uint8_t* const* outputs) const {

@@ -94,8 +94,10 @@ class Program {
   int64_t placed_updates() const { return placed_updates_; }
   // Donation (entry programs): result k may be written straight into the
   // buffer of parameter leaf p when it is computed into its own result
-  // storage, that storage is first written after p's last read, and the
-  // sizes agree. The caller must then never read p's old bytes again.
+  // storage, that storage is first written after p's last read (or by the
+  // op that reads p last: an elementwise op, or a while whose state element
+  // starts as p alone), and the sizes agree. The caller must then never read
+  // p's old bytes again.
   bool CanWriteResultInto(int64_t result, int64_t parameter) const;
   int64_t kernel_count() const {
     int64_t n = 0;
@@ -115,9 +117,10 @@ class Program {
   std::vector<Step> steps_;
   std::vector<int64_t> root_slots_;
   std::vector<bool> root_needs_copy_;
-  std::vector<int64_t> parameter_last_read_;   // per parameter leaf: instruction index, -1 unread
-  std::vector<int64_t> root_first_write_;      // per result: its storage's first write, or -1
-  std::vector<bool> root_writer_elementwise_;  // that first write is an elementwise op
+  std::vector<int64_t> parameter_last_read_;     // per parameter leaf: instruction index, -1 unread
+  std::vector<int64_t> root_first_write_;        // per result: its storage's first write, or -1
+  std::vector<bool> root_writer_elementwise_;    // that first write is an elementwise op
+  std::vector<int64_t> root_carried_parameter_;  // or a while carrying this parameter leaf, or -1
   int64_t arena_bytes_ = 0;
   int64_t in_place_updates_ = 0;
   int64_t placed_updates_ = 0;

@@ -41,6 +41,12 @@ bool MergeSiblingFusions(hlo::Module& module);
 // over the same dims) that only it reads (fuse_producers.cc). After
 // MergeSiblingFusions, which leaves such producers.
 bool FuseProducers(hlo::Module& module);
+// An elementwise fusion that alone reads a stack a loop writes slice by
+// slice (a layer's gradients, which AdamW reads with the stacked weights
+// and moments) runs in the loop on each slice, writing its results into
+// the arrays it reads: the stack is never made (sink_updates.cc). After
+// FuseProducers.
+bool SinkUpdatesIntoLoops(hlo::Module& module);
 // The computations that run as programs: the entry, the while loops'
 // conditions and bodies and the conditionals' branches (not the functions
 // reduce / scatter call). What the fusion passes work on.

@@ -20,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "passes/loop_state.h"
 #include "strata/runtime/passes.h"
 
 namespace strata::runtime {
@@ -33,30 +34,6 @@ Shape WithElement(const Shape& tuple, int64_t k, const Shape& element) {
   std::vector<Shape> elements = tuple.tuple_shapes();
   elements[k] = element;
   return Shape::Tuple(std::move(elements));
-}
-
-std::vector<Instruction*> UsersOf(const Computation& c, const Instruction* of) {
-  std::vector<Instruction*> users;
-  for (const auto& inst : c.instructions()) {
-    for (const Instruction* op : inst->operands()) {
-      if (op == of) {
-        users.push_back(inst.get());
-        break;
-      }
-    }
-  }
-  return users;
-}
-
-// The get-tuple-elements reading element k of `tuple` in `c`.
-std::vector<Instruction*> ElementReads(const Computation& c, const Instruction* tuple, int64_t k) {
-  std::vector<Instruction*> reads;
-  for (const auto& inst : c.instructions()) {
-    if (inst->opcode() == Opcode::kGetTupleElement && inst->operand(0) == tuple &&
-        inst->tuple_index == k)
-      reads.push_back(inst.get());
-  }
-  return reads;
 }
 
 bool IsSliceOf(const Instruction& user, const Instruction* of) {
@@ -104,21 +81,6 @@ void ConvertAfter(Computation& c, Instruction* value, DType from) {
     if (inst.get() != convert) Computation::UpdateOperands(inst.get(), replacements);
   }
   if (c.root() == value) c.set_root(convert);
-}
-
-// A loop whose state's elements may change type: its init is a tuple, its
-// condition and body are called by it alone and only get-tuple-elements
-// read its result.
-bool StateMayChange(const Computation& c, const Instruction* loop,
-                    const std::unordered_map<const Computation*, int>& callers) {
-  if (loop->operand(0)->opcode() != Opcode::kTuple || callers.at(loop->called[0]) != 1 ||
-      callers.at(loop->called[1]) != 1) {
-    return false;
-  }
-  for (const Instruction* user : UsersOf(c, loop)) {
-    if (user->opcode() != Opcode::kGetTupleElement) return false;
-  }
-  return true;
 }
 
 bool SinkInto(Computation& c, Instruction* loop,
@@ -232,38 +194,6 @@ bool HoistFrom(Computation& c, Instruction* loop,
   tuple->set_name(init->name() + ".hoisted");
   loop->set_operand(0, tuple);
   return true;
-}
-
-std::unordered_map<const Computation*, int> Callers(const hlo::Module& module) {
-  std::unordered_map<const Computation*, int> callers;
-  for (const auto& c : module.computations()) {
-    callers.emplace(c.get(), 0);
-    for (const auto& inst : c->instructions()) {
-      for (const Computation* called : inst->called) ++callers[called];
-    }
-  }
-  return callers;
-}
-
-// Runs move(c, loop, callers) on every loop of every computation.
-template <typename Move>
-bool ForEachLoop(hlo::Module& module, Move move) {
-  const std::unordered_map<const Computation*, int> callers = Callers(module);
-  bool changed = false;
-  for (const auto& c : module.computations()) {
-    std::vector<Instruction*> loops;
-    for (const auto& inst : c->instructions()) {
-      if (inst->opcode() == Opcode::kWhile) loops.push_back(inst.get());
-    }
-    bool here = false;
-    for (Instruction* loop : loops) here |= move(*c, loop, callers);
-    if (here) {
-      c->SortTopologically();
-      c->RemoveDeadInstructions();
-    }
-    changed |= here;
-  }
-  return changed;
 }
 
 }  // namespace
