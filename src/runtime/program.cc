@@ -310,8 +310,33 @@ class Planner {
     }
   }
 
+  // Whether loop fusion step `source` reads its operand `i` element by
+  // element from a view of exactly the block dynamic-update-slice `update`
+  // writes (the same start slots, the update's dims).
+  bool ReadsTheBlockElementwise(const Step& source, size_t i, const Step& update) const {
+    const Instruction& fusion = *source.inst;
+    const int64_t slot = source.operand_slots[i];
+    if (fusion.opcode() != Opcode::kFusion ||
+        source.operand_slots.size() != static_cast<size_t>(fusion.operand_count()) ||
+        !view_slots_.count(slot) || !FusionReadsElementwise(fusion, static_cast<int64_t>(i))) {
+      return false;
+    }
+    for (const Step& view : program_->steps_) {
+      if (!view.view || view.output_slots[0] != slot) continue;
+      if (view.inst->dynamic_slice_sizes != update.inst->operand(1)->shape().dims() ||
+          view.operand_slots.size() != update.operand_slots.size() - 1) {
+        return false;
+      }
+      for (size_t d = 1; d < view.operand_slots.size(); ++d) {
+        if (view.operand_slots[d] != update.operand_slots[d + 1]) return false;
+      }
+      return true;
+    }
+    return false;
+  }
+
   // Where each in-place dynamic-update-slice may have its update computed
-  // in place (Step::place): the update is the one result of a kernel step
+  // in place (Step::places): the update is a result of a kernel step
   // (P) in storage of its own (an arena value, not a result), the block it
   // goes to is contiguous (unit leading dims, one dim cut, whole dims after),
   // its start indices are known before P runs, and nothing but the update
@@ -349,7 +374,10 @@ class Planner {
       }
       const size_t p = it->second;
       Step& source = steps[p];
-      if (!source.kernel || source.view || source.place >= 0) continue;
+      if (!source.kernel || source.view) continue;
+      bool placed_already = false;
+      for (const Placement& other : source.places) placed_already |= other.slot == u;
+      if (placed_already) continue;
       // The block: unit leading dims, then one dim cut, then whole dims.
       const std::vector<int64_t>& dims = inst.shape().dims();
       const std::vector<int64_t>& sizes = inst.operand(1)->shape().dims();
@@ -367,27 +395,35 @@ class Planner {
       }
       // From P to the update nothing reads or writes the operand's storage,
       // and after it nothing writes there (the update's readers may come
-      // later).
+      // later). P itself may read the very block it writes, as a view read
+      // element by element (a loop fusion updating a layer's weights: each
+      // block of outputs is written after that block's inputs are read).
       bool alone = starts_known;
       for (size_t k = p; alone && k < steps.size(); ++k) {
         if (k == d) continue;
         for (int64_t slot : steps[k].output_slots) alone = alone && slot_storage[slot] != target;
         if (k > d) continue;
-        for (int64_t slot : steps[k].operand_slots) alone = alone && slot_storage[slot] != target;
+        for (size_t i = 0; i < steps[k].operand_slots.size(); ++i) {
+          const int64_t slot = steps[k].operand_slots[i];
+          alone = alone && (slot_storage[slot] != target ||
+                            (k == p && ReadsTheBlockElementwise(source, i, update)));
+        }
       }
       if (!alone) continue;
       Storage& block = storages[target];
       if (block.kind == StorageKind::kArena) block.last = std::max(block.last, last_use_[u]);
-      source.place = static_cast<int64_t>(d);
-      source.place_slot = u;
+      Placement place;
+      place.update = static_cast<int64_t>(d);
+      place.slot = u;
       for (size_t j = 0; j < source.output_slots.size(); ++j) {
-        if (source.output_slots[j] == u) source.place_output = output_begin[p] + j;
+        if (source.output_slots[j] == u) place.output = output_begin[p] + j;
       }
       for (size_t k = p + 1; k < steps.size(); ++k) {
         for (size_t i = 0; i < steps[k].operand_slots.size(); ++i) {
-          if (steps[k].operand_slots[i] == u) source.place_readers.push_back(operand_begin[k] + i);
+          if (steps[k].operand_slots[i] == u) place.readers.push_back(operand_begin[k] + i);
         }
       }
+      source.places.push_back(std::move(place));
       ++program_->placed_updates_;
     }
   }
@@ -766,7 +802,7 @@ void Program::Execute(Frame& frame, uint8_t* arena) const {
       RunWhile(step, frame, arena, k);
       continue;
     }
-    if (step.place >= 0) Place(step, frame);
+    for (const Placement& place : step.places) Place(place, frame);
     if (tracing) {
       ExecuteTraced(step, frame, arena, k);
       continue;
@@ -816,9 +852,9 @@ void Program::RunView(const Step& step, Frame& frame, size_t index) const {
 }
 
 // Points the result of `step` at the block its dynamic-update-slice writes.
-void Program::Place(const Step& step, Frame& frame) const {
-  const Instruction& inst = *steps_[step.place].inst;
-  const uint8_t* const* operands = frame.operands.data() + frame.operand_begin[step.place];
+void Program::Place(const Placement& place, Frame& frame) const {
+  const Instruction& inst = *steps_[place.update].inst;
+  const uint8_t* const* operands = frame.operands.data() + frame.operand_begin[place.update];
   const std::vector<int64_t>& dims = inst.shape().dims();
   const std::vector<int64_t>& sizes = inst.operand(1)->shape().dims();
   int64_t offset = 0, stride = DTypeSize(inst.shape().dtype());
@@ -831,9 +867,9 @@ void Program::Place(const Step& step, Frame& frame) const {
     stride *= dims[d];
   }
   uint8_t* at = const_cast<uint8_t*>(operands[0]) + offset;
-  frame.slot[step.place_slot] = at;
-  frame.outputs[step.place_output] = at;
-  for (size_t reader : step.place_readers) frame.operands[reader] = at;
+  frame.slot[place.slot] = at;
+  frame.outputs[place.output] = at;
+  for (size_t reader : place.readers) frame.operands[reader] = at;
 }
 
 void Program::RunWhile(const Step& step, Frame& frame, uint8_t* arena, size_t index) const {

@@ -35,6 +35,15 @@ struct Storage {
 
 class Program;
 
+// One result of a kernel step written straight into the block a later
+// in-place dynamic-update-slice (step `update`) would copy it to.
+struct Placement {
+  int64_t update = -1;
+  int64_t slot = -1;            // the result's slot
+  size_t output = 0;            // its index into Frame::outputs
+  std::vector<size_t> readers;  // operands reading it, into Frame::operands
+};
+
 struct Step {
   const hlo::Instruction* inst = nullptr;
   Kernel kernel;  // empty for while
@@ -50,16 +59,12 @@ struct Step {
   // (view_readers: indices into Frame::operands), point into the operand.
   bool view = false;
   std::vector<size_t> view_readers;
-  // A kernel whose result a later in-place dynamic-update-slice (step
-  // `place`) copies into a contiguous block of its operand: just before the
-  // kernel runs, the result's slot, its output (place_output, an index into
-  // Frame::outputs) and each operand that reads it (place_readers, into
-  // Frame::operands) point at that block, so the kernel writes the result
-  // where the update would have copied it and the update copies nothing.
-  int64_t place = -1;
-  int64_t place_slot = -1;
-  size_t place_output = 0;
-  std::vector<size_t> place_readers;
+  // Results a later in-place dynamic-update-slice copies into a contiguous
+  // block of its operand (Placement): just before the kernel runs, each
+  // such result's slot, its output and each operand that reads it point at
+  // that block, so the kernel writes the result where the update would have
+  // copied it and the update copies nothing.
+  std::vector<Placement> places;
 };
 
 // Pointers resolved for one execution of a program.
@@ -109,7 +114,7 @@ class Program {
   friend class Planner;
   void RunWhile(const Step& step, Frame& frame, uint8_t* arena, size_t index) const;
   void RunView(const Step& step, Frame& frame, size_t index) const;
-  void Place(const Step& step, Frame& frame) const;
+  void Place(const Placement& place, Frame& frame) const;
   void ExecuteTraced(const Step& step, Frame& frame, uint8_t* arena, size_t index) const;
 
   std::vector<Storage> storages_;

@@ -3,8 +3,8 @@
 // stacked gradient) runs inside the loop on each slice. Each program runs
 // compiled with the passes against a plain loop in doubles; the tests also
 // look at the optimized module (no stacked gradient left in the loop's
-// state, no update after it) and, with the weights and the moment donated,
-// check the results take their buffers.
+// state, no update after it), count the updates written in place and, with
+// the weights and the moment donated, check the results take their buffers.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -171,6 +171,9 @@ TEST(SinkUpdates, TheUpdateRunsInTheLoopAndNoGradientStackIsLeft) {
     const Inputs in;
     const Expected want = PlainLoop(in, descending);
     auto exe = Executable::Compile(*hlo::ParseModule(text));
+    // The update writes w and m straight into their stacks' slices, though
+    // it reads those very slices (element by element).
+    EXPECT_EQ(exe->stats().placed_updates, 2);
     for (bool donate : {false, true}) {
       SCOPED_TRACE(donate ? "donated" : "not donated");
       std::vector<Buffer> args{
