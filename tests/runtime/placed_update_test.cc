@@ -138,6 +138,19 @@ TEST(PlacedUpdate, AReadOfTheStackBetweenKeepsTheCopy) {
   Check(Program(between, kSaved), true, 0);
 }
 
+TEST(PlacedUpdate, ASliceUsedAfterTheUpdateIsNoView) {
+  // Row i of the loop's stack sliced before the update that writes it but
+  // used after it: the use must see the old row (no view of the state that
+  // the update has overwritten by then).
+  const std::string before =
+      R"(  old = f32[1,4,8] dynamic-slice(stack, i, zero, zero), dynamic_slice_sizes={1,4,8}
+  flat = f32[4,8] reshape(old))";
+  const std::string after = std::string(kSaved) + R"(
+  h = f32[4,8] tanh(y)
+  t = f32[4,8] add(h, flat))";
+  Check(Program(before, after), true, 0);
+}
+
 TEST(PlacedUpdate, AStartComputedAfterTheProductKeepsTheCopy) {
   const std::string late = R"(  zero2 = s32[] constant(0)
   j = s32[] add(i, zero2)
