@@ -99,8 +99,9 @@ struct Expected {
   std::vector<double> x, g, w, m;
 };
 
-// The loop in doubles.
-Expected PlainLoop(const Inputs& in, bool descending) {
+// The loop in doubles; `square_of_layer0` adds (x w_0)^2 (the original
+// w_0) inside each layer's tanh.
+Expected PlainLoop(const Inputs& in, bool descending, bool square_of_layer0 = false) {
   Expected e;
   e.x.assign(in.x0.begin(), in.x0.end());
   e.g.assign(kLayers * kWidth * kWidth, 0.0);
@@ -110,9 +111,12 @@ Expected PlainLoop(const Inputs& in, bool descending) {
     std::vector<double> y(kRows * kWidth, 0.0);
     for (int64_t r = 0; r < kRows; ++r)
       for (int64_t c = 0; c < kWidth; ++c) {
-        double sum = 0;
-        for (int64_t k = 0; k < kWidth; ++k) sum += e.x[r * kWidth + k] * w[k * kWidth + c];
-        y[r * kWidth + c] = std::tanh(sum);
+        double sum = 0, first = 0;
+        for (int64_t k = 0; k < kWidth; ++k) {
+          sum += e.x[r * kWidth + k] * w[k * kWidth + c];
+          first += e.x[r * kWidth + k] * in.w[k * kWidth + c];
+        }
+        y[r * kWidth + c] = std::tanh(sum + (square_of_layer0 ? first * first : 0.0));
       }
     for (int64_t a = 0; a < kWidth; ++a)
       for (int64_t b = 0; b < kWidth; ++b) {
@@ -230,32 +234,7 @@ TEST(SinkUpdates, AWeightReadAtAnotherLayerIsCopiedNotOverwritten) {
   ASSERT_TRUE(SinkUpdatesIntoLoops(*module));
 
   const Inputs in;
-  // The plain loop with y = tanh(x w_j + (x w_0)^2), w_0 the original.
-  Expected want;
-  want.x.assign(in.x0.begin(), in.x0.end());
-  want.g.assign(kLayers * kWidth * kWidth, 0.0);
-  for (int64_t i = 0; i < kLayers; ++i) {
-    const int64_t j = kLayers - 1 - i;
-    std::vector<double> y(kRows * kWidth);
-    for (int64_t r = 0; r < kRows; ++r)
-      for (int64_t c = 0; c < kWidth; ++c) {
-        double a = 0, b = 0;
-        for (int64_t k = 0; k < kWidth; ++k) {
-          a += want.x[r * kWidth + k] * in.w[(j * kWidth + k) * kWidth + c];
-          b += want.x[r * kWidth + k] * in.w[k * kWidth + c];
-        }
-        y[r * kWidth + c] = std::tanh(a + b * b);
-      }
-    for (int64_t a = 0; a < kWidth; ++a)
-      for (int64_t b = 0; b < kWidth; ++b) {
-        double sum = 0;
-        for (int64_t r = 0; r < kRows; ++r) sum += want.x[r * kWidth + a] * y[r * kWidth + b];
-        want.g[(j * kWidth + a) * kWidth + b] = sum;
-      }
-    want.x = y;
-  }
-  for (size_t k = 0; k < want.g.size(); ++k)
-    want.w.push_back(in.w[k] - kLr * (want.g[k] + 0.5 * in.w[k]));
+  const Expected want = PlainLoop(in, true, /*square_of_layer0=*/true);
   auto out =
       Executable::Compile(*hlo::ParseModule(text))
           ->Run(
