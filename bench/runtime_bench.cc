@@ -77,13 +77,14 @@ std::unique_ptr<Executable> CompileDot(int64_t m, int64_t k, int64_t n, int layo
   return Executable::Compile(module);
 }
 
-// The same product of bf16 matrices into f32 (XLA's preferred element type).
+// The same product of bf16 matrices into bf16 (summed in f32, as the
+// mixed-precision step's products are).
 std::unique_ptr<Executable> CompileBf16Dot(int64_t m, int64_t k, int64_t n, int layout) {
   const std::string lhs = layout == 1 ? fmt::format("{},{}", k, m) : fmt::format("{},{}", m, k);
   const std::string rhs = layout == 2 ? fmt::format("{},{}", n, k) : fmt::format("{},{}", k, n);
   return Executable::Compile(*hlo::ParseModule(fmt::format(
       "HloModule gemm\nENTRY main {{\n  a = bf16[{}] parameter(0)\n  b = bf16[{}] parameter(1)\n"
-      "  ROOT d = f32[{},{}] dot(a, b), lhs_contracting_dims={{{}}}, "
+      "  ROOT d = bf16[{},{}] dot(a, b), lhs_contracting_dims={{{}}}, "
       "rhs_contracting_dims={{{}}}\n}}\n",
       lhs, rhs, m, n, layout == 1 ? 0 : 1, layout == 2 ? 1 : 0)));
 }
@@ -225,21 +226,23 @@ BENCHMARK(BM_GemmStrata)->Apply(GemmShapes);
 BENCHMARK(BM_GemmDnnl)->Apply(GemmShapes);
 BENCHMARK(BM_GemmPaired)->Apply(GemmShapes);
 // The bench model's products (hidden 512, MLP 1536, vocab 4096,
-// 1024 tokens) as the training step runs them: forward (layout 0), input
-// gradients dX = dY·Wᵀ (2), weight gradients dW = Xᵀ·dY (1).
+// 1024 tokens) in the training step's layouts: with weights stored
+// [out, in] (Hugging Face's) the forward Y = X·Wᵀ is layout 2, the input
+// gradient dX = dY·W layout 0, the weight gradient dW = dYᵀ·X layout 1.
 void GemmLayouts(benchmark::internal::Benchmark* b) {
   b->ArgNames({"M", "K", "N", "layout"});
   for (auto [k, n] :
        {std::pair<int64_t, int64_t>{512, 512}, {512, 1536}, {1536, 512}, {512, 4096}}) {
     b->Args({1024, k, n, 0});
     b->Args({1024, n, k, 2});
+    if (k != n) b->Args({1024, k, n, 2});
     b->Args({k, 1024, n, 1});
   }
   b->UseRealTime()->Unit(benchmark::kMillisecond);
 }
 BENCHMARK(BM_GemmIsas)->Apply(GemmLayouts);
 
-// bf16 x bf16 -> f32 (the mixed-precision step's products), strata's f32
+// bf16 x bf16 -> bf16 (the mixed-precision step's products), strata's f32
 // dot on the same shape and dnnl_sgemm, call by call in a rotating order.
 // `bf16_ratio` is the bf16 dot's GFLOP/s over dnnl_sgemm's, `f32_ratio`
 // strata's f32 dot's. (This oneDNN's C API has no bf16 GEMM.)

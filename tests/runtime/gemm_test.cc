@@ -348,6 +348,54 @@ TEST(Gemm, Bf16PiecesEqualTheWholeBitForBitUnderEveryIsa) {
   });
 }
 
+// A bf16 result (rounded as the tiles leave the registers where vdpbf16ps
+// runs): each element is the scalar rounding of the f32 product (checked
+// against the triple loop above), hence within half a bf16 ulp of that
+// product's bound from the loop; nothing outside C's columns is written;
+// the f32 sums' space is needed only where GemmBf16NeedsSums says, and a
+// null one is made up for where it is.
+TEST(Gemm, Bf16NarrowedResultIsTheRoundedProductUnderEveryIsa) {
+  UnderEveryIsa([](Isa) {
+    for (const Case& c : Cases()) {
+      Bf16Operands ops{c};
+      std::vector<float> wide(c.m * c.n);
+      GemmBf16(c.m, c.n, c.k, ops.A(), ops.B(), wide.data(), c.n);
+      const uint16_t pad = 0x1234;
+      const int64_t ldn = c.n + 5;
+      const bool needs_sums = GemmBf16NeedsSums(c.k);
+      std::vector<float> sums(needs_sums ? c.m * c.n : 0);
+      std::vector<uint16_t> out(c.m * ldn, pad), unaided(c.m * ldn, pad);
+      GemmBf16(c.m, c.n, c.k, ops.A(), ops.B(), needs_sums ? sums.data() : nullptr, c.n, out.data(),
+               ldn);
+      GemmBf16(c.m, c.n, c.k, ops.A(), ops.B(), nullptr, c.n, unaided.data(), ldn);
+      const long double eps = std::numeric_limits<float>::epsilon();
+      for (int64_t i = 0; i < c.m; ++i) {
+        for (int64_t j = 0; j < ldn; ++j) {
+          const uint16_t got = out[i * ldn + j];
+          ASSERT_EQ(unaided[i * ldn + j], got) << Name(c) << " at (" << i << ", " << j << ")";
+          if (j >= c.n) {
+            ASSERT_EQ(got, pad) << Name(c) << ": wrote outside C at (" << i << ", " << j << ")";
+            continue;
+          }
+          ASSERT_EQ(got, hlo::FloatToBFloat16(wide[i * c.n + j]))
+              << Name(c) << " at (" << i << ", " << j << ")";
+          long double sum = 0, magnitude = 0;
+          for (int64_t p = 0; p < c.k; ++p) {
+            long double term =
+                static_cast<long double>(ops.At(ops.A(), i, p)) * ops.At(ops.B(), p, j);
+            sum += term;
+            magnitude += std::fabs(term);
+          }
+          const long double bound = 2 * c.k * eps * magnitude + std::ldexp(std::fabs(sum), -8);
+          ASSERT_LE(std::fabs(FromBf16(got) - sum), bound * (1 + 1e-6L))
+              << Name(c) << " at (" << i << ", " << j << "): got " << FromBf16(got) << ", loop "
+              << sum;
+        }
+      }
+    }
+  });
+}
+
 // The vectorized rounding of f32 to bf16 (the dot's bf16 results, the
 // convert kernel) against the literals' scalar one, under every variant:
 // ties, just past ties, subnormals (not flushed), the largest floats

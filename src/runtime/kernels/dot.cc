@@ -88,29 +88,26 @@ void LoopGemm(int64_t m, int64_t n, int64_t k, const T* a, bool ta, const T* b, 
                    });
 }
 
-// The GEMMs a dot runs, with their operand and result types.
+// The GEMMs a dot runs, with their operand and result types; each writes
+// the piece of C at `offset` (elements) of its output.
 template <typename T>
 struct TypedGemm {
   using In = T;
-  using Out = T;
+  T* c;
   void operator()(int64_t m, int64_t n, int64_t k, MatrixView<const T> a, MatrixView<const T> b,
-                  T* c, int64_t ldc) const {
-    Gemm<T>(m, n, k, a, b, c, ldc);
+                  int64_t offset, int64_t ldc) const {
+    Gemm<T>(m, n, k, a, b, c + offset, ldc);
   }
 };
-// With `narrow`: C lies in `sums`, and each piece is rounded to bf16 into
-// the same place of `narrow` once computed.
+// Into f32 `c`, or with `narrow` rounded to bf16 there, `sums` (if the GEMM
+// needs them: GemmBf16NeedsSums) holding the f32 sums on the way.
 struct Bf16Gemm {
   using In = uint16_t;
-  using Out = float;
-  float* sums = nullptr;
+  float* c = nullptr;
   uint16_t* narrow = nullptr;
   void operator()(int64_t m, int64_t n, int64_t k, MatrixView<const uint16_t> a,
-                  MatrixView<const uint16_t> b, float* c, int64_t ldc) const {
-    GemmBf16(m, n, k, a, b, c, ldc);
-    if (!narrow) return;
-    uint16_t* out = narrow + (c - sums);
-    for (int64_t i = 0; i < m; ++i) NarrowToBf16(c + i * ldc, out + i * ldc, n);
+                  MatrixView<const uint16_t> b, int64_t offset, int64_t ldc) const {
+    GemmBf16(m, n, k, a, b, c ? c + offset : nullptr, ldc, narrow ? narrow + offset : nullptr, ldc);
   }
 };
 
@@ -148,13 +145,10 @@ KernelInfo MakeDotKernel(const hlo::Instruction& inst, ThreadPool& pool_ref) {
   int64_t out_bytes = inst.shape().byte_size();
   // The GEMM's pieces: by batch when there are enough matrices, else each
   // matrix cut along the side that re-packs less; edges on `tile`'s.
-  // C is the output, or where a bf16 output's f32 sums go first.
-  auto pieces = [=](const KernelArgs& a, const GemmTile& tile, auto gemm, void* c) {
+  auto pieces = [=](const KernelArgs& a, const GemmTile& tile, auto gemm) {
     using In = typename decltype(gemm)::In;
-    using Out = typename decltype(gemm)::Out;
     const In* A = reinterpret_cast<const In*>(Prepare(lv, a.operands[0], a.scratch, es));
     const In* B = reinterpret_cast<const In*>(Prepare(rv, a.operands[1], a.scratch + lv.bytes, es));
-    Out* C = static_cast<Out*>(c);
     int64_t threads = pool ? pool->num_threads() : 1;
     bool worth_splitting = 2.0 * m * n * k * batch >= 1 << 17;
     int64_t parts = batch >= threads || !worth_splitting ? 1 : threads;
@@ -172,7 +166,7 @@ KernelInfo MakeDotKernel(const hlo::Instruction& inst, ThreadPool& pool_ref) {
         MatrixView<const In> bv{B + b * k * n, rv.transposed ? 1 : n, rv.transposed ? k : 1};
         av.data += r0 * av.row_stride;
         bv.data += c0 * bv.col_stride;
-        gemm(r1 - r0, c1 - c0, k, av, bv, C + b * m * n + r0 * n + c0, n);
+        gemm(r1 - r0, c1 - c0, k, av, bv, b * m * n + r0 * n + c0, n);
       }
     };
     if (pool && batch * parts > 1 && worth_splitting) {
@@ -185,10 +179,10 @@ KernelInfo MakeDotKernel(const hlo::Instruction& inst, ThreadPool& pool_ref) {
     const DType result = inst.shape().dtype();
     if (rhs.dtype() != DType::kBF16 || (result != DType::kF32 && result != DType::kBF16))
       UnsupportedType(inst, dtype);
-    // A bf16 result: each piece's f32 sums in scratch, rounded into the
-    // output right after the piece (while it is in cache).
+    // A bf16 result: rounded as the GEMM stores it, the f32 sums in scratch
+    // only where the GEMM needs them (k over several blocks, no vdpbf16ps).
     const bool narrow = result == DType::kBF16;
-    const int64_t sums_bytes = narrow ? batch * m * n * 4 : 0;
+    const int64_t sums_bytes = narrow && k > 0 && GemmBf16NeedsSums(k) ? batch * m * n * 4 : 0;
     Kernel run = [=](const KernelArgs& a) {
       if (out_bytes == 0) return;
       if (k == 0) {
@@ -196,11 +190,12 @@ KernelInfo MakeDotKernel(const hlo::Instruction& inst, ThreadPool& pool_ref) {
         return;
       }
       if (!narrow) {
-        pieces(a, GemmBf16Tile(), Bf16Gemm{}, a.outputs[0]);
+        pieces(a, GemmBf16Tile(), Bf16Gemm{reinterpret_cast<float*>(a.outputs[0])});
         return;
       }
-      float* sums = reinterpret_cast<float*>(a.scratch + lv.bytes + rv.bytes);
-      pieces(a, GemmBf16Tile(), Bf16Gemm{sums, reinterpret_cast<uint16_t*>(a.outputs[0])}, sums);
+      float* sums =
+          sums_bytes ? reinterpret_cast<float*>(a.scratch + lv.bytes + rv.bytes) : nullptr;
+      pieces(a, GemmBf16Tile(), Bf16Gemm{sums, reinterpret_cast<uint16_t*>(a.outputs[0])});
     };
     return {run, lv.bytes + rv.bytes + sums_bytes};
   }
@@ -215,7 +210,7 @@ KernelInfo MakeDotKernel(const hlo::Instruction& inst, ThreadPool& pool_ref) {
         return;
       }
       if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-        pieces(a, GemmTileFor<T>(), TypedGemm<T>{}, C);
+        pieces(a, GemmTileFor<T>(), TypedGemm<T>{C});
         return;
       }
       const T* A = reinterpret_cast<const T*>(Prepare(lv, a.operands[0], a.scratch, es));

@@ -101,8 +101,10 @@ template <typename T>
 GemmTile GemmTileFor();
 
 // Per-thread packing space, 64-byte aligned, grown on demand and kept:
-// slots 0 and 1 are Gemm's (A's and B's panels), 2 and 3 GemmBf16's.
-constexpr int kGemmPackingSlots = 4;
+// slots 0 and 1 are Gemm's (A's and B's panels), 2 and 3 GemmBf16's, 4
+// GemmBf16's f32 sums when its caller gave none.
+constexpr int kGemmPackingSlots = 5;
+constexpr int kGemmBf16SumsSlot = 4;
 void* GemmPackingSpace(int slot, int64_t bytes);
 
 // C[m, n] (f32, row stride ldc) = A[m, k] · B[k, n] for bf16 A and B (their
@@ -112,8 +114,17 @@ void* GemmPackingSpace(int slot, int64_t bytes);
 // elsewhere the operands are widened to f32 as they are packed and
 // Gemm<float> runs. Each element is summed in the same order whichever
 // pieces the caller cuts C into (on GemmBf16Tile()'s edges). k must be > 0.
+//
+// With `narrow`, the result is C rounded to bf16 (as NarrowToBf16 rounds)
+// into narrow (row stride ldn), and C is scratch for the f32 sums: under
+// Isa::kAvx512Bf16 each tile is rounded as it leaves the registers, so C is
+// not written at all unless GemmBf16NeedsSums(k) (k spans several blocks, or
+// the widened path); c may then be null (per-thread space is used if the
+// sums turn out to be needed after all).
 void GemmBf16(int64_t m, int64_t n, int64_t k, MatrixView<const uint16_t> a,
-              MatrixView<const uint16_t> b, float* c, int64_t ldc);
+              MatrixView<const uint16_t> b, float* c, int64_t ldc, uint16_t* narrow = nullptr,
+              int64_t ldn = 0);
+bool GemmBf16NeedsSums(int64_t k);
 GemmTile GemmBf16Tile();
 
 // dst[i] = src[i] rounded to bf16 (to nearest even; NaNs stay quiet NaNs;

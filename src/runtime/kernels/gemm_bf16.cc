@@ -118,12 +118,32 @@ void PackPairsA(int64_t rows, int64_t kc, MatrixView<const uint16_t> a, uint32_t
   }
 }
 
-// The 6 x 64 tile over `pairs` pairs of k: C (row stride ldc) = or += A · B.
-// Row i's pair q of A is the 32 bits at a + i * a_row + q * a_pair (in bf16
-// elements): a packed panel ({2, 2 * kMr}), or A's own rows ({row stride, 2}).
+// Sixteen f32 lanes (their bits) rounded to bf16 as hlo::FloatToBFloat16
+// rounds, in integer arithmetic: ties to even, NaNs quiet, subnormals
+// rounded as the scalar rounding does (vcvtneps2bf16 would flush them).
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) inline __m256i RoundToBf16(
+    __m512i x) {
+  const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7fff);
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+  const __m512i quiet = _mm512_set1_epi32(0x40);
+  // (maskz forms: GCC 12 warns of the unmasked ones' undefined operand.)
+  const __m512i high = _mm512_maskz_srli_epi32(0xffff, x, 16);
+  const __m512i lsb = _mm512_and_si512(high, one);
+  const __m512i rounded =
+      _mm512_maskz_srli_epi32(0xffff, _mm512_add_epi32(_mm512_add_epi32(x, bias), lsb), 16);
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, abs_mask), inf);
+  const __m512i nans = _mm512_or_si512(high, quiet);
+  return _mm512_maskz_cvtepi32_epi16(0xffff, _mm512_mask_blend_epi32(nan, rounded, nans));
+}
+
+// The 6 x 64 tile over `pairs` pairs of k: C (row stride ldc) = or += A · B,
+// or with `narrow` the same sums rounded to bf16 into narrow (row stride
+// ldn) and C only read. Row i's pair q of A is the 32 bits at a + i * a_row
+// + q * a_pair (in bf16 elements): a packed panel ({2, 2 * kMr}), or A's
+// own rows ({row stride, 2}).
 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16"))) void TileAvx512Bf16(
     int64_t pairs, const uint16_t* a, int64_t a_row, int64_t a_pair, const uint32_t* b, float* c,
-    int64_t ldc, bool accumulate) {
+    int64_t ldc, bool accumulate, uint16_t* narrow = nullptr, int64_t ldn = 0) {
   __m512 acc[kMr][4];
 #pragma GCC unroll 6
   for (int i = 0; i < kMr; ++i) {
@@ -152,11 +172,16 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16"))) void Ti
   }
 #pragma GCC unroll 6
   for (int i = 0; i < kMr; ++i) {
-    float* out = c + i * ldc;
+    float* out = accumulate || !narrow ? c + i * ldc : nullptr;
 #pragma GCC unroll 4
     for (int v = 0; v < 4; ++v) {
       if (accumulate) acc[i][v] = _mm512_add_ps(acc[i][v], _mm512_loadu_ps(out + v * 16));
-      _mm512_storeu_ps(out + v * 16, acc[i][v]);
+      if (narrow) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(narrow + i * ldn + v * 16),
+                            RoundToBf16(_mm512_castps_si512(acc[i][v])));
+      } else {
+        _mm512_storeu_ps(out + v * 16, acc[i][v]);
+      }
     }
   }
 }
@@ -167,8 +192,11 @@ T* Space(int slot, int64_t elements) {
   return static_cast<T*>(GemmPackingSpace(2 + slot, elements * static_cast<int64_t>(sizeof(T))));
 }
 
+// With `narrow`, the last block of k rounds each tile's sums to bf16 into
+// narrow as they leave the registers; C holds the earlier blocks' sums (and
+// is not touched when k fits one block).
 void GemmPairs(int64_t m, int64_t n, int64_t k, MatrixView<const uint16_t> a,
-               MatrixView<const uint16_t> b, float* c, int64_t ldc) {
+               MatrixView<const uint16_t> b, float* c, int64_t ldc, uint16_t* narrow, int64_t ldn) {
   const int64_t nc_max = std::min(kNc, (n + kNr - 1) / kNr * kNr);
   const int64_t pairs_max = (std::min(kKc, k) + 1) / 2;
   const int64_t mc_max = std::min(kMc, (m + kMr - 1) / kMr * kMr);
@@ -179,7 +207,7 @@ void GemmPairs(int64_t m, int64_t n, int64_t k, MatrixView<const uint16_t> a,
     const int64_t nc = std::min(kNc, n - j0);
     for (int64_t p0 = 0; p0 < k; p0 += kKc) {
       const int64_t kc = std::min(kKc, k - p0), pairs = (kc + 1) / 2;
-      const bool accumulate = p0 > 0;
+      const bool accumulate = p0 > 0, narrowing = narrow && p0 + kc >= k;
       PackPairsB(kc, nc,
                  {b.data + p0 * b.row_stride + j0 * b.col_stride, b.row_stride, b.col_stride},
                  packed_b);
@@ -209,16 +237,23 @@ void GemmPairs(int64_t m, int64_t n, int64_t k, MatrixView<const uint16_t> a,
               a_row = a.row_stride;
               a_pair = 2;
             }
-            float* tile = c + (i0 + ir) * ldc + j0 + jr;
+            float* tile = narrowing && !accumulate ? nullptr : c + (i0 + ir) * ldc + j0 + jr;
+            uint16_t* narrow_tile = narrowing ? narrow + (i0 + ir) * ldn + j0 + jr : nullptr;
             if (height == kMr && width == kNr) {
-              TileAvx512Bf16(pairs, a_panel, a_row, a_pair, b_panel, tile, ldc, accumulate);
+              TileAvx512Bf16(pairs, a_panel, a_row, a_pair, b_panel, tile, ldc, accumulate,
+                             narrow_tile, ldn);
               continue;
             }
             TileAvx512Bf16(pairs, a_panel, a_row, a_pair, b_panel, edge, kNr, false);
             for (int64_t i = 0; i < height; ++i) {
               for (int64_t j = 0; j < width; ++j) {
-                const float v = edge[i * kNr + j];
-                tile[i * ldc + j] = accumulate ? tile[i * ldc + j] + v : v;
+                float v = edge[i * kNr + j];
+                if (accumulate) v += tile[i * ldc + j];
+                if (narrow_tile) {
+                  narrow_tile[i * ldn + j] = hlo::FloatToBFloat16(v);
+                } else {
+                  tile[i * ldc + j] = v;
+                }
               }
             }
           }
@@ -261,26 +296,15 @@ void GemmWidened(int64_t m, int64_t n, int64_t k, MatrixView<const uint16_t> a,
       c, ldc);
 }
 
-// dst[i] = src[i] rounded to bf16 (ties to even, NaNs quiet): hlo::FloatToBFloat16
-// sixteen or eight at a time in integer arithmetic, so subnormals round as
-// the scalar rounding does (vcvtneps2bf16 would flush them).
+// dst[i] = src[i] rounded to bf16: hlo::FloatToBFloat16 sixteen at a time
+// (RoundToBf16; AVX2: the same arithmetic eight at a time).
 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) void NarrowAvx512(const float* src,
                                                                                 uint16_t* dst,
                                                                                 int64_t n) {
-  const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7fff);
-  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
-  const __m512i quiet = _mm512_set1_epi32(0x40);
-  // (maskz shifts: GCC 12 warns of _mm512_srli_epi32's undefined operand.)
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    const __m512i x = _mm512_loadu_si512(src + i);
-    const __m512i high = _mm512_maskz_srli_epi32(0xffff, x, 16);
-    const __m512i lsb = _mm512_and_si512(high, one);
-    const __m512i rounded =
-        _mm512_maskz_srli_epi32(0xffff, _mm512_add_epi32(_mm512_add_epi32(x, bias), lsb), 16);
-    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, abs_mask), inf);
-    const __m512i nans = _mm512_or_si512(high, quiet);
-    _mm512_mask_cvtepi32_storeu_epi16(dst + i, 0xffff, _mm512_mask_blend_epi32(nan, rounded, nans));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
+                        RoundToBf16(_mm512_loadu_si512(src + i)));
   }
   for (; i < n; ++i) dst[i] = hlo::FloatToBFloat16(src[i]);
 }
@@ -323,13 +347,21 @@ GemmTile GemmBf16Tile() {
   return KernelIsa() == Isa::kAvx512Bf16 ? GemmTile{kMr, kNr} : GemmTileFor<float>();
 }
 
+bool GemmBf16NeedsSums(int64_t k) { return KernelIsa() != Isa::kAvx512Bf16 || k > kKc; }
+
 void GemmBf16(int64_t m, int64_t n, int64_t k, MatrixView<const uint16_t> a,
-              MatrixView<const uint16_t> b, float* c, int64_t ldc) {
-  if (KernelIsa() == Isa::kAvx512Bf16) {
-    GemmPairs(m, n, k, a, b, c, ldc);
-  } else {
-    GemmWidened(m, n, k, a, b, c, ldc);
+              MatrixView<const uint16_t> b, float* c, int64_t ldc, uint16_t* narrow, int64_t ldn) {
+  if (narrow && !c && GemmBf16NeedsSums(k)) {  // (the ISA was capped after the caller asked)
+    c = static_cast<float*>(GemmPackingSpace(kGemmBf16SumsSlot, m * n * int64_t{sizeof(float)}));
+    ldc = n;
   }
+  if (KernelIsa() == Isa::kAvx512Bf16) {
+    GemmPairs(m, n, k, a, b, c, ldc, narrow, ldn);
+    return;
+  }
+  GemmWidened(m, n, k, a, b, c, ldc);
+  if (!narrow) return;
+  for (int64_t i = 0; i < m; ++i) NarrowToBf16(c + i * ldc, narrow + i * ldn, n);
 }
 
 }  // namespace strata::runtime
