@@ -50,8 +50,50 @@ inline void ContiguousPairs(const uint16_t* x, int64_t full, uint32_t* out, int6
   }
 }
 
+// Sixteen columns of B stored transposed (each column's k contiguous),
+// pairs q0..q0 + 15 of each, into a panel's rows: out[r * kNr + c] = pair
+// q0 + r of column c. A 16 x 16 transpose of 32-bit words in registers
+// (two unpack rounds within 128-bit lanes, then two of whole lanes).
+__attribute__((target("avx512f"))) void TransposePairs16Avx512(const uint16_t* column0,
+                                                               int64_t col_stride, uint32_t* out) {
+  // (maskz forms, all lanes kept: GCC 12 warns of the plain ones' undefined operand.)
+  __m512i r[16], t[16];
+#pragma GCC unroll 16
+  for (int c = 0; c < 16; ++c) r[c] = _mm512_loadu_si512(column0 + c * col_stride);
+    // t[2i], t[2i + 1]: words of columns 2i and 2i + 1 interleaved.
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_maskz_unpacklo_epi32(0xffff, r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_maskz_unpackhi_epi32(0xffff, r[2 * i], r[2 * i + 1]);
+  }
+  // r[4i + w]: lane L holds word 4L + w of columns 4i..4i + 3.
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    r[4 * i] = _mm512_maskz_unpacklo_epi64(0xff, t[4 * i], t[4 * i + 2]);
+    r[4 * i + 1] = _mm512_maskz_unpackhi_epi64(0xff, t[4 * i], t[4 * i + 2]);
+    r[4 * i + 2] = _mm512_maskz_unpacklo_epi64(0xff, t[4 * i + 1], t[4 * i + 3]);
+    r[4 * i + 3] = _mm512_maskz_unpackhi_epi64(0xff, t[4 * i + 1], t[4 * i + 3]);
+  }
+  // Word 4L + w of all sixteen columns: lane L of r[w], r[4 + w], r[8 + w], r[12 + w].
+#pragma GCC unroll 4
+  for (int w = 0; w < 4; ++w) {
+    const __m512i even_lo = _mm512_maskz_shuffle_i32x4(0xffff, r[w], r[4 + w], 0x88);
+    const __m512i odd_lo = _mm512_maskz_shuffle_i32x4(0xffff, r[w], r[4 + w], 0xdd);
+    const __m512i even_hi = _mm512_maskz_shuffle_i32x4(0xffff, r[8 + w], r[12 + w], 0x88);
+    const __m512i odd_hi = _mm512_maskz_shuffle_i32x4(0xffff, r[8 + w], r[12 + w], 0xdd);
+    _mm512_storeu_si512(out + w * kNr, _mm512_maskz_shuffle_i32x4(0xffff, even_lo, even_hi, 0x88));
+    _mm512_storeu_si512(out + (4 + w) * kNr,
+                        _mm512_maskz_shuffle_i32x4(0xffff, odd_lo, odd_hi, 0x88));
+    _mm512_storeu_si512(out + (8 + w) * kNr,
+                        _mm512_maskz_shuffle_i32x4(0xffff, even_lo, even_hi, 0xdd));
+    _mm512_storeu_si512(out + (12 + w) * kNr,
+                        _mm512_maskz_shuffle_i32x4(0xffff, odd_lo, odd_hi, 0xdd));
+  }
+}
+
 // B[kc, cols] (rows p0.. of the view) into kNr-wide panels of pairs:
 // panel[q * kNr + j] = (B[2q, j], B[2q + 1, j]); columns past `cols` zero.
+// (Run under Isa::kAvx512Bf16 only.)
 void PackPairsB(int64_t kc, int64_t cols, MatrixView<const uint16_t> b, uint32_t* out) {
   const int64_t pairs = (kc + 1) / 2, full = kc / 2;
   for (int64_t j0 = 0; j0 < cols; j0 += kNr, out += kNr * pairs) {
@@ -71,10 +113,23 @@ void PackPairsB(int64_t kc, int64_t cols, MatrixView<const uint16_t> b, uint32_t
       }
       continue;
     }
-    for (int64_t j = 0; j < width; ++j) {
+    int64_t j = 0;
+    if (b.row_stride == 1) {  // stored transposed: a column's pairs are contiguous
+      const int64_t blocked = full / 16 * 16;
+      for (; j + 16 <= width; j += 16) {
+        for (int64_t q = 0; q < blocked; q += 16)
+          TransposePairs16Avx512(src + j * b.col_stride + 2 * q, b.col_stride, out + q * kNr + j);
+        for (int64_t c = j; c < j + 16; ++c) {
+          const uint16_t* column = src + c * b.col_stride;
+          ContiguousPairs(column + 2 * blocked, full - blocked, out + blocked * kNr + c, kNr);
+          for (int64_t q = full; q < pairs; ++q) out[q * kNr + c] = Pair(column, 1, 2 * q, kc);
+        }
+      }
+    }
+    for (; j < width; ++j) {
       const uint16_t* column = src + j * b.col_stride;
       int64_t q = 0;
-      if (b.row_stride == 1) {  // stored transposed: a column's pairs are contiguous
+      if (b.row_stride == 1) {
         ContiguousPairs(column, full, out + j, kNr);
         q = full;
       }
