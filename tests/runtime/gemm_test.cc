@@ -21,6 +21,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace strata::runtime {
@@ -285,6 +286,17 @@ struct Bf16Operands {
   static float At(MatrixView<const uint16_t> v, int64_t i, int64_t j) {
     return FromBf16(v.data[i * v.row_stride + j * v.col_stride]);
   }
+  // C[i, j] by the triple loop in long double, and the sum of its terms'
+  // magnitudes (for the f32 rounding bound).
+  std::pair<long double, long double> LoopSum(int64_t i, int64_t j) const {
+    long double sum = 0, magnitude = 0;
+    for (int64_t p = 0; p < c.k; ++p) {
+      long double term = static_cast<long double>(At(A(), i, p)) * At(B(), p, j);
+      sum += term;
+      magnitude += std::fabs(term);
+    }
+    return {sum, magnitude};
+  }
 };
 
 // Each product of two bf16 values is exact in f32, so C is a k-term f32
@@ -305,13 +317,7 @@ TEST(Gemm, Bf16MatchesATripleLoopInEveryLayoutUnderEveryIsa) {
             ASSERT_EQ(got, pad) << Name(c) << ": wrote outside C at (" << i << ", " << j << ")";
             continue;
           }
-          long double sum = 0, magnitude = 0;
-          for (int64_t p = 0; p < c.k; ++p) {
-            long double term =
-                static_cast<long double>(ops.At(ops.A(), i, p)) * ops.At(ops.B(), p, j);
-            sum += term;
-            magnitude += std::fabs(term);
-          }
+          const auto [sum, magnitude] = ops.LoopSum(i, j);
           ASSERT_LE(std::fabs(got - sum), 2 * c.k * eps * magnitude)
               << Name(c) << " at (" << i << ", " << j << "): got " << got << ", loop " << sum;
         }
@@ -379,13 +385,7 @@ TEST(Gemm, Bf16NarrowedResultIsTheRoundedProductUnderEveryIsa) {
           }
           ASSERT_EQ(got, hlo::FloatToBFloat16(wide[i * c.n + j]))
               << Name(c) << " at (" << i << ", " << j << ")";
-          long double sum = 0, magnitude = 0;
-          for (int64_t p = 0; p < c.k; ++p) {
-            long double term =
-                static_cast<long double>(ops.At(ops.A(), i, p)) * ops.At(ops.B(), p, j);
-            sum += term;
-            magnitude += std::fabs(term);
-          }
+          const auto [sum, magnitude] = ops.LoopSum(i, j);
           const long double bound = 2 * c.k * eps * magnitude + std::ldexp(std::fabs(sum), -8);
           ASSERT_LE(std::fabs(FromBf16(got) - sum), bound * (1 + 1e-6L))
               << Name(c) << " at (" << i << ", " << j << "): got " << FromBf16(got) << ", loop "

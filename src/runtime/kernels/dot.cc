@@ -99,8 +99,8 @@ struct TypedGemm {
     Gemm<T>(m, n, k, a, b, c + offset, ldc);
   }
 };
-// Into f32 `c`, or with `narrow` rounded to bf16 there, `sums` (if the GEMM
-// needs them: GemmBf16NeedsSums) holding the f32 sums on the way.
+// Into f32 `c`; with `narrow`, rounded to bf16 into narrow, `c` then only
+// the f32 sums' scratch (null where GemmBf16NeedsSums says none are needed).
 struct Bf16Gemm {
   using In = uint16_t;
   float* c = nullptr;
