@@ -140,7 +140,58 @@ Buffer Buffer::FromHost(const Shape& shape, std::span<const uint8_t> bytes, cons
   return b;
 }
 
-Client::Client(int num_devices, int num_threads) {
+struct Client::ArenaPool {
+  std::mutex mutex;
+  std::multimap<int64_t, std::shared_ptr<uint8_t>> idle;  // by capacity
+  int64_t idle_bytes = 0;
+  int64_t allocated = 0;
+};
+
+std::shared_ptr<uint8_t> Client::Arena(int64_t bytes) const {
+  std::shared_ptr<uint8_t> arena;
+  int64_t capacity = 0;
+  std::vector<std::shared_ptr<uint8_t>> too_small;  // unmapped after the lock is released
+  {
+    std::lock_guard<std::mutex> lock(arenas_->mutex);
+    if (auto it = arenas_->idle.lower_bound(bytes); it != arenas_->idle.end()) {
+      capacity = it->first;
+      arena = std::move(it->second);
+      arenas_->idle.erase(it);
+      arenas_->idle_bytes -= capacity;
+    } else {
+      for (auto& entry : arenas_->idle) too_small.push_back(std::move(entry.second));
+      arenas_->idle.clear();
+      arenas_->idle_bytes = 0;
+      arenas_->allocated++;
+    }
+  }
+  too_small.clear();
+  if (!arena) {
+    capacity = std::max<int64_t>(bytes, 1);
+    arena = AllocateAligned(capacity);
+  }
+  // The handle the run holds; its deleter puts the arena back (the pool
+  // outlives the client while a run still holds one of its arenas).
+  uint8_t* data = arena.get();
+  return std::shared_ptr<uint8_t>(
+      data, [pool = arenas_, arena = std::move(arena), capacity](uint8_t*) mutable {
+        std::lock_guard<std::mutex> lock(pool->mutex);
+        pool->idle.emplace(capacity, std::move(arena));
+        pool->idle_bytes += capacity;
+      });
+}
+
+int64_t Client::idle_arena_bytes() const {
+  std::lock_guard<std::mutex> lock(arenas_->mutex);
+  return arenas_->idle_bytes;
+}
+
+int64_t Client::arenas_allocated() const {
+  std::lock_guard<std::mutex> lock(arenas_->mutex);
+  return arenas_->allocated;
+}
+
+Client::Client(int num_devices, int num_threads) : arenas_(std::make_shared<ArenaPool>()) {
   if (num_devices < 1) Fail("[runtime] need at least one device, got {}", num_devices);
   for (int i = 0; i < num_devices; ++i) devices_.push_back(std::make_unique<Device>(i, "cpu"));
   if (num_threads <= 0)

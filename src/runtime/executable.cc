@@ -16,26 +16,6 @@
 
 namespace strata::runtime {
 
-// Arenas are reused across runs: a fresh multi-megabyte allocation would be
-// page-faulted in on every run.
-struct Executable::ArenaPool {
-  int64_t bytes = 0;
-  std::mutex mutex;
-  std::vector<std::shared_ptr<uint8_t>> free;
-
-  std::shared_ptr<uint8_t> Acquire() {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (free.empty()) return AllocateAligned(bytes);
-    auto arena = std::move(free.back());
-    free.pop_back();
-    return arena;
-  }
-  void Release(std::shared_ptr<uint8_t> arena) {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (free.size() < 4) free.push_back(std::move(arena));
-  }
-};
-
 Executable::~Executable() = default;
 
 namespace {
@@ -112,8 +92,6 @@ std::unique_ptr<Executable> Executable::Compile(const hlo::Module& module,
     for (const Shape& leaf : p->shape().Leaves()) exe->parameter_shapes_.push_back(leaf);
   }
   exe->result_shapes_ = m.entry()->root()->shape().Leaves();
-  exe->arenas_ = std::make_unique<ArenaPool>();
-  exe->arenas_->bytes = exe->program_->arena_bytes();
   exe->stats_.temp_bytes = exe->program_->arena_bytes();
   for (const Shape& s : exe->result_shapes_) exe->stats_.output_bytes += s.byte_size();
   exe->stats_.planned_peak_bytes = exe->stats_.temp_bytes + exe->stats_.output_bytes;
@@ -244,13 +222,12 @@ std::vector<Buffer> Executable::RunWith(const std::vector<Buffer>& arguments, co
   }
   RunContext run = context;
   run.profile = client_->profile();
-  std::shared_ptr<uint8_t> arena = arenas_->Acquire();
+  std::shared_ptr<uint8_t> arena = client_->Arena(program_->arena_bytes());
   Frame frame;
   frame.context = &run;
   program_->Bind(frame, arena.get(), params.data(), outputs.data());
   program_->Execute(frame, arena.get());
   program_->CopyOutputs(frame, outputs.data());
-  arenas_->Release(std::move(arena));
   return results;
 }
 

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <numeric>
 #include <thread>
 
@@ -74,6 +75,66 @@ TEST(ThreadPool, CoversEveryIndexOnceAndPropagatesErrors) {
 
 namespace strata::runtime {
 namespace {
+
+// (tanh(x) * sin(x)) + x over n floats, compiled without passes so the two
+// intermediates live in the arena.
+std::unique_ptr<Executable> TanhSinProgram(int64_t n, const Client& client) {
+  hlo::Module m("tanh_sin");
+  hlo::Builder b("main");
+  auto* x = b.Parameter(0, Shape(DType::kF32, {n}), "x");
+  m.AddEntryComputation(
+      b.Build(b.Add(b.Multiply(b.Unary(hlo::Opcode::kTanh, x), b.Unary(hlo::Opcode::kSin, x)), x)));
+  return Executable::Compile(m, {.run_passes = false, .client = &client});
+}
+
+TEST(Client, ProgramsShareOnePoolOfArenas) {
+  Client client(1, 2);
+  auto small = TanhSinProgram(1 << 12, client), big = TanhSinProgram(1 << 16, client);
+  const int64_t small_arena = small->stats().temp_bytes, big_arena = big->stats().temp_bytes;
+  ASSERT_GE(small_arena, int64_t{4} << 12);  // an intermediate of 16 KiB at least
+  ASSERT_GT(big_arena, small_arena);
+  auto run = [&](const Executable& exe, int64_t n, uint32_t seed) {
+    std::vector<float> x(n);
+    for (int64_t i = 0; i < n; ++i) x[i] = std::sin(0.37f * float(i + seed)) * 3.0f;
+    std::vector<float> got =
+        exe.Run({Buffer::FromVector(x, {n}, client.device(0))})[0].ToVector<float>();
+    for (int64_t i = 0; i < n; ++i) {
+      const double want = std::tanh(double(x[i])) * std::sin(double(x[i])) + x[i];
+      if (std::abs(got[i] - want) > 1e-5 * (1 + std::abs(want)))
+        return ::testing::AssertionFailure() << "element " << i << ": " << got[i] << " != " << want;
+    }
+    return ::testing::AssertionSuccess();
+  };
+  EXPECT_EQ(client.idle_arena_bytes(), 0);
+  EXPECT_TRUE(run(*small, 1 << 12, 1));
+  EXPECT_EQ(client.idle_arena_bytes(), small_arena);
+  EXPECT_EQ(client.arenas_allocated(), 1);
+  // The small arena cannot serve the big program: it goes back to the OS,
+  // and the pool holds the big one alone, not both.
+  EXPECT_TRUE(run(*big, 1 << 16, 2));
+  EXPECT_EQ(client.idle_arena_bytes(), big_arena);
+  EXPECT_EQ(client.arenas_allocated(), 2);
+  // Both programs now run in the big arena, dirty from the other's run.
+  for (uint32_t seed = 3; seed < 6; ++seed) {
+    EXPECT_TRUE(run(*small, 1 << 12, seed));
+    EXPECT_TRUE(run(*big, 1 << 16, seed));
+  }
+  EXPECT_EQ(client.idle_arena_bytes(), big_arena);
+  EXPECT_EQ(client.arenas_allocated(), 2);
+  // While a run holds the big arena, another needs one of its own; both
+  // wait in the pool afterwards, and the smallest that fits serves a run.
+  {
+    std::shared_ptr<uint8_t> held = client.Arena(big_arena);
+    EXPECT_EQ(client.idle_arena_bytes(), 0);
+    EXPECT_TRUE(run(*small, 1 << 12, 7));
+    EXPECT_EQ(client.arenas_allocated(), 3);
+    EXPECT_EQ(client.idle_arena_bytes(), small_arena);
+  }
+  EXPECT_EQ(client.idle_arena_bytes(), small_arena + big_arena);
+  std::shared_ptr<uint8_t> fits_small = client.Arena(small_arena);
+  EXPECT_EQ(client.idle_arena_bytes(), big_arena);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(fits_small.get()) % 64, 0u);
+}
 
 TEST(Device, ReusesLargeFreedBlocksOfTheSameSize) {
   Client client(1, 1);

@@ -100,10 +100,27 @@ class Client {
   KernelProfile* profile() const { return profile_.load(std::memory_order_acquire); }
   void set_profile(KernelProfile* profile) { profile_.store(profile, std::memory_order_release); }
 
+  // Scratch memory of at least `bytes` for one run of a program (its arena),
+  // back in this client's pool when the last handle drops. Every program
+  // compiled for the client draws from one pool: a run takes the smallest
+  // idle arena that fits, else a new one, and then gives the idle arenas
+  // too small to serve it back to the OS. So the pool holds about the
+  // largest arena its programs need at once (a training step's), with its
+  // pages kept (not faulted in on every run), not one arena per compiled
+  // program: an initializer's or an evaluation's arena does not stay
+  // resident beside the step's.
+  std::shared_ptr<uint8_t> Arena(int64_t bytes) const;
+  // What the pool holds while no run uses it, and how many arenas it has
+  // allocated in all.
+  int64_t idle_arena_bytes() const;
+  int64_t arenas_allocated() const;
+
  private:
+  struct ArenaPool;
   std::vector<std::unique_ptr<Device>> devices_;
   std::unique_ptr<ThreadPool> pool_;
   std::atomic<KernelProfile*> profile_{nullptr};
+  std::shared_ptr<ArenaPool> arenas_;
 };
 
 // 64-byte aligned allocation owned by a shared_ptr.

@@ -96,10 +96,8 @@ class Executable {
   Executable() = default;
   std::vector<Buffer> RunWith(const std::vector<Buffer>& arguments, const Device* device,
                               const std::vector<bool>& donated, const RunContext& context) const;
-  struct ArenaPool;
   std::unique_ptr<hlo::Module> module_;
   std::unique_ptr<Program> program_;
-  std::unique_ptr<ArenaPool> arenas_;
   const Client* client_ = nullptr;
   PlanStats stats_;
   std::vector<Shape> parameter_shapes_;
