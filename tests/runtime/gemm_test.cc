@@ -354,6 +354,28 @@ TEST(Gemm, Bf16PiecesEqualTheWholeBitForBitUnderEveryIsa) {
   });
 }
 
+// Without vdpbf16ps a bf16 product is the f32 one of the widened operands,
+// summed in Gemm<float>'s order: its bits, in every layout and at every
+// block edge of the cases (k over several blocks, rows and columns over
+// several).
+TEST(Gemm, Bf16WithoutBf16InstructionsIsTheF32ProductBitForBit) {
+  UnderEveryIsa([](Isa isa) {
+    if (isa == Isa::kAvx512Bf16) return;
+    for (const Case& c : Cases()) {
+      Bf16Operands ops{c};
+      Operands<float> wide{c};
+      for (size_t i = 0; i < ops.a.size(); ++i) wide.a[i] = FromBf16(ops.a[i]);
+      for (size_t i = 0; i < ops.b.size(); ++i) wide.b[i] = FromBf16(ops.b[i]);
+      std::vector<float> f32(c.m * c.n), bf16(c.m * c.n);
+      Gemm<float>(c.m, c.n, c.k, wide.A(), wide.B(), f32.data(), c.n);
+      GemmBf16(c.m, c.n, c.k, ops.A(), ops.B(), bf16.data(), c.n);
+      for (int64_t i = 0; i < c.m * c.n; ++i) {
+        ASSERT_EQ(bf16[i], f32[i]) << Name(c) << " element " << i;
+      }
+    }
+  });
+}
+
 // A bf16 result (rounded as the tiles leave the registers where vdpbf16ps
 // runs): each element is the scalar rounding of the f32 product (checked
 // against the triple loop above), hence within half a bf16 ulp of that

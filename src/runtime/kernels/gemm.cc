@@ -23,6 +23,7 @@
 #include <memory>
 #include <type_traits>
 
+#include "kernels/transpose_avx2.h"
 #include "strata/runtime/cpu.h"
 
 namespace strata::runtime {
@@ -273,26 +274,6 @@ Config<T> ConfigFor(Isa isa) {
                          kIndirectPortable<T, 8>};
 }
 
-// 8 rows of 8 floats → 8 columns (AVX2 in-register transpose).
-__attribute__((target("avx2"))) inline void Transpose8x8(__m256 r[8]) {
-  __m256 t[8];
-  for (int i = 0; i < 4; ++i) {
-    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  __m256 u[8];
-  for (int i = 0; i < 2; ++i) {
-    u[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
-    u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
-    u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-    u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
-  }
-  for (int i = 0; i < 4; ++i) {
-    r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
-    r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
-  }
-}
-
 // A full nr-column panel (nr a multiple of 8) of a B stored transposed
 // (columns contiguous in k), 8 x 8 blocks at a time.
 __attribute__((target("avx2"))) int64_t PackColumnsF32Avx2(int64_t kc, int64_t nr, const float* src,
@@ -302,7 +283,7 @@ __attribute__((target("avx2"))) int64_t PackColumnsF32Avx2(int64_t kc, int64_t n
     for (int64_t j0 = 0; j0 < nr; j0 += 8) {
       __m256 r[8];
       for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(src + (j0 + j) * col_stride + p);
-      Transpose8x8(r);
+      Transpose8x8Avx2(r);
       for (int q = 0; q < 8; ++q) _mm256_storeu_ps(out + (p + q) * nr + j0, r[q]);
     }
   }
@@ -541,7 +522,7 @@ __attribute__((target("avx2"))) void TransposeBlocksF32Avx2(int64_t rows, int64_
     for (int64_t j0 = 0; j0 + 8 <= cols; j0 += 8) {
       __m256 r[8];
       for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + (i0 + i) * src_stride + j0);
-      Transpose8x8(r);
+      Transpose8x8Avx2(r);
       for (int j = 0; j < 8; ++j) _mm256_storeu_ps(dst + (j0 + j) * dst_stride + i0, r[j]);
     }
   }

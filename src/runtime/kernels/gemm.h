@@ -111,16 +111,17 @@ void* GemmPackingSpace(int slot, int64_t bytes);
 // bits): every product is exact in f32 and the sums are f32. Under
 // Isa::kAvx512Bf16 the products are vdpbf16ps's, two k at a time (which,
 // as the instruction does, flushes subnormal inputs and sums to zero);
-// elsewhere the operands are widened to f32 as they are packed and
-// Gemm<float> runs. Each element is summed in the same order whichever
-// pieces the caller cuts C into (on GemmBf16Tile()'s edges). k must be > 0.
+// elsewhere the operands are widened to f32 as they are packed and the
+// sums are Gemm<float>'s of the widened operands, bit for bit. Each element
+// is summed in the same order whichever pieces the caller cuts C into (on
+// GemmBf16Tile()'s edges). k must be > 0.
 //
 // With `narrow`, the result is C rounded to bf16 (as NarrowToBf16 rounds)
 // into narrow (row stride ldn), and C is scratch for the f32 sums: under
-// Isa::kAvx512Bf16 each tile is rounded as it leaves the registers, so C is
-// not written at all unless GemmBf16NeedsSums(k) (k spans several blocks, or
-// the widened path); c may then be null (per-thread space is used if the
-// sums turn out to be needed after all).
+// Isa::kAvx512Bf16 and Isa::kAvx2 each tile is rounded as it leaves the
+// registers, so C is not written at all unless GemmBf16NeedsSums(k) (k
+// spans several blocks, or another ISA); c may then be null (per-thread
+// space is used if the sums turn out to be needed after all).
 void GemmBf16(int64_t m, int64_t n, int64_t k, MatrixView<const uint16_t> a,
               MatrixView<const uint16_t> b, float* c, int64_t ldc, uint16_t* narrow = nullptr,
               int64_t ldn = 0);

@@ -11,9 +11,12 @@
 // gemm.cc's: columns in blocks of nc, k in blocks of kc, rows in blocks of
 // mc.
 //
-// Elsewhere the operands are widened to f32 (exact: a bf16 is an f32's top
-// half) and Gemm<float> runs: A into a row-major f32 copy, B straight into
-// the f32 panels through GemmPackingB.
+// Under AVX2 both operands are widened to f32 (exact: a bf16 is an f32's
+// top half) as they are packed, and a 6 x 16 tile of FMAs with the f32
+// kernel's blocking runs over them (GemmWideAvx2): Gemm<float>'s sums of
+// the widened operands, bit for bit. Elsewhere (AVX-512 without BF16, the
+// portable level) A is widened into a row-major f32 copy, B straight into
+// the f32 panels through GemmPackingB, and Gemm<float> runs.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -25,6 +28,7 @@
 
 #include "kernels/gemm.h"
 #include "kernels/kernels.h"
+#include "kernels/transpose_avx2.h"
 #include "strata/hlo/literal.h"
 #include "strata/runtime/cpu.h"
 
@@ -241,6 +245,47 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16"))) void Ti
   }
 }
 
+// An edge tile's sums (rows x columns of `edge`, row stride lde) into C,
+// added to what C holds with `accumulate`; with `narrow` rounded to bf16
+// into it instead of stored.
+void StoreEdge(const float* edge, int64_t lde, int64_t rows, int64_t columns, bool accumulate,
+               float* c, int64_t ldc, uint16_t* narrow, int64_t ldn) {
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < columns; ++j) {
+      float v = edge[i * lde + j];
+      if (accumulate) v += c[i * ldc + j];
+      if (narrow) {
+        narrow[i * ldn + j] = hlo::FloatToBFloat16(v);
+      } else {
+        c[i * ldc + j] = v;
+      }
+    }
+  }
+}
+
+// Sixteen f32 lanes (two vectors, in order) rounded to bf16 as
+// hlo::FloatToBFloat16 rounds: RoundToBf16's integer arithmetic eight
+// lanes at a time.
+__attribute__((target("avx2"))) inline __m256i RoundToBf16Avx2(__m256 low, __m256 high) {
+  const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff);
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+  const __m256i quiet = _mm256_set1_epi32(0x40);
+  __m256i half[2];
+  const __m256 halves[2] = {low, high};
+  for (int h = 0; h < 2; ++h) {
+    const __m256i x = _mm256_castps_si256(halves[h]);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), one);
+    const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(x, bias), lsb), 16);
+    // |x| > inf as signed ints: both sides are non-negative.
+    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, abs_mask), inf);
+    const __m256i nans = _mm256_or_si256(_mm256_srli_epi32(x, 16), quiet);
+    half[h] = _mm256_blendv_epi8(rounded, nans, nan);
+  }
+  // Each lane holds at most 0xffff: packing with unsigned saturation keeps
+  // it; the pack works per 128-bit half, so put the quarters back in order.
+  return _mm256_permute4x64_epi64(_mm256_packus_epi32(half[0], half[1]), 0xd8);
+}
+
 // GemmBf16's packing space (gemm.h's slots 2 and 3).
 template <typename T>
 T* Space(int slot, int64_t elements) {
@@ -300,17 +345,166 @@ void GemmPairs(int64_t m, int64_t n, int64_t k, MatrixView<const uint16_t> a,
               continue;
             }
             TileAvx512Bf16(pairs, a_panel, a_row, a_pair, b_panel, edge, kNr, false);
-            for (int64_t i = 0; i < height; ++i) {
-              for (int64_t j = 0; j < width; ++j) {
-                float v = edge[i * kNr + j];
-                if (accumulate) v += tile[i * ldc + j];
-                if (narrow_tile) {
-                  narrow_tile[i * ldn + j] = hlo::FloatToBFloat16(v);
-                } else {
-                  tile[i * ldc + j] = v;
-                }
-              }
+            StoreEdge(edge, kNr, height, width, accumulate, tile, ldc, narrow_tile, ldn);
+          }
+        }
+      }
+    }
+  }
+}
+
+// ---- AVX2 (and AVX-512 without BF16): operands widened as they are packed ----
+// The f32 GEMM's tile and blocking (gemm.cc's AVX2 Config), so each element
+// is summed in Gemm<float>'s order: both operands are widened into f32
+// panels (A's 6 rows k-major, B's 16 columns k-major), a 6 x 16 tile of
+// FMAs runs over them, and the last block of k rounds the tile to bf16 as
+// it leaves the registers.
+constexpr int64_t kWideMr = 6, kWideNr = 16, kWideKc = 512, kWideMc = 72, kWideNc = 3072;
+
+// Eight bf16 values → eight f32 (exact: a bf16 is an f32's top half).
+__attribute__((target("avx2"))) inline __m256 WidenAvx2(const uint16_t* x) {
+  const __m128i half = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(half), 16));
+}
+
+// B[kc, cols] into kWideNr-wide f32 panels (panel[p * kWideNr + j]);
+// columns past `cols` zero.
+__attribute__((target("avx2"))) void PackWideBAvx2(int64_t kc, int64_t cols,
+                                                   MatrixView<const uint16_t> b, float* out) {
+  for (int64_t j0 = 0; j0 < cols; j0 += kWideNr, out += kWideNr * kc) {
+    const int64_t width = std::min(kWideNr, cols - j0);
+    const uint16_t* src = b.data + j0 * b.col_stride;
+    int64_t p = 0;
+    if (width == kWideNr && b.col_stride == 1) {  // row-major: a row's 16 values at once
+      for (; p < kc; ++p) {
+        const uint16_t* row = src + p * b.row_stride;
+        _mm256_store_ps(out + p * kWideNr, WidenAvx2(row));
+        _mm256_store_ps(out + p * kWideNr + 8, WidenAvx2(row + 8));
+      }
+    } else if (width == kWideNr && b.row_stride == 1) {  // stored transposed: 8 x 8 blocks
+      for (; p + 8 <= kc; p += 8) {
+        for (int64_t half = 0; half < kWideNr; half += 8) {
+          __m256 r[8];
+          for (int j = 0; j < 8; ++j) r[j] = WidenAvx2(src + (half + j) * b.col_stride + p);
+          Transpose8x8Avx2(r);
+          for (int q = 0; q < 8; ++q) _mm256_store_ps(out + (p + q) * kWideNr + half, r[q]);
+        }
+      }
+    }
+    for (; p < kc; ++p) {
+      const uint16_t* row = src + p * b.row_stride;
+      float* o = out + p * kWideNr;
+      for (int64_t j = 0; j < width; ++j) o[j] = hlo::BFloat16ToFloat(row[j * b.col_stride]);
+      std::fill(o + width, o + kWideNr, 0.0f);
+    }
+  }
+}
+
+// A[rows, kc] into kWideMr-tall f32 panels (panel[p * kWideMr + i]); rows
+// past `rows` zero. `out` must have 2 floats of room past the last panel.
+__attribute__((target("avx2"))) void PackWideAAvx2(int64_t rows, int64_t kc,
+                                                   MatrixView<const uint16_t> a, float* out) {
+  for (int64_t i0 = 0; i0 < rows; i0 += kWideMr, out += kWideMr * kc) {
+    const int64_t height = std::min(kWideMr, rows - i0);
+    const uint16_t* block = a.data + i0 * a.row_stride;
+    int64_t p = 0;
+    if (height == kWideMr && a.col_stride == 1) {
+      // Eight k of the six rows, transposed as 8 x 8 with two zero rows:
+      // each k's column is stored 8 wide, its last 2 lanes overwritten by
+      // the next k's (or, after the last, by what is packed next).
+      for (; p + 8 <= kc; p += 8) {
+        __m256 r[8];
+        for (int i = 0; i < kWideMr; ++i) r[i] = WidenAvx2(block + i * a.row_stride + p);
+        r[6] = r[7] = _mm256_setzero_ps();
+        Transpose8x8Avx2(r);
+        for (int q = 0; q < 8; ++q) _mm256_storeu_ps(out + (p + q) * kWideMr, r[q]);
+      }
+    }
+    for (; p < kc; ++p) {
+      float* o = out + p * kWideMr;
+      for (int64_t i = 0; i < height; ++i)
+        o[i] = hlo::BFloat16ToFloat(block[i * a.row_stride + p * a.col_stride]);
+      std::fill(o + height, o + kWideMr, 0.0f);
+    }
+  }
+}
+
+// The 6 x 16 tile over kc: C (row stride ldc) = or += A · B from packed
+// panels, or with `narrow` the same sums rounded to bf16 into narrow (row
+// stride ldn) and C only read. The f32 AVX2 micro-kernel's FMAs, in its order.
+__attribute__((target("avx2,fma"))) void TileWideAvx2(int64_t kc, const float* a, const float* b,
+                                                      float* c, int64_t ldc, bool accumulate,
+                                                      uint16_t* narrow = nullptr, int64_t ldn = 0) {
+  __m256 acc[kWideMr][2];
+#pragma GCC unroll 6
+  for (int i = 0; i < kWideMr; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+#pragma GCC unroll 4
+  for (int64_t p = 0; p < kc; ++p) {
+    const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
+#pragma GCC unroll 6
+    for (int i = 0; i < kWideMr; ++i) {
+      const __m256 x = _mm256_broadcast_ss(a + i);
+      acc[i][0] = _mm256_fmadd_ps(x, b0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(x, b1, acc[i][1]);
+    }
+    a += kWideMr;
+    b += kWideNr;
+  }
+#pragma GCC unroll 6
+  for (int i = 0; i < kWideMr; ++i) {
+    float* out = accumulate || !narrow ? c + i * ldc : nullptr;
+    if (accumulate) {
+      acc[i][0] = _mm256_add_ps(_mm256_loadu_ps(out), acc[i][0]);
+      acc[i][1] = _mm256_add_ps(_mm256_loadu_ps(out + 8), acc[i][1]);
+    }
+    if (narrow) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(narrow + i * ldn),
+                          RoundToBf16Avx2(acc[i][0], acc[i][1]));
+    } else {
+      _mm256_storeu_ps(out, acc[i][0]);
+      _mm256_storeu_ps(out + 8, acc[i][1]);
+    }
+  }
+}
+
+// GemmPairs' loops over the widened panels (both operands always packed:
+// a bf16 A cannot be broadcast in place).
+void GemmWideAvx2(int64_t m, int64_t n, int64_t k, MatrixView<const uint16_t> a,
+                  MatrixView<const uint16_t> b, float* c, int64_t ldc, uint16_t* narrow,
+                  int64_t ldn) {
+  const int64_t nc_max = std::min(kWideNc, (n + kWideNr - 1) / kWideNr * kWideNr);
+  const int64_t kc_max = std::min(kWideKc, k);
+  const int64_t mc_max = std::min(kWideMc, (m + kWideMr - 1) / kWideMr * kWideMr);
+  float* packed_a = Space<float>(0, mc_max * kc_max + 2);
+  float* packed_b = Space<float>(1, nc_max * kc_max);
+  alignas(32) float edge[kWideMr * kWideNr];
+  for (int64_t j0 = 0; j0 < n; j0 += kWideNc) {
+    const int64_t nc = std::min(kWideNc, n - j0);
+    for (int64_t p0 = 0; p0 < k; p0 += kWideKc) {
+      const int64_t kc = std::min(kWideKc, k - p0);
+      const bool accumulate = p0 > 0, narrowing = narrow && p0 + kc >= k;
+      PackWideBAvx2(kc, nc,
+                    {b.data + p0 * b.row_stride + j0 * b.col_stride, b.row_stride, b.col_stride},
+                    packed_b);
+      for (int64_t i0 = 0; i0 < m; i0 += kWideMc) {
+        const int64_t mc = std::min(kWideMc, m - i0);
+        PackWideAAvx2(mc, kc,
+                      {a.data + i0 * a.row_stride + p0 * a.col_stride, a.row_stride, a.col_stride},
+                      packed_a);
+        for (int64_t jr = 0; jr < nc; jr += kWideNr) {
+          const int64_t width = std::min(kWideNr, nc - jr);
+          const float* b_panel = packed_b + jr * kc;
+          for (int64_t ir = 0; ir < mc; ir += kWideMr) {
+            const int64_t height = std::min(kWideMr, mc - ir);
+            const float* a_panel = packed_a + ir * kc;
+            float* tile = narrowing && !accumulate ? nullptr : c + (i0 + ir) * ldc + j0 + jr;
+            uint16_t* narrow_tile = narrowing ? narrow + (i0 + ir) * ldn + j0 + jr : nullptr;
+            if (height == kWideMr && width == kWideNr) {
+              TileWideAvx2(kc, a_panel, b_panel, tile, ldc, accumulate, narrow_tile, ldn);
+              continue;
             }
+            TileWideAvx2(kc, a_panel, b_panel, edge, kWideNr, false);
+            StoreEdge(edge, kWideNr, height, width, accumulate, tile, ldc, narrow_tile, ldn);
           }
         }
       }
@@ -365,26 +559,10 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) void NarrowAvx512(
 }
 
 __attribute__((target("avx2"))) void NarrowAvx2(const float* src, uint16_t* dst, int64_t n) {
-  const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff);
-  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
-  const __m256i quiet = _mm256_set1_epi32(0x40);
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    __m256i half[2];
-    for (int h = 0; h < 2; ++h) {
-      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 8 * h));
-      const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), one);
-      const __m256i rounded =
-          _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(x, bias), lsb), 16);
-      // |x| > inf as signed ints: both sides are non-negative.
-      const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, abs_mask), inf);
-      const __m256i nans = _mm256_or_si256(_mm256_srli_epi32(x, 16), quiet);
-      half[h] = _mm256_blendv_epi8(rounded, nans, nan);
-    }
-    // Each lane holds at most 0xffff: packing with unsigned saturation keeps
-    // it; the pack works per 128-bit half, so put the quarters back in order.
-    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(half[0], half[1]), 0xd8);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), packed);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
+                        RoundToBf16Avx2(_mm256_loadu_ps(src + i), _mm256_loadu_ps(src + i + 8)));
   }
   for (; i < n; ++i) dst[i] = hlo::FloatToBFloat16(src[i]);
 }
@@ -402,7 +580,11 @@ GemmTile GemmBf16Tile() {
   return KernelIsa() == Isa::kAvx512Bf16 ? GemmTile{kMr, kNr} : GemmTileFor<float>();
 }
 
-bool GemmBf16NeedsSums(int64_t k) { return KernelIsa() != Isa::kAvx512Bf16 || k > kKc; }
+bool GemmBf16NeedsSums(int64_t k) {
+  const Isa isa = KernelIsa();
+  if (isa == Isa::kAvx512Bf16) return k > kKc;
+  return isa == Isa::kAvx2 ? k > kWideKc : true;
+}
 
 void GemmBf16(int64_t m, int64_t n, int64_t k, MatrixView<const uint16_t> a,
               MatrixView<const uint16_t> b, float* c, int64_t ldc, uint16_t* narrow, int64_t ldn) {
@@ -412,6 +594,10 @@ void GemmBf16(int64_t m, int64_t n, int64_t k, MatrixView<const uint16_t> a,
   }
   if (KernelIsa() == Isa::kAvx512Bf16) {
     GemmPairs(m, n, k, a, b, c, ldc, narrow, ldn);
+    return;
+  }
+  if (KernelIsa() == Isa::kAvx2) {
+    GemmWideAvx2(m, n, k, a, b, c, ldc, narrow, ldn);
     return;
   }
   GemmWidened(m, n, k, a, b, c, ldc);
