@@ -23,6 +23,7 @@
 #include <memory>
 #include <type_traits>
 
+#include "kernels/gemm_tile.h"
 #include "kernels/transpose_avx2.h"
 #include "strata/runtime/cpu.h"
 
@@ -53,100 +54,6 @@ struct Config {
   const IndirectKernel<T>* indirect = nullptr;
 };
 constexpr int64_t kMaxTile = 6 * 64;  // elements of the largest tile (edge buffers)
-
-// 256- and 512-bit vector ops on T, so one micro-kernel serves f32 and f64.
-// Each carries its target; the micro-kernels that use them are flattened
-// (every call inlined), which the compiler can do only into a function of
-// the same target, so a baseline build never holds a wide instruction outside
-// them. (always_inline would have to inline them into the baseline
-// TileKernel first, and fail.) Vectors pass by reference: a baseline
-// function may not pass or return them by value (clang refuses it; GCC
-// warns).
-#define STRATA_VECTOR_OPS(target, V, lanes, T, suffix, width)                            \
-  using Vector = V;                                                                      \
-  static constexpr int kLanes = lanes;                                                   \
-  target static void Zero(V& r) { r = _mm##width##_setzero_##suffix(); }                 \
-  target static void Load(V& r, const T* p) { r = _mm##width##_load_##suffix(p); }       \
-  target static void Broadcast(V& r, const T* p) { r = _mm##width##_set1_##suffix(*p); } \
-  target static void Fma(V& acc, const V& x, const V& y) {                               \
-    acc = _mm##width##_fmadd_##suffix(x, y, acc);                                        \
-  }                                                                                      \
-  target static void AddUnaligned(V& acc, const T* p) {                                  \
-    acc = _mm##width##_add_##suffix(_mm##width##_loadu_##suffix(p), acc);                \
-  }                                                                                      \
-  target static void StoreUnaligned(T* p, const V& x) { _mm##width##_storeu_##suffix(p, x); }
-#define STRATA_AVX2 __attribute__((target("avx2,fma"))) inline
-#define STRATA_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma"))) inline
-template <typename T>
-struct Avx2;
-template <>
-struct Avx2<float> {
-  STRATA_VECTOR_OPS(STRATA_AVX2, __m256, 8, float, ps, 256)
-};
-template <>
-struct Avx2<double> {
-  STRATA_VECTOR_OPS(STRATA_AVX2, __m256d, 4, double, pd, 256)
-};
-template <typename T>
-struct Avx512;
-template <>
-struct Avx512<float> {
-  STRATA_VECTOR_OPS(STRATA_AVX512, __m512, 16, float, ps, 512)
-};
-template <>
-struct Avx512<double> {
-  STRATA_VECTOR_OPS(STRATA_AVX512, __m512d, 8, double, pd, 512)
-};
-#undef STRATA_AVX2
-#undef STRATA_AVX512
-#undef STRATA_VECTOR_OPS
-
-// The tile in kMr x kVectors accumulators: per k, kVectors loads of the B
-// panel, kMr broadcasts of A, kMr * kVectors FMAs. S is Avx2<T> or
-// Avx512<T>; the caller, flattened, compiles this with S's target.
-// With kIndirect, column p of A starts at a + offsets[p] instead (a_cs
-// unused): rows of an implicit A read where they lie.
-template <typename S, typename T, int kMr, int kVectors, bool kIndirect = false>
-inline void TileKernel(int64_t kc, const T* a, int64_t a_rs, int64_t a_cs, const T* b, T* c,
-                       int64_t ldc, bool accumulate, const int64_t* offsets = nullptr) {
-  constexpr int kL = S::kLanes, kNr = kVectors * kL;
-  for (int i = 0; i < kMr; ++i) {
-    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + kNr - 1), _MM_HINT_T0);
-  }
-  typename S::Vector acc[kMr][kVectors];
-#pragma GCC unroll 16
-  for (int i = 0; i < kMr; ++i) {
-#pragma GCC unroll 4
-    for (int v = 0; v < kVectors; ++v) S::Zero(acc[i][v]);
-  }
-#pragma GCC unroll 4
-  for (int64_t p = 0; p < kc; ++p) {
-    typename S::Vector bv[kVectors];
-#pragma GCC unroll 4
-    for (int v = 0; v < kVectors; ++v) S::Load(bv[v], b + v * kL);
-    const T* column = a;
-    if constexpr (kIndirect) column = a + offsets[p];
-#pragma GCC unroll 16
-    for (int i = 0; i < kMr; ++i) {
-      typename S::Vector x;
-      S::Broadcast(x, column + i * a_rs);
-#pragma GCC unroll 4
-      for (int v = 0; v < kVectors; ++v) S::Fma(acc[i][v], x, bv[v]);
-    }
-    if constexpr (!kIndirect) a += a_cs;
-    b += kNr;
-  }
-#pragma GCC unroll 16
-  for (int i = 0; i < kMr; ++i) {
-    T* out = c + i * ldc;
-#pragma GCC unroll 4
-    for (int v = 0; v < kVectors; ++v) {
-      if (accumulate) S::AddUnaligned(acc[i][v], out + v * kL);
-      S::StoreUnaligned(out + v * kL, acc[i][v]);
-    }
-  }
-}
 
 // AVX2: 6 rows x 2 vectors (12 of the 16 registers hold the tile); fewer
 // rows for the last row tile.

@@ -11,12 +11,12 @@
 // gemm.cc's: columns in blocks of nc, k in blocks of kc, rows in blocks of
 // mc.
 //
-// Under AVX2 both operands are widened to f32 (exact: a bf16 is an f32's
-// top half) as they are packed, and a 6 x 16 tile of FMAs with the f32
-// kernel's blocking runs over them (GemmWideAvx2): Gemm<float>'s sums of
-// the widened operands, bit for bit. Elsewhere (AVX-512 without BF16, the
-// portable level) A is widened into a row-major f32 copy, B straight into
-// the f32 panels through GemmPackingB, and Gemm<float> runs.
+// Under AVX2, and AVX-512 without BF16, both operands are widened to f32
+// (exact: a bf16 is an f32's top half) as they are packed, and the f32
+// micro-kernel of that ISA runs over them with the f32 GEMM's blocking
+// (GemmWide): Gemm<float>'s sums of the widened operands, bit for bit.
+// The portable level widens A into a row-major f32 copy, B straight into
+// the f32 panels through GemmPackingB, and runs Gemm<float>.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "kernels/gemm.h"
+#include "kernels/gemm_tile.h"
 #include "kernels/kernels.h"
 #include "kernels/transpose_avx2.h"
 #include "strata/hlo/literal.h"
@@ -177,24 +178,6 @@ void PackPairsA(int64_t rows, int64_t kc, MatrixView<const uint16_t> a, uint32_t
   }
 }
 
-// Sixteen f32 lanes (their bits) rounded to bf16 as hlo::FloatToBFloat16
-// rounds, in integer arithmetic: ties to even, NaNs quiet, subnormals
-// rounded as the scalar rounding does (vcvtneps2bf16 would flush them).
-__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) inline __m256i RoundToBf16(
-    __m512i x) {
-  const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7fff);
-  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
-  const __m512i quiet = _mm512_set1_epi32(0x40);
-  // (maskz forms: GCC 12 warns of the unmasked ones' undefined operand.)
-  const __m512i high = _mm512_maskz_srli_epi32(0xffff, x, 16);
-  const __m512i lsb = _mm512_and_si512(high, one);
-  const __m512i rounded =
-      _mm512_maskz_srli_epi32(0xffff, _mm512_add_epi32(_mm512_add_epi32(x, bias), lsb), 16);
-  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, abs_mask), inf);
-  const __m512i nans = _mm512_or_si512(high, quiet);
-  return _mm512_maskz_cvtepi32_epi16(0xffff, _mm512_mask_blend_epi32(nan, rounded, nans));
-}
-
 // The 6 x 64 tile over `pairs` pairs of k: C (row stride ldc) = or += A · B,
 // or with `narrow` the same sums rounded to bf16 into narrow (row stride
 // ldn) and C only read. Row i's pair q of A is the 32 bits at a + i * a_row
@@ -237,7 +220,7 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16"))) void Ti
       if (accumulate) acc[i][v] = _mm512_add_ps(acc[i][v], _mm512_loadu_ps(out + v * 16));
       if (narrow) {
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(narrow + i * ldn + v * 16),
-                            RoundToBf16(_mm512_castps_si512(acc[i][v])));
+                            RoundToBf16Avx512(_mm512_castps_si512(acc[i][v])));
       } else {
         _mm512_storeu_ps(out + v * 16, acc[i][v]);
       }
@@ -261,29 +244,6 @@ void StoreEdge(const float* edge, int64_t lde, int64_t rows, int64_t columns, bo
       }
     }
   }
-}
-
-// Sixteen f32 lanes (two vectors, in order) rounded to bf16 as
-// hlo::FloatToBFloat16 rounds: RoundToBf16's integer arithmetic eight
-// lanes at a time.
-__attribute__((target("avx2"))) inline __m256i RoundToBf16Avx2(__m256 low, __m256 high) {
-  const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff);
-  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
-  const __m256i quiet = _mm256_set1_epi32(0x40);
-  __m256i half[2];
-  const __m256 halves[2] = {low, high};
-  for (int h = 0; h < 2; ++h) {
-    const __m256i x = _mm256_castps_si256(halves[h]);
-    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), one);
-    const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(x, bias), lsb), 16);
-    // |x| > inf as signed ints: both sides are non-negative.
-    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, abs_mask), inf);
-    const __m256i nans = _mm256_or_si256(_mm256_srli_epi32(x, 16), quiet);
-    half[h] = _mm256_blendv_epi8(rounded, nans, nan);
-  }
-  // Each lane holds at most 0xffff: packing with unsigned saturation keeps
-  // it; the pack works per 128-bit half, so put the quarters back in order.
-  return _mm256_permute4x64_epi64(_mm256_packus_epi32(half[0], half[1]), 0xd8);
 }
 
 // GemmBf16's packing space (gemm.h's slots 2 and 3).
@@ -354,12 +314,12 @@ void GemmPairs(int64_t m, int64_t n, int64_t k, MatrixView<const uint16_t> a,
 }
 
 // ---- AVX2 (and AVX-512 without BF16): operands widened as they are packed ----
-// The f32 GEMM's tile and blocking (gemm.cc's AVX2 Config), so each element
-// is summed in Gemm<float>'s order: both operands are widened into f32
-// panels (A's 6 rows k-major, B's 16 columns k-major), a 6 x 16 tile of
-// FMAs runs over them, and the last block of k rounds the tile to bf16 as
-// it leaves the registers.
-constexpr int64_t kWideMr = 6, kWideNr = 16, kWideKc = 512, kWideMc = 72, kWideNc = 3072;
+// The f32 GEMM's tiles and blocking (gemm.cc's Config for the ISA), so each
+// element is summed in Gemm<float>'s order: both operands are widened into
+// f32 panels (A's 6 rows k-major, B's 16 or 64 columns k-major), the f32
+// tile of FMAs runs over them, and the last block of k rounds the tile to
+// bf16 as it leaves the registers.
+constexpr int64_t kWideMr = 6, kWideMaxNr = 64, kWideKc = 512, kWideMc = 72, kWideNc = 3072;
 
 // Eight bf16 values → eight f32 (exact: a bf16 is an f32's top half).
 __attribute__((target("avx2"))) inline __m256 WidenAvx2(const uint16_t* x) {
@@ -367,35 +327,35 @@ __attribute__((target("avx2"))) inline __m256 WidenAvx2(const uint16_t* x) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(half), 16));
 }
 
-// B[kc, cols] into kWideNr-wide f32 panels (panel[p * kWideNr + j]);
-// columns past `cols` zero.
-__attribute__((target("avx2"))) void PackWideBAvx2(int64_t kc, int64_t cols,
+// B[kc, cols] into nr-wide f32 panels (panel[p * nr + j]; nr a multiple
+// of 8, each panel 32-byte aligned); columns past `cols` zero. (AVX2
+// instructions: it packs for the AVX-512 tile too.)
+__attribute__((target("avx2"))) void PackWideBAvx2(int64_t kc, int64_t cols, int64_t nr,
                                                    MatrixView<const uint16_t> b, float* out) {
-  for (int64_t j0 = 0; j0 < cols; j0 += kWideNr, out += kWideNr * kc) {
-    const int64_t width = std::min(kWideNr, cols - j0);
+  for (int64_t j0 = 0; j0 < cols; j0 += nr, out += nr * kc) {
+    const int64_t width = std::min(nr, cols - j0);
     const uint16_t* src = b.data + j0 * b.col_stride;
     int64_t p = 0;
-    if (width == kWideNr && b.col_stride == 1) {  // row-major: a row's 16 values at once
+    if (width == nr && b.col_stride == 1) {  // row-major: 8 of a row's values at once
       for (; p < kc; ++p) {
         const uint16_t* row = src + p * b.row_stride;
-        _mm256_store_ps(out + p * kWideNr, WidenAvx2(row));
-        _mm256_store_ps(out + p * kWideNr + 8, WidenAvx2(row + 8));
+        for (int64_t j = 0; j < nr; j += 8) _mm256_store_ps(out + p * nr + j, WidenAvx2(row + j));
       }
-    } else if (width == kWideNr && b.row_stride == 1) {  // stored transposed: 8 x 8 blocks
+    } else if (width == nr && b.row_stride == 1) {  // stored transposed: 8 x 8 blocks
       for (; p + 8 <= kc; p += 8) {
-        for (int64_t half = 0; half < kWideNr; half += 8) {
+        for (int64_t j = 0; j < nr; j += 8) {
           __m256 r[8];
-          for (int j = 0; j < 8; ++j) r[j] = WidenAvx2(src + (half + j) * b.col_stride + p);
+          for (int c = 0; c < 8; ++c) r[c] = WidenAvx2(src + (j + c) * b.col_stride + p);
           Transpose8x8Avx2(r);
-          for (int q = 0; q < 8; ++q) _mm256_store_ps(out + (p + q) * kWideNr + half, r[q]);
+          for (int q = 0; q < 8; ++q) _mm256_store_ps(out + (p + q) * nr + j, r[q]);
         }
       }
     }
     for (; p < kc; ++p) {
       const uint16_t* row = src + p * b.row_stride;
-      float* o = out + p * kWideNr;
+      float* o = out + p * nr;
       for (int64_t j = 0; j < width; ++j) o[j] = hlo::BFloat16ToFloat(row[j * b.col_stride]);
-      std::fill(o + width, o + kWideNr, 0.0f);
+      std::fill(o + width, o + nr, 0.0f);
     }
   }
 }
@@ -429,61 +389,43 @@ __attribute__((target("avx2"))) void PackWideAAvx2(int64_t rows, int64_t kc,
   }
 }
 
-// The 6 x 16 tile over kc: C (row stride ldc) = or += A · B from packed
-// panels, or with `narrow` the same sums rounded to bf16 into narrow (row
-// stride ldn) and C only read. The f32 AVX2 micro-kernel's FMAs, in its order.
-__attribute__((target("avx2,fma"))) void TileWideAvx2(int64_t kc, const float* a, const float* b,
-                                                      float* c, int64_t ldc, bool accumulate,
-                                                      uint16_t* narrow = nullptr, int64_t ldn = 0) {
-  __m256 acc[kWideMr][2];
-#pragma GCC unroll 6
-  for (int i = 0; i < kWideMr; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
-#pragma GCC unroll 4
-  for (int64_t p = 0; p < kc; ++p) {
-    const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
-#pragma GCC unroll 6
-    for (int i = 0; i < kWideMr; ++i) {
-      const __m256 x = _mm256_broadcast_ss(a + i);
-      acc[i][0] = _mm256_fmadd_ps(x, b0, acc[i][0]);
-      acc[i][1] = _mm256_fmadd_ps(x, b1, acc[i][1]);
-    }
-    a += kWideMr;
-    b += kWideNr;
-  }
-#pragma GCC unroll 6
-  for (int i = 0; i < kWideMr; ++i) {
-    float* out = accumulate || !narrow ? c + i * ldc : nullptr;
-    if (accumulate) {
-      acc[i][0] = _mm256_add_ps(_mm256_loadu_ps(out), acc[i][0]);
-      acc[i][1] = _mm256_add_ps(_mm256_loadu_ps(out + 8), acc[i][1]);
-    }
-    if (narrow) {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(narrow + i * ldn),
-                          RoundToBf16Avx2(acc[i][0], acc[i][1]));
-    } else {
-      _mm256_storeu_ps(out, acc[i][0]);
-      _mm256_storeu_ps(out + 8, acc[i][1]);
-    }
-  }
+// The f32 micro-kernels (gemm_tile.h) over the widened panels: C (row
+// stride ldc) = or += A · B over kc, or with `narrow` the sums rounded to
+// bf16 into narrow (row stride ldn) as they leave the registers. The tile
+// is 6 x 16 under AVX2, 6 x 64 under AVX-512.
+using WideTile = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
+                          bool accumulate, uint16_t* narrow, int64_t ldn);
+__attribute__((target("avx2,fma"), flatten)) void TileWideAvx2(int64_t kc, const float* a,
+                                                               const float* b, float* c,
+                                                               int64_t ldc, bool accumulate,
+                                                               uint16_t* narrow, int64_t ldn) {
+  TileKernel<Avx2<float>, float, kWideMr, 2>(kc, a, 1, kWideMr, b, c, ldc, accumulate, nullptr,
+                                             narrow, ldn);
+}
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma"), flatten)) void TileWideAvx512(
+    int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate,
+    uint16_t* narrow, int64_t ldn) {
+  TileKernel<Avx512<float>, float, kWideMr, 4>(kc, a, 1, kWideMr, b, c, ldc, accumulate, nullptr,
+                                               narrow, ldn);
 }
 
 // GemmPairs' loops over the widened panels (both operands always packed:
-// a bf16 A cannot be broadcast in place).
-void GemmWideAvx2(int64_t m, int64_t n, int64_t k, MatrixView<const uint16_t> a,
-                  MatrixView<const uint16_t> b, float* c, int64_t ldc, uint16_t* narrow,
-                  int64_t ldn) {
-  const int64_t nc_max = std::min(kWideNc, (n + kWideNr - 1) / kWideNr * kWideNr);
+// a bf16 A cannot be broadcast in place), with `tile` nr columns wide.
+void GemmWide(int64_t m, int64_t n, int64_t k, MatrixView<const uint16_t> a,
+              MatrixView<const uint16_t> b, float* c, int64_t ldc, uint16_t* narrow, int64_t ldn,
+              WideTile tile_kernel, int64_t nr) {
+  const int64_t nc_max = std::min(kWideNc, (n + nr - 1) / nr * nr);
   const int64_t kc_max = std::min(kWideKc, k);
   const int64_t mc_max = std::min(kWideMc, (m + kWideMr - 1) / kWideMr * kWideMr);
   float* packed_a = Space<float>(0, mc_max * kc_max + 2);
   float* packed_b = Space<float>(1, nc_max * kc_max);
-  alignas(32) float edge[kWideMr * kWideNr];
+  alignas(64) float edge[kWideMr * kWideMaxNr];
   for (int64_t j0 = 0; j0 < n; j0 += kWideNc) {
     const int64_t nc = std::min(kWideNc, n - j0);
     for (int64_t p0 = 0; p0 < k; p0 += kWideKc) {
       const int64_t kc = std::min(kWideKc, k - p0);
       const bool accumulate = p0 > 0, narrowing = narrow && p0 + kc >= k;
-      PackWideBAvx2(kc, nc,
+      PackWideBAvx2(kc, nc, nr,
                     {b.data + p0 * b.row_stride + j0 * b.col_stride, b.row_stride, b.col_stride},
                     packed_b);
       for (int64_t i0 = 0; i0 < m; i0 += kWideMc) {
@@ -491,20 +433,20 @@ void GemmWideAvx2(int64_t m, int64_t n, int64_t k, MatrixView<const uint16_t> a,
         PackWideAAvx2(mc, kc,
                       {a.data + i0 * a.row_stride + p0 * a.col_stride, a.row_stride, a.col_stride},
                       packed_a);
-        for (int64_t jr = 0; jr < nc; jr += kWideNr) {
-          const int64_t width = std::min(kWideNr, nc - jr);
+        for (int64_t jr = 0; jr < nc; jr += nr) {
+          const int64_t width = std::min(nr, nc - jr);
           const float* b_panel = packed_b + jr * kc;
           for (int64_t ir = 0; ir < mc; ir += kWideMr) {
             const int64_t height = std::min(kWideMr, mc - ir);
             const float* a_panel = packed_a + ir * kc;
             float* tile = narrowing && !accumulate ? nullptr : c + (i0 + ir) * ldc + j0 + jr;
             uint16_t* narrow_tile = narrowing ? narrow + (i0 + ir) * ldn + j0 + jr : nullptr;
-            if (height == kWideMr && width == kWideNr) {
-              TileWideAvx2(kc, a_panel, b_panel, tile, ldc, accumulate, narrow_tile, ldn);
+            if (height == kWideMr && width == nr) {
+              tile_kernel(kc, a_panel, b_panel, tile, ldc, accumulate, narrow_tile, ldn);
               continue;
             }
-            TileWideAvx2(kc, a_panel, b_panel, edge, kWideNr, false);
-            StoreEdge(edge, kWideNr, height, width, accumulate, tile, ldc, narrow_tile, ldn);
+            tile_kernel(kc, a_panel, b_panel, edge, nr, false, nullptr, 0);
+            StoreEdge(edge, nr, height, width, accumulate, tile, ldc, narrow_tile, ldn);
           }
         }
       }
@@ -553,7 +495,7 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) void NarrowAvx512(
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
-                        RoundToBf16(_mm512_loadu_si512(src + i)));
+                        RoundToBf16Avx512(_mm512_loadu_si512(src + i)));
   }
   for (; i < n; ++i) dst[i] = hlo::FloatToBFloat16(src[i]);
 }
@@ -583,7 +525,7 @@ GemmTile GemmBf16Tile() {
 bool GemmBf16NeedsSums(int64_t k) {
   const Isa isa = KernelIsa();
   if (isa == Isa::kAvx512Bf16) return k > kKc;
-  return isa == Isa::kAvx2 ? k > kWideKc : true;
+  return isa == Isa::kPortable || k > kWideKc;
 }
 
 void GemmBf16(int64_t m, int64_t n, int64_t k, MatrixView<const uint16_t> a,
@@ -596,9 +538,10 @@ void GemmBf16(int64_t m, int64_t n, int64_t k, MatrixView<const uint16_t> a,
     GemmPairs(m, n, k, a, b, c, ldc, narrow, ldn);
     return;
   }
-  if (KernelIsa() == Isa::kAvx2) {
-    GemmWideAvx2(m, n, k, a, b, c, ldc, narrow, ldn);
-    return;
+  if (KernelIsa() == Isa::kAvx2)
+    return GemmWide(m, n, k, a, b, c, ldc, narrow, ldn, TileWideAvx2, 16);
+  if (KernelIsa() == Isa::kAvx512) {
+    return GemmWide(m, n, k, a, b, c, ldc, narrow, ldn, TileWideAvx512, 64);
   }
   GemmWidened(m, n, k, a, b, c, ldc);
   if (!narrow) return;
