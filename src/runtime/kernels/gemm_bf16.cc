@@ -410,7 +410,8 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma"), flatten)) void 
 }
 
 // GemmPairs' loops over the widened panels (both operands always packed:
-// a bf16 A cannot be broadcast in place), with `tile` nr columns wide.
+// a bf16 A cannot be broadcast in place), with a tile_kernel nr columns
+// wide (at most kWideMaxNr).
 void GemmWide(int64_t m, int64_t n, int64_t k, MatrixView<const uint16_t> a,
               MatrixView<const uint16_t> b, float* c, int64_t ldc, uint16_t* narrow, int64_t ldn,
               WideTile tile_kernel, int64_t nr) {
@@ -538,10 +539,10 @@ void GemmBf16(int64_t m, int64_t n, int64_t k, MatrixView<const uint16_t> a,
     GemmPairs(m, n, k, a, b, c, ldc, narrow, ldn);
     return;
   }
-  if (KernelIsa() == Isa::kAvx2)
-    return GemmWide(m, n, k, a, b, c, ldc, narrow, ldn, TileWideAvx2, 16);
-  if (KernelIsa() == Isa::kAvx512) {
-    return GemmWide(m, n, k, a, b, c, ldc, narrow, ldn, TileWideAvx512, 64);
+  if (KernelIsa() == Isa::kAvx2 || KernelIsa() == Isa::kAvx512) {
+    // The f32 GEMM's tile under this ISA: 6 x 16 or 6 x 64.
+    const WideTile tile = KernelIsa() == Isa::kAvx2 ? TileWideAvx2 : TileWideAvx512;
+    return GemmWide(m, n, k, a, b, c, ldc, narrow, ldn, tile, GemmTileFor<float>().columns);
   }
   GemmWidened(m, n, k, a, b, c, ldc);
   if (!narrow) return;
