@@ -19,6 +19,15 @@ export PKG_CONFIG_PATH
 # shellcheck disable=SC2046  # pkg-config's flags are words
 g++ -O2 examples/downstream/main.cc $(pkg-config --cflags --libs strata) -o build/example/rnn_gradient_pc
 build/example/rnn_gradient_pc | tail -1
+# The installed program, run from outside the source tree: its version, and
+# `strata train` with no --corpus finds the corpus installed beside it.
+run_dir=$(mktemp -d)
+(cd "$run_dir" && "$prefix/bin/strata" --version &&
+  "$prefix/bin/strata" train --hidden 16 --num-layers 1 --heads 2 --kv-heads 1 --intermediate 32 \
+    --batch 2 --seq 8 --steps 2 --warmup 1 --eval-every 2 --eval-batches 1 --sample-tokens 0 \
+    --out "$run_dir/run" --quiet)
+rm -rf "$run_dir"
+echo "installed program ok"
 # The Python package as installed: import it from the prefix (not the build
 # tree) and check a gradient against the one worked out by hand.
 python_dir=$(find "$prefix" -path '*-packages/strata' -type d | head -1)

@@ -7,10 +7,12 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "strata/core/dtype.h"
 #include "strata/lazy/tensor.h"
+#include "strata/runtime/device.h"
 #include "strata/lazy/tree.h"
 #include "strata/transforms/scan.h"
 
@@ -50,6 +52,15 @@ py::object ToNumpy(const Tensor& tensor);
 // allocations are), and copies otherwise.
 py::capsule ToDlpack(const Tensor& tensor);
 Tensor FromDlpack(py::object source);
+// The same at the level of buffers (what a compiled graph's call binds).
+py::capsule BufferToDlpack(const runtime::Buffer& buffer);
+runtime::Buffer BufferFromDlpack(py::handle source);
+
+// A Python int as an int64; one beyond 64 bits is an Error naming `what`
+// and the value (pybind11's own cast says only "Unable to cast").
+int64_t Int64Arg(py::handle value, std::string_view what);
+// A Python int clamped to the int64 range (slice bounds, as Python clamps them).
+int64_t ClampedInt64(py::handle value);
 
 // Dimension arguments: None (all), an int, or a sequence of ints.
 std::vector<int64_t> DimsArg(py::handle dims);
@@ -74,5 +85,6 @@ void BindTransforms(py::module_& m);
 void BindOptim(py::module_& m);     // the strata.optim submodule
 void BindLlama(py::module_& m);     // safetensors files, strata.nn.LlamaForCausalLM
 void BindSharding(py::module_& m);  // Mesh, mark_sharding
+void BindCompiledGraph(py::module_& m);  // CompiledGraph: what strata.torch runs per call
 
 }  // namespace strata::python

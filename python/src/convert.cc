@@ -7,6 +7,8 @@
 #include <cstring>
 
 #include "bindings.h"
+
+#include <limits>
 #include "strata/lazy/context.h"
 #include "strata/lazy/ops.h"
 #include "strata/runtime/device.h"
@@ -262,15 +264,17 @@ py::object ToNumpy(const Tensor& tensor) {
   return array;
 }
 
-py::capsule ToDlpack(const Tensor& tensor) {
-  auto* e = new DlpackExport{MaterializedBuffer(tensor), {}, {}, {}};
+py::capsule ToDlpack(const Tensor& tensor) { return BufferToDlpack(MaterializedBuffer(tensor)); }
+
+py::capsule BufferToDlpack(const runtime::Buffer& buffer) {
+  auto* e = new DlpackExport{buffer, {}, {}, {}};
   e->dims = e->buffer.shape().dims();
   e->strides = RowMajorStrides(e->dims, 1);
   DLTensor& d = e->managed.dl_tensor;
   d.data = e->buffer.data();
   d.device = {kDLCPU, 0};
   d.ndim = static_cast<int32_t>(e->dims.size());
-  d.dtype = ToDlpackType(tensor.dtype());
+  d.dtype = ToDlpackType(buffer.shape().dtype());
   d.shape = e->dims.data();
   d.strides = e->strides.data();
   d.byte_offset = 0;
@@ -282,7 +286,11 @@ py::capsule ToDlpack(const Tensor& tensor) {
 }
 
 Tensor FromDlpack(py::object source) {
-  py::object capsule = source;
+  return Tensor(ir::Value{ir::Node::MakeDeviceData(BufferFromDlpack(source))});
+}
+
+runtime::Buffer BufferFromDlpack(py::handle source) {
+  py::object capsule = py::reinterpret_borrow<py::object>(source);
   if (py::hasattr(source, "__dlpack__")) capsule = source.attr("__dlpack__")();
   if (!PyCapsule_IsValid(capsule.ptr(), "dltensor")) {
     ThrowType(
@@ -315,13 +323,11 @@ Tensor FromDlpack(py::object source) {
   const runtime::Device* device = runtime::Client::Default().device(0);
   if (compact && shape.num_elements() > 0 && reinterpret_cast<uintptr_t>(data) % 64 == 0) {
     // Shares the memory: the aliasing shared_ptr keeps the DLPack owner alive.
-    runtime::Buffer buffer =
-        runtime::Buffer::Borrow(shape, std::shared_ptr<uint8_t>(owner, data), device);
-    return Tensor(ir::Value{ir::Node::MakeDeviceData(std::move(buffer))});
+    return runtime::Buffer::Borrow(shape, std::shared_ptr<uint8_t>(owner, data), device);
   }
   std::vector<uint8_t> bytes(static_cast<size_t>(shape.byte_size()));
   if (!bytes.empty()) GatherStrided(data, dims, strides, DTypeSize(dtype), bytes.data());
-  return Tensor::FromBytes(shape, bytes);
+  return runtime::Buffer::FromHost(shape, bytes, device);
 }
 
 namespace {
@@ -347,14 +353,37 @@ std::string RematString(Remat remat) {
   return "carries";
 }
 
+int64_t Int64Arg(py::handle value, std::string_view what) {
+  py::object number = py::reinterpret_steal<py::object>(PyNumber_Index(value.ptr()));
+  if (!number) throw py::error_already_set();
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(number.ptr(), &overflow);
+  if (overflow != 0) {
+    Fail("[{}] {} does not fit in a 64-bit integer", what, py::str(number).cast<std::string>());
+  }
+  if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
+  return v;
+}
+
+int64_t ClampedInt64(py::handle value) {
+  py::object number = py::reinterpret_steal<py::object>(PyNumber_Index(value.ptr()));
+  if (!number) throw py::error_already_set();
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(number.ptr(), &overflow);
+  if (overflow > 0) return std::numeric_limits<int64_t>::max();
+  if (overflow < 0) return std::numeric_limits<int64_t>::min();
+  if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
+  return v;
+}
+
 std::vector<int64_t> DimsArg(py::handle dims) {
   if (dims.is_none()) return {};
-  if (py::isinstance<py::int_>(dims)) return {dims.cast<int64_t>()};
+  if (py::isinstance<py::int_>(dims)) return {Int64Arg(dims, "shape")};
   if (py::isinstance<py::sequence>(dims) && !py::isinstance<py::str>(dims)) {
     std::vector<int64_t> out;
     for (py::handle d : dims) {
       if (!py::isinstance<py::int_>(d)) ThrowType("dimensions must be ints, got " + TypeName(d));
-      out.push_back(d.cast<int64_t>());
+      out.push_back(Int64Arg(d, "shape"));
     }
     return out;
   }

@@ -54,12 +54,12 @@ std::vector<Tensor> TensorList(py::handle items, const char* op) {
 
 // torch's int-or-tuple arguments (stride=2, padding=(1, 0)).
 std::vector<int64_t> IntOrTuple(py::handle value, const char* op, const char* what) {
-  if (py::isinstance<py::int_>(value)) return {value.cast<int64_t>()};
+  if (py::isinstance<py::int_>(value)) return {Int64Arg(value, op)};
   if (py::isinstance<py::sequence>(value) && !py::isinstance<py::str>(value)) {
     std::vector<int64_t> out;
     for (py::handle v : value) {
       if (!py::isinstance<py::int_>(v)) break;
-      out.push_back(v.cast<int64_t>());
+      out.push_back(Int64Arg(v, op));
     }
     if (out.size() == py::len(value)) return out;
   }
@@ -124,7 +124,7 @@ void BindPooling(py::module_& m, const char* max_name, Pool max_pool,
       [=](const Tensor& x, py::handle kernel, py::handle stride, py::handle padding, bool ceil_mode,
           bool count_include_pad, py::handle divisor_override) {
         std::optional<int64_t> divisor;
-        if (!divisor_override.is_none()) divisor = divisor_override.cast<int64_t>();
+        if (!divisor_override.is_none()) divisor = Int64Arg(divisor_override, "avg_pool");
         return avg_pool(
             x, IntOrTuple(kernel, avg_name, "kernel_size"),
             stride.is_none() ? std::vector<int64_t>{} : IntOrTuple(stride, avg_name, "stride"),
@@ -235,6 +235,7 @@ void BindOps(py::module_& m) {
       {"sin", &sin},       {"cos", &cos},
       {"erf", &erf},       {"floor", &floor},
       {"ceil", &ceil},     {"logical_not", &logical_not},
+      {"bitwise_not", &bitwise_not},
       {"relu", &nn::relu}, {"silu", &nn::silu},
       {"mT", &mT},         {"negative", [](const Tensor& x) { return -x; }},
   };
@@ -256,6 +257,9 @@ void BindOps(py::module_& m) {
       {"ge", &ge},
       {"logical_and", &logical_and},
       {"logical_or", &logical_or},
+      {"bitwise_and", &bitwise_and},
+      {"bitwise_or", &bitwise_or},
+      {"bitwise_xor", &bitwise_xor},
       {"matmul", &matmul},
   };
   for (const auto& [name, op] : binary) {
@@ -313,7 +317,7 @@ void BindOps(py::module_& m) {
         name,
         [op = op](const Tensor& x, py::object dim, bool keepdim) {
           if (dim.is_none()) return op(reshape(x, {-1}), 0, false);  // over the flattened tensor
-          return op(x, dim.cast<int64_t>(), keepdim);
+          return op(x, Int64Arg(dim, "dim"), keepdim);
         },
         py::arg("x"), py::arg("dim") = py::none(), py::arg("keepdim") = false);
   }
@@ -331,7 +335,7 @@ void BindOps(py::module_& m) {
             for (int64_t i = 0; i < x.rank(); ++i) dims[i] = x.rank() - 1 - i;
             return dims;
           }());  // NumPy: reverse every dimension
-        return transpose(x, d0.cast<int64_t>(), d1.cast<int64_t>());
+        return transpose(x, Int64Arg(d0, "transpose"), Int64Arg(d1, "transpose"));
       },
       py::arg("x"), py::arg("dim0") = py::none(), py::arg("dim1") = py::none());
   m.def(

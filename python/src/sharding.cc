@@ -16,7 +16,7 @@ namespace {
 std::string AxisName(const ir::Mesh& mesh, py::handle axis) {
   if (py::isinstance<py::str>(axis)) return axis.cast<std::string>();
   if (py::isinstance<py::int_>(axis)) {
-    const int64_t i = axis.cast<int64_t>();
+    const int64_t i = Int64Arg(axis, "mark_sharding");
     if (i < 0 || i >= mesh.rank()) {
       Fail("[mark_sharding] mesh axis {} out of range for {}", i, mesh.ToString());
     }

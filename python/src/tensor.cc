@@ -28,8 +28,10 @@ Tensor Div(const Tensor& a, const Tensor& b) { return a / b; }
 Tensor Pow(const Tensor& a, const Tensor& b) { return pow(a, b); }
 Tensor Rem(const Tensor& a, const Tensor& b) { return remainder(a, b); }
 Tensor MatMul(const Tensor& a, const Tensor& b) { return matmul(a, b); }
-Tensor And(const Tensor& a, const Tensor& b) { return logical_and(a, b); }
-Tensor Or(const Tensor& a, const Tensor& b) { return logical_or(a, b); }
+// &, |, ^ and ~ are bitwise, as in torch (logical on bools, an error on floats).
+Tensor And(const Tensor& a, const Tensor& b) { return bitwise_and(a, b); }
+Tensor Or(const Tensor& a, const Tensor& b) { return bitwise_or(a, b); }
+Tensor Xor(const Tensor& a, const Tensor& b) { return bitwise_xor(a, b); }
 
 int64_t Length(const Tensor& t) {
   if (t.rank() == 0) throw py::type_error("len() of a 0-d tensor");
@@ -55,7 +57,7 @@ struct Index {
 
 std::optional<int64_t> SliceBound(py::handle bound) {
   if (bound.is_none()) return std::nullopt;
-  return py::int_(py::reinterpret_borrow<py::object>(bound)).cast<int64_t>();
+  return ClampedInt64(bound);
 }
 
 // x[key] as PyTorch reads it: ints, slices (positive steps), None, one
@@ -92,11 +94,12 @@ Index Apply(const Tensor& x, py::handle key) {
       out.is_window = false;
     } else if (py::isinstance<py::int_>(item) && !py::isinstance<py::bool_>(item)) {
       const int64_t size = t.dim(d);
-      int64_t i = item.cast<int64_t>();
-      if (i < -size || i >= size) {
-        throw py::index_error(
-            fmt::format("index {} is out of bounds for dimension {} with size {}", i, input, size));
+      const int64_t i_clamped = ClampedInt64(item);
+      if (i_clamped < -size || i_clamped >= size) {
+        throw py::index_error(fmt::format("index {} is out of bounds for dimension {} with size {}",
+                                          py::str(item).cast<std::string>(), input, size));
       }
+      int64_t i = i_clamped;
       if (i < 0) i += size;
       t = slice(t, d, i, i + 1);
       out.starts[input] = i;
@@ -104,7 +107,7 @@ Index Apply(const Tensor& x, py::handle key) {
       drop.push_back(d++);
     } else if (py::isinstance<py::slice>(item)) {
       py::object step_object = item.attr("step");
-      const int64_t step = step_object.is_none() ? 1 : step_object.cast<int64_t>();
+      const int64_t step = step_object.is_none() ? 1 : ClampedInt64(step_object);
       if (step <= 0) Fail("[index] slice steps must be positive, got {}", step);
       const int64_t size = t.dim(d);
       t = slice(t, d, SliceBound(item.attr("start")), SliceBound(item.attr("stop")), step);
@@ -132,6 +135,11 @@ Index Apply(const Tensor& x, py::handle key) {
       }
       out.is_window = false;
       std::vector<int64_t> index_dims = index.shape().dims();
+      // Negative indices count from the end, as in NumPy and PyTorch.
+      if (IsSignedInteger(index.dtype())) {
+        const Tensor size = constant(static_cast<double>(t.dim(d)), index.dtype());
+        index = where(lt(index, zeros({}, index.dtype())), index + size, index);
+      }
       t = index_select(t, d, reshape(index, {-1}));
       std::vector<int64_t> dims = t.shape().dims();
       dims.erase(dims.begin() + d);
@@ -208,7 +216,7 @@ void BindTensor(py::module_& m) {
       .def(
           "size",
           [](const Tensor& t, py::object d) -> py::object {
-            if (!d.is_none()) return py::int_(t.dim(d.cast<int64_t>()));
+            if (!d.is_none()) return py::int_(t.dim(Int64Arg(d, "size")));
             return py::tuple(py::cast(t.shape().dims()));
           },
           py::arg("dim") = py::none())
@@ -270,7 +278,9 @@ void BindTensor(py::module_& m) {
       .def("__rand__", &Reflected<And>)
       .def("__or__", &Forward<Or>)
       .def("__ror__", &Reflected<Or>)
-      .def("__invert__", [](const Tensor& t) { return logical_not(t); })
+      .def("__xor__", &Forward<Xor>)
+      .def("__rxor__", &Reflected<Xor>)
+      .def("__invert__", [](const Tensor& t) { return bitwise_not(t); })
       .def("__neg__", [](const Tensor& t) { return -t; })
       .def("__pos__", [](const Tensor& t) { return t; })
       .def("__abs__", [](const Tensor& t) { return abs(t); })
@@ -292,6 +302,9 @@ void BindTensor(py::module_& m) {
   in_place("__isub__", &Sub);
   in_place("__imul__", &Mul);
   in_place("__itruediv__", &Div);
+  in_place("__iand__", &And);
+  in_place("__ior__", &Or);
+  in_place("__ixor__", &Xor);
   tensor
       .def("copy_",
            [](py::object self, py::handle source) {

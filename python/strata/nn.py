@@ -168,13 +168,22 @@ class ModuleList(Module):
         return list(self._modules.values())[i]
 
 
+def _init_bound(fan_in):
+    """PyTorch's default bound 1/sqrt(fan_in); 0 for a layer with no inputs
+    (nn.Linear(0, n) holds an empty weight and a zero bias, as in torch)."""
+    if not isinstance(fan_in, int) or fan_in < 0:
+        raise _strata.Error(f"[nn] the number of input features must be a non-negative int, "
+                            f"got {fan_in!r}")
+    return 1 / math.sqrt(fan_in) if fan_in > 0 else 0.0
+
+
 class Linear(Module):
     """y = x W^T + b; weight [out, in] and bias [out] ~ U(-1/sqrt(in), 1/sqrt(in))."""
 
     def __init__(self, in_features, out_features, bias=True, key=None, dtype=None):
         super().__init__()
         dtype = dtype or _strata.float32
-        bound = 1 / math.sqrt(in_features)
+        bound = _init_bound(in_features)
         kw, kb = _strata.split_key(_next_key(key), 2)
         self.in_features, self.out_features = in_features, out_features
         self.weight = _strata.uniform(kw, (out_features, in_features), -bound, bound, dtype=dtype)
@@ -203,7 +212,7 @@ class _ConvNd(Module):
             raise _strata.Error(f"[Conv{self._rank}d] in_channels ({in_channels}) and "
                                 f"out_channels ({out_channels}) must divide by groups ({groups})")
         fan_in = in_channels // groups * math.prod(kernel)
-        bound = 1 / math.sqrt(fan_in)
+        bound = _init_bound(fan_in)
         kw, kb = _strata.split_key(_next_key(key), 2)
         self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, kernel
         self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups

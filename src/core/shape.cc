@@ -2,13 +2,28 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "strata/core/error.h"
 
 namespace strata {
 
 Shape::Shape(DType dtype, std::vector<int64_t> dims) : dtype_(dtype), dims_(std::move(dims)) {
+  bool empty = false;
   for (int64_t d : dims_) {
     if (d < 0) Fail("[shape] dimensions must be non-negative, got {}", DimsToString(dims_));
+    empty |= d == 0;
+  }
+  if (empty) return;
+  // The one size check every front end passes through (ops, the HLO parser,
+  // files, Python): a shape whose bytes do not fit in an int64 is refused
+  // here, before any kernel computes an offset into it.
+  int64_t bytes = std::max<int64_t>(DTypeSize(dtype_), 1);
+  for (int64_t d : dims_) {
+    if (__builtin_mul_overflow(bytes, d, &bytes)) {
+      Fail("[shape] {}{} is too large: its size in bytes does not fit in 64 bits",
+           DTypeName(dtype_), DimsToString(dims_));
+    }
   }
 }
 
@@ -63,6 +78,9 @@ std::vector<int64_t> RowMajorStrides(std::span<const int64_t> dims) {
 }
 
 int64_t Product(std::span<const int64_t> dims) {
+  for (int64_t d : dims) {
+    if (d == 0) return 0;  // [2^40, 2^40, 0] holds nothing, whatever comes before the 0
+  }
   int64_t n = 1;
   for (int64_t d : dims) {
     if (__builtin_mul_overflow(n, d, &n)) {

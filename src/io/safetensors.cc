@@ -437,6 +437,15 @@ const TensorView& SafetensorsFile::Get(std::string_view name) const {
              name, sum->second, actual);
     }
   }
+  // A bool is one byte holding 0 or 1: any other byte would read as true in
+  // some kernels and as a count in others (sum says 258 where == True disagrees).
+  if (view.dtype == DType::kPred) {
+    auto bad = std::find_if(view.data.begin(), view.data.end(), [](uint8_t b) { return b > 1; });
+    if (bad != view.data.end()) {
+      FailIn(label_, "BOOL tensor '{}' holds byte {} at element {}; a BOOL element must be 0 or 1",
+             name, static_cast<int>(*bad), bad - view.data.begin());
+    }
+  }
   return view;
 }
 

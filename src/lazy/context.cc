@@ -197,6 +197,19 @@ ir::Hash128 Context::CacheKey(const ir::Graph& graph) const {
       .Finish();
 }
 
+std::shared_ptr<const runtime::Executable> Context::ProgramFor(const ir::Graph& graph,
+                                                              bool* compiled) {
+  CheckNotOverwritten(graph);
+  const int64_t misses = metrics_.cache_misses.load();
+  std::shared_ptr<const Entry> entry = LookupOrCompile(CacheKey(graph), graph);
+  if (compiled) *compiled = metrics_.cache_misses.load() > misses;
+  if (entry->mesh) {
+    Fail("[compile] this graph is sharded over {}; a compiled graph runs on one device",
+         entry->mesh->ToString());
+  }
+  return {entry, entry->executable.get()};
+}
+
 bool Context::IsCached(const ir::Graph& graph) { return Lookup(CacheKey(graph)) != nullptr; }
 
 std::shared_ptr<const Context::Entry> Context::Lookup(const ir::Hash128& key) {

@@ -150,7 +150,8 @@ Tensor BinaryOp(std::string_view name, hlo::Opcode opcode, const Tensor& a, cons
   if (t == DType::kPred && (opcode == hlo::Opcode::kMultiply || opcode == hlo::Opcode::kMinimum)) {
     opcode = hlo::Opcode::kAnd;
   }
-  if (t == DType::kPred && opcode != hlo::Opcode::kAnd && opcode != hlo::Opcode::kOr) {
+  if (t == DType::kPred && opcode != hlo::Opcode::kAnd && opcode != hlo::Opcode::kOr &&
+      opcode != hlo::Opcode::kXor) {
     Fail("[{}] is not defined for bool tensors ({} and {})", name, a.shape().ToString(),
          b.shape().ToString());
   }
@@ -285,6 +286,33 @@ Tensor logical_and(const Tensor& a, const Tensor& b) {
 }
 Tensor logical_or(const Tensor& a, const Tensor& b) {
   return BinaryOp("logical_or", Opcode::kOr, astype(a, DType::kPred), astype(b, DType::kPred));
+}
+
+namespace {
+void CheckBitwiseOperand(std::string_view name, const Tensor& x) {
+  if (!IsInteger(x.dtype()) && x.dtype() != DType::kPred) {
+    Fail("[{}] is only defined for integer and bool tensors, got {}", name, x.shape().ToString());
+  }
+}
+Tensor BitwiseOp(std::string_view name, Opcode opcode, const Tensor& a, const Tensor& b) {
+  CheckBitwiseOperand(name, a);
+  CheckBitwiseOperand(name, b);
+  return BinaryOp(name, opcode, a, b);
+}
+}  // namespace
+
+Tensor bitwise_and(const Tensor& a, const Tensor& b) {
+  return BitwiseOp("bitwise_and", Opcode::kAnd, a, b);
+}
+Tensor bitwise_or(const Tensor& a, const Tensor& b) {
+  return BitwiseOp("bitwise_or", Opcode::kOr, a, b);
+}
+Tensor bitwise_xor(const Tensor& a, const Tensor& b) {
+  return BitwiseOp("bitwise_xor", Opcode::kXor, a, b);
+}
+Tensor bitwise_not(const Tensor& x) {
+  CheckBitwiseOperand("bitwise_not", x);
+  return Wrap(lazy::Op(Opcode::kNot, {x.value()}));
 }
 
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {

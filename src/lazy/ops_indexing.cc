@@ -1,6 +1,7 @@
 // pad, dynamic_slice, dynamic_update_slice, index_add: the data-dependent
 // window ops (what scan slices its xs and writes its ys with).
 #include "strata/ir/node.h"
+#include "strata/lazy/index_check.h"
 #include "strata/lazy/op_builder.h"
 
 namespace strata {
@@ -113,7 +114,10 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
   a.called = {ir::ScalarCombiner(Opcode::kAdd, compute)};
   Tensor sum =
       Wrap(Op(Opcode::kScatter, {base.value(), index.value(), updates.value()}, std::move(a)));
-  return astype(sum, x.dtype());
+  // As torch (and every other indexing op here): an index out of range is an
+  // error, not a row the scatter silently drops.
+  return lazy::WithIndexCheck(astype(sum, x.dtype()), index, x.shape().dim(d), "index_add",
+                              fmt::format("dimension {} of {}", d, x.shape().ToString()));
 }
 
 }  // namespace strata

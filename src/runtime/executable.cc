@@ -71,11 +71,16 @@ std::unique_ptr<Executable> Executable::Compile(const hlo::Module& module,
     }
     if (options.fuse && !EnvironmentDisablesFusion()) {
       trace::Span span("compile", "fusion");
-      SinkIndexMaps(m);
-      FuseElementwise(m);
-      if (options.merge_sibling_fusions) MergeSiblingFusions(m);
-      FuseProducers(m);
-      SinkUpdatesIntoLoops(m);
+      // One span each: where a large graph's compile time goes.
+      auto pass = [&m](const char* name, auto run) {
+        trace::Span pass_span("compile", name);
+        run(m);
+      };
+      pass("sink index maps", SinkIndexMaps);
+      pass("fuse elementwise", FuseElementwise);
+      if (options.merge_sibling_fusions) pass("merge sibling fusions", MergeSiblingFusions);
+      pass("fuse producers", FuseProducers);
+      pass("sink updates", SinkUpdatesIntoLoops);
     }
   }
   Schedule(m);

@@ -30,13 +30,17 @@ struct LmOptions {
   std::string layers = "scan";  // or "unrolled"
   bool quiet = false;
 };
+// The corpus shipped with strata: share/strata/corpus.txt beside the
+// installed program, else data/corpus.txt of the source tree it was built from.
+std::string BundledCorpus();
+
 // `strata lm`: loads a Llama checkpoint, runs forward (and backward) and
 // writes logits, loss and gradients.
 int RunLm(const LmOptions& options);
 
 struct TrainCommandOptions {
   train::TrainOptions train;
-  std::string corpus = "data/corpus.txt";
+  std::string corpus;  // empty: the corpus installed with strata (BundledCorpus())
   std::string out = "runs/train";  // checkpoints/ and loss.svg go here
   int64_t checkpoint_every = 100;  // 0: only at the end
   bool resume = false;             // continue from <out>/checkpoints/latest

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   // (EFBIG, reported with the file's name), not kill the process silently.
   std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"strata: a lazy-tensor compiler for the CPU"};
+  app.set_version_flag("--version", "strata " STRATA_VERSION);
   app.require_subcommand(1);
 
   auto* demo = app.add_subcommand("demo", "build a small program, print its HLO text and run it");
@@ -48,8 +49,9 @@ int main(int argc, char** argv) {
       "train", "train a small Llama on a text corpus (byte tokens), evaluate, checkpoint, sample");
   // A later occurrence of an option wins (scripts append overrides).
   train->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  train->add_option("--corpus", train_options.corpus, "text file to train on")
-      ->capture_default_str();
+  train->add_option("--corpus", train_options.corpus,
+                    "text file to train on (default: the bundled corpus, "
+                    "share/strata/corpus.txt beside the program)");
   train->add_option("--out", train_options.out, "directory for checkpoints/ and loss.svg")
       ->capture_default_str();
   train->add_option("--hidden", t.hidden, "model width")->capture_default_str();

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <string>
 
 #include "commands.h"
 #include "strata/core/error.h"
@@ -144,7 +145,39 @@ class StopOnSignal {
   void (*old_usr1_)(int);
 };
 
+// `dir` (and its parents) made if missing and `create`; an Error naming `what` if a part
+// of it is a file, or it cannot be made or written.
+void EnsureWritableDirectory(const fs::path& dir, const std::string& what, bool create) {
+  for (fs::path part = dir; !part.empty(); part = part.parent_path()) {
+    std::error_code ec;
+    if (fs::exists(part, ec) && !fs::is_directory(part, ec)) {
+      Fail("[train] {}: '{}' is a file, not a directory", what, part.string());
+    }
+    if (part == part.parent_path()) break;
+  }
+  std::error_code ec;
+  if (!create && !fs::exists(dir, ec)) return;
+  fs::create_directories(dir, ec);
+  if (ec) Fail("[train] {}: cannot create '{}': {}", what, dir.string(), ec.message());
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    Fail("[train] {}: '{}' is not writable", what, dir.string());
+  }
+}
+
 }  // namespace
+
+std::string BundledCorpus() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path installed = exe.parent_path().parent_path() / STRATA_INSTALLED_CORPUS;
+    if (fs::is_regular_file(installed, ec)) return installed.string();
+  }
+  if (fs::is_regular_file(STRATA_SOURCE_CORPUS, ec)) return STRATA_SOURCE_CORPUS;
+  Fail("[train] no --corpus given and the bundled corpus is missing (looked for '{}' beside the "
+       "program and '{}')",
+       (exe.parent_path().parent_path() / STRATA_INSTALLED_CORPUS).string(), STRATA_SOURCE_CORPUS);
+}
 
 int RunTrain(const TrainCommandOptions& options) {
   const auto start = std::chrono::steady_clock::now();
@@ -169,11 +202,16 @@ int RunTrain(const TrainCommandOptions& options) {
   if (options.sample_tokens < 0) Fail("[train] --sample-tokens must not be negative");
   if (!(options.temperature > 0)) Fail("[train] --temperature must be positive");
   if (options.prompt.empty()) Fail("[train] --prompt must not be empty");
-  train::Corpus corpus = train::LoadCorpus(options.corpus, o.heldout, o.seq + 1);
+  const std::string corpus_path = options.corpus.empty() ? BundledCorpus() : options.corpus;
+  train::Corpus corpus = train::LoadCorpus(corpus_path, o.heldout, o.seq + 1);
   StopOnSignal on_signal;  // before anything is printed: a signal after the header is handled
   const size_t train_bytes = corpus.train.size(), heldout_bytes = corpus.heldout.size();
   const fs::path out(options.out);
   const fs::path checkpoints = out / "checkpoints";
+  // Where the run writes is checked before its first step, not found
+  // unwritable at its first checkpoint with the steps before it lost.
+  // (--resume makes nothing: a missing directory is "no checkpoint" below.)
+  EnsureWritableDirectory(checkpoints, fmt::format("--out '{}'", options.out), !options.resume);
 
   auto& metrics = lazy::Context::Get().metrics();
   metrics.compiles = 0;
@@ -198,7 +236,7 @@ int RunTrain(const TrainCommandOptions& options) {
     fmt::print(
         "  data: {} ({} training / {} held-out bytes), batch {} x {} = {} tokens per step\n"
         "  AdamW lr {:g} (warm-up {}, cosine to {:g}), weight decay {:g}, clip {:g}, seed {}\n",
-        options.corpus, train_bytes, heldout_bytes, o.batch, o.seq, tokens_per_step, o.lr, o.warmup,
+        corpus_path, train_bytes, heldout_bytes, o.batch, o.seq, tokens_per_step, o.lr, o.warmup,
         o.min_lr, o.weight_decay, o.clip, o.seed);
     if (o.dtype == "bf16")
       fmt::print("  mixed precision: bf16 activations and products (summed in f32), f32 weights\n");

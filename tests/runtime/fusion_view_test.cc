@@ -235,5 +235,24 @@ TEST(FusionView, SlicesAndReversesOfOperandsAreReadInPlace) {
     }
 }
 
+// A value with no elements read through reshape -> reverse -> reshape (the
+// chain of a flip of an empty sequence) compiles and runs to an empty
+// result: its view reads nothing (its size-0 axes once divided by zero).
+TEST(FusionView, ZeroSizeViewsCompileAndRunToNothing) {
+  for (const std::vector<int64_t>& base : {std::vector<int64_t>{0, 6}, {6, 0}, {0}}) {
+    SCOPED_TRACE(DimsToString(base));
+    std::vector<int64_t> split = {3, 0, 2};
+    Graph g({Shape(DType::kF32, base), Shape(DType::kF32, base)});
+    Instruction* flipped = g.b.Reshape(
+        g.b.Reverse(g.b.Reshape(g.params[0], split), {0, 1, 2}), base);
+    Instruction* root = g.b.Add(g.b.Unary(Opcode::kExp, flipped), g.params[1]);
+    auto exe = g.Compile(root);
+    const std::vector<float> none;
+    const auto got = exe->Run({Arg(none, base), Arg(none, base)});
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].shape(), Shape(DType::kF32, base));
+  }
+}
+
 }  // namespace
 }  // namespace strata::runtime

@@ -194,6 +194,25 @@ TEST_F(TrainCommand, BadInputIsAnErrorThatSaysWhat) {
   EXPECT_NE(err.find("has 9 bytes"), std::string::npos) << err;
 }
 
+// An --out that cannot hold the run is refused before the first step, not
+// at the first checkpoint with the steps before it lost.
+TEST_F(TrainCommand, AnUnwritableOutIsRefusedBeforeTheFirstStep) {
+  std::string out, err;
+  std::ofstream(Path("file")) << "not a directory";
+  EXPECT_EQ(Run("--out " + Path("file").string(), &out, &err), 1);
+  EXPECT_NE(err.find("is a file, not a directory"), std::string::npos) << err;
+  EXPECT_EQ(out.find("step "), std::string::npos) << out;
+  EXPECT_EQ(Run("--out " + (Path("file") / "below").string(), &out, &err), 1);
+  EXPECT_NE(err.find("is a file, not a directory"), std::string::npos) << err;
+}
+
+TEST_F(TrainCommand, VersionSaysWhichStrata) {
+  const std::string command = std::string(STRATA_BINARY) + " --version > " +
+                              Path("version.txt").string();
+  ASSERT_EQ(WEXITSTATUS(std::system(command.c_str())), 0);
+  EXPECT_EQ(Read(Path("version.txt")).rfind("strata 0.", 0), 0u) << Read(Path("version.txt"));
+}
+
 // --dtype bf16 says so, trains (the loss falls) and writes an f32 checkpoint
 // whose options name the dtype; a dtype the trainer does not have is refused
 // by the command line, naming the choices.

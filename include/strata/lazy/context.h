@@ -165,6 +165,10 @@ class Context {
   runtime::Client& ClientFor(int64_t devices);
 
  private:
+  friend class CompiledGraph;  // ProgramFor, ThrowOnIndexErrors
+  // The executable of `graph` (one device), compiled once through the cache
+  // and kept alive with its entry; `compiled` says whether this call compiled it.
+  std::shared_ptr<const runtime::Executable> ProgramFor(const ir::Graph& graph, bool* compiled);
   struct Entry;
   std::shared_ptr<const Entry> Lookup(const ir::Hash128& key);
   std::shared_ptr<const Entry> CompileAndInsert(const ir::Hash128& key, const ir::Graph& graph);

@@ -89,6 +89,12 @@ Tensor gt(const Tensor& a, const Tensor& b);
 Tensor ge(const Tensor& a, const Tensor& b);
 Tensor logical_and(const Tensor& a, const Tensor& b);
 Tensor logical_or(const Tensor& a, const Tensor& b);
+// Bitwise ops, as torch: on integer and bool tensors only (a float operand
+// is an error); on bools they are the logical ops.
+Tensor bitwise_and(const Tensor& a, const Tensor& b);
+Tensor bitwise_or(const Tensor& a, const Tensor& b);
+Tensor bitwise_xor(const Tensor& a, const Tensor& b);
+Tensor bitwise_not(const Tensor& x);
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
 Tensor astype(const Tensor& x, DType dtype);
 

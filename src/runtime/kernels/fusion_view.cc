@@ -148,6 +148,11 @@ std::optional<OperandView> ViewOf(const Instruction& top) {
   for (const Instruction* at = &top; IsIndexMap(*at); at = at->operand(0)) chain.push_back(at);
   const Shape& base = ViewBase(top).shape();
   if (!base.is_array()) return std::nullopt;
+  // A view with no elements reads nothing (and its axes of size 0 would
+  // divide by zero below).
+  if (top.shape().is_array() && top.shape().num_elements() == 0) {
+    return OperandView{{0}, {1}, 0};
+  }
   Axes dims(base.rank());
   int64_t stride = 1;
   for (int64_t d = base.rank() - 1; d >= 0; --d) {

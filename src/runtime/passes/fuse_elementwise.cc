@@ -254,14 +254,20 @@ class Fuser {
     for (const auto& inst : c.instructions()) {
       for (Instruction* op : inst->operands()) {
         auto& u = users_[op];
-        if (std::find(u.begin(), u.end(), inst.get()) == u.end()) u.push_back(inst.get());
+        // (A reader of `op` in several operand slots was pushed as it was
+        // seen: it is the last one. A search of the list made a value read by
+        // n instructions cost n^2.)
+        if (u.empty() || u.back() != inst.get()) u.push_back(inst.get());
       }
     }
   }
 
   bool Run() {
     std::vector<Instruction*> order;
-    for (const auto& inst : c_.instructions()) order.push_back(inst.get());
+    for (const auto& inst : c_.instructions()) {
+      position_[inst.get()] = static_cast<int64_t>(order.size());
+      order.push_back(inst.get());
+    }
     hlo::Computation::Replacements replacements;
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
       Instruction* root = *it;
@@ -282,7 +288,7 @@ class Fuser {
         if (m->opcode() != Opcode::kBroadcast && !g.repeated.count(m) && !g.views.count(m))
           fused_.insert(m);
       }
-      Instruction* fusion = Build(g, order);
+      Instruction* fusion = Build(g);
       if (g.outputs.empty()) {
         replacements[root] = fusion;
         continue;
@@ -426,78 +432,111 @@ class Fuser {
       g.row = RowReduceLength(*root, dims, type);
       g.lead = rank - static_cast<int64_t>(root->dimensions.size());
     }
-    for (bool changed = true; changed;) {
-      changed = false;
-      std::vector<Instruction*> candidates;
-      for (Instruction* m : g.joined) {
+    // Each member's operands are tried once, as it joins: a worklist, not a
+    // rescan of every member per round (that made fusing an n-op chain
+    // quadratic in n). What refuses a candidate is a reader of it not in
+    // the group yet -- and that reader's joining queues it again -- or the
+    // group's row (lead, length) not known yet: refused candidates are
+    // tried again when that changes.
+    auto try_join = [&](Instruction* op) {
+      if (op->opcode() == Opcode::kReduce) {
+        const int64_t length = RowReduceLength(*op, dims, type);
+        const int64_t reduced = static_cast<int64_t>(op->dimensions.size());
+        if (length > 0 && (g.row == 0 || g.row == length) && rank - reduced == g.lead &&
+            ReadPerRowInside(op, g)) {
+          g.Join(op);
+          g.row = length;
+          ++g.core;
+          return true;
+        }
+      } else if (IsFusibleView(*op, dims, type) &&
+                 !g.members.count(const_cast<Instruction*>(&ViewBase(*op)))) {
+        for (Instruction* at = op; IsIndexMap(*at); at = at->operand(0)) {
+          g.Join(at);
+          g.views.insert(at);
+        }
+        g.absorbs_broadcast = true;
+        return true;
+      } else if (IsFusibleBroadcast(*op, dims, type)) {
+        g.Join(op);
+        // (A broadcast scalar is read as a scalar unfused too.) Fusing a
+        // lone op for a broadcast others also read still pays: once every
+        // reader is a fusion, the broadcast is never written.
+        g.absorbs_broadcast = g.absorbs_broadcast || op->operand(0)->shape().rank() > 0;
+        return true;
+      } else if (IsCore(*op, type) && op->shape().dims() == dims && AllUsersIn(op, g)) {
+        g.Join(op);
+        ++g.core;
+        return true;
+      } else if (IsCore(*op, type) && op->opcode() != Opcode::kCompare &&
+                 op->shape().dims() == dims && CanExport(op, g)) {
+        g.Join(op);
+        g.outputs.push_back(op);
+        ++g.core;
+        return true;
+      } else if (CanRepeat(op, g, type)) {
+        g.Join(op);
+        g.repeated.insert(op);
+        ++g.core;
+        return true;
+      } else if (op->opcode() == Opcode::kBroadcast && op->operand(0)->shape().rank() == 0 &&
+                 g.lead >= 0 && IsRowShaped(op->shape(), dims, g.lead)) {
+        g.Join(op);  // a scalar spread over the row values
+        g.row_spreads.insert(op);
+        return true;
+      } else if (IsRowOp(*op, g, type) && ReadPerRowInside(op, g)) {
+        g.Join(op);
+        g.row_ops.insert(op);
+        ++g.core;
+        return true;
+      }
+      return false;
+    };
+    std::vector<Instruction*> candidates, refused;
+    std::unordered_set<Instruction*> refused_set;
+    // A refused value read through a broadcast `b` is tried again when `b`
+    // or a reader of `b` joins (AllUsersIn looks through broadcasts).
+    auto retry_under = [&](Instruction* b) {
+      if (b->opcode() == Opcode::kBroadcast && refused_set.count(b->operand(0)))
+        candidates.push_back(b->operand(0));
+    };
+    size_t scanned = 0;  // members of g.joined whose operands were queued
+    int64_t lead_seen = g.lead, row_seen = g.row;
+    do {
+      for (; scanned < g.joined.size(); ++scanned) {
+        Instruction* m = g.joined[scanned];
         if (g.views.count(m)) continue;  // its base is the fusion's operand
         if (m->opcode() == Opcode::kBroadcast) {
           const int64_t lead = RowBroadcastLead(*m, dims);
           if (lead >= 0 && (g.lead < 0 || g.lead == lead)) {
             g.lead = lead;
             candidates.push_back(m->operand(0));
+          } else {
+            retry_under(m);
           }
           continue;
         }
         for (Instruction* op : m->operands()) {
           if (!g.members.count(op)) candidates.push_back(op);
+          retry_under(op);
         }
       }
-      for (Instruction* op : candidates) {
+      if (g.lead != lead_seen || g.row != row_seen) {
+        lead_seen = g.lead;
+        row_seen = g.row;
+        candidates.insert(candidates.end(), refused.begin(), refused.end());
+        refused.clear();
+        refused_set.clear();
+      }
+      std::vector<Instruction*> round = std::move(candidates);
+      candidates.clear();
+      for (Instruction* op : round) {
         if (g.members.count(op) || fused_.count(op)) continue;
-        if (op->opcode() == Opcode::kReduce) {
-          const int64_t length = RowReduceLength(*op, dims, type);
-          const int64_t reduced = static_cast<int64_t>(op->dimensions.size());
-          if (length > 0 && (g.row == 0 || g.row == length) && rank - reduced == g.lead &&
-              ReadPerRowInside(op, g)) {
-            g.Join(op);
-            g.row = length;
-            ++g.core;
-            changed = true;
-          }
-        } else if (IsFusibleView(*op, dims, type) &&
-                   !g.members.count(const_cast<Instruction*>(&ViewBase(*op)))) {
-          for (Instruction* at = op; IsIndexMap(*at); at = at->operand(0)) {
-            g.Join(at);
-            g.views.insert(at);
-          }
-          g.absorbs_broadcast = true;
-          changed = true;
-        } else if (IsFusibleBroadcast(*op, dims, type)) {
-          g.Join(op);
-          // (A broadcast scalar is read as a scalar unfused too.) Fusing a
-          // lone op for a broadcast others also read still pays: once every
-          // reader is a fusion, the broadcast is never written.
-          g.absorbs_broadcast = g.absorbs_broadcast || op->operand(0)->shape().rank() > 0;
-          changed = true;
-        } else if (IsCore(*op, type) && op->shape().dims() == dims && AllUsersIn(op, g)) {
-          g.Join(op);
-          ++g.core;
-          changed = true;
-        } else if (IsCore(*op, type) && op->opcode() != Opcode::kCompare &&
-                   op->shape().dims() == dims && CanExport(op, g)) {
-          g.Join(op);
-          g.outputs.push_back(op);
-          ++g.core;
-          changed = true;
-        } else if (CanRepeat(op, g, type)) {
-          g.Join(op);
-          g.repeated.insert(op);
-          ++g.core;
-          changed = true;
-        } else if (op->opcode() == Opcode::kBroadcast && op->operand(0)->shape().rank() == 0 &&
-                   g.lead >= 0 && IsRowShaped(op->shape(), dims, g.lead)) {
-          g.Join(op);  // a scalar spread over the row values
-          g.row_spreads.insert(op);
-          changed = true;
-        } else if (IsRowOp(*op, g, type) && ReadPerRowInside(op, g)) {
-          g.Join(op);
-          g.row_ops.insert(op);
-          ++g.core;
-          changed = true;
-        }
+        if (try_join(op)) continue;
+        if (refused_set.insert(op).second) refused.push_back(op);
       }
-    }
+    } while (scanned < g.joined.size() || !candidates.empty() || g.lead != lead_seen ||
+             g.row != row_seen);
     // Without a reduction the fusion has no rows to give its row ops one
     // value each: they stay outside (their broadcasts read them as before).
     if (g.row == 0 && !(g.row_ops.empty() && g.row_spreads.empty())) {
@@ -511,7 +550,13 @@ class Fuser {
   }
 
   // The fused computation and the fusion instruction that calls it.
-  Instruction* Build(const Group& g, const std::vector<Instruction*>& order) {
+  Instruction* Build(const Group& g) {
+    // The members in program order, operands before users (sorted, not
+    // picked out of the whole program: that made n fusions cost n^2).
+    std::vector<Instruction*> order(g.members.begin(), g.members.end());
+    std::sort(order.begin(), order.end(), [this](Instruction* a, Instruction* b) {
+      return position_.at(a) < position_.at(b);
+    });
     auto fused =
         std::make_unique<hlo::Computation>(fmt::format("fused_{}_{}", c_.name(), count_++));
     std::unordered_map<const Instruction*, Instruction*> inside;
@@ -527,8 +572,7 @@ class Fuser {
       read_.insert(outer);
       return inside[outer] = fused->AddInstruction(std::move(p));
     };
-    for (Instruction* m : order) {  // operands before users
-      if (!g.members.count(m)) continue;
+    for (Instruction* m : order) {
       std::vector<Instruction*> operands;
       for (Instruction* op : m->operands()) {
         const bool scalar_constant =
@@ -579,6 +623,7 @@ class Fuser {
   std::unordered_set<const Instruction*> fused_;
   std::unordered_set<const Instruction*> dead_;  // read by nothing once fused
   std::unordered_set<const Instruction*> read_;  // the built fusions' operands
+  std::unordered_map<const Instruction*, int64_t> position_;  // in the program, before fusing
   int64_t count_ = 0;
 };
 
