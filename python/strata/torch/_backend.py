@@ -1,0 +1,462 @@
+"""The torch.compile backend: Dynamo's FX graph -> AOTAutograd (forward and
+backward graphs of core ATen ops) -> strata's lazy ops, traced once per input
+signature into one strata.CompiledGraph, run on the call's tensors by DLPack.
+
+An op the lowering table lacks (or a lowering refuses for its arguments)
+splits the graph: torch's CapabilityBasedPartitioner keeps the runs of
+lowered ops as strata graphs and leaves the rest to eager PyTorch; every
+such fallback is recorded by name, as is every recompile and its reason
+(``strata.torch.explain``).
+"""
+import functools
+import logging
+import time
+from collections import Counter
+
+import torch
+import torch.fx
+from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+from torch.fx.passes.operator_support import OperatorSupport
+
+import strata
+
+from . import _cache
+from ._lowerings import RandomKeys, lowering_for, strata_dtype
+
+log = logging.getLogger("strata.torch")
+
+# ---- what happened: the records explain() reads ----------------------------------------------
+
+
+class GraphReport:
+    """One ATen graph handed to strata: its ops, what fell back, each compile."""
+
+    def __init__(self, kind, ops, fallbacks):
+        self.kind = kind  # "forward", "backward" or "inference"
+        self.ops = ops  # Counter of ATen op names in the graph
+        self.fallbacks = fallbacks  # Counter of op names run by eager PyTorch
+        self.compiles = []  # (signature text, reason, seconds, from the persistent cache)
+        self.calls = 0
+
+    def __str__(self):
+        lines = [f"{self.kind} graph: {sum(self.ops.values())} ops "
+                 f"({len(self.ops)} kinds), {len(self.compiles)} compile(s), "
+                 f"{self.calls} call(s)"]
+        lines.append("  ops: " + ", ".join(f"{op} x{n}" if n > 1 else op
+                                           for op, n in sorted(self.ops.items())))
+        if self.fallbacks:
+            lines.append("  fallbacks to eager PyTorch: " + ", ".join(
+                f"{op} x{n}" if n > 1 else op for op, n in sorted(self.fallbacks.items())))
+        for signature, reason, seconds, cached in self.compiles:
+            where = "loaded from the persistent cache" if cached else f"compiled in {seconds:.3f} s"
+            lines.append(f"  {reason}: {where} for {signature}")
+        return "\n".join(lines)
+
+
+REPORTS = []
+
+
+# ---- the interpreter ------------------------------------------------------------------------
+
+
+def op_name(target):
+    return str(target) if hasattr(target, "overloadpacket") else getattr(
+        target, "__name__", str(target))
+
+
+class LoweringError(Exception):
+    """A lowering that cannot take this node (NotImplementedError, a wrong result)."""
+
+    def __init__(self, node, message):
+        super().__init__(f"{op_name(node.target)}: {message}")
+        self.node = node
+
+
+def _check(node, value):
+    """A lowered result against torch's own metadata: its dtype made to match,
+    its shape the same (else the lowering is wrong: an error, not a number)."""
+    expected = node.meta.get("val")
+    if isinstance(expected, torch.Tensor) and isinstance(value, strata.Tensor):
+        want = strata_dtype(expected.dtype)
+        if value.dtype != want:
+            value = strata.astype(value, want)
+        shape = tuple(int(s) if not isinstance(s, torch.SymInt) else s.node.hint
+                      for s in expected.shape)
+        if None not in shape and tuple(value.shape) != shape:
+            raise LoweringError(node, f"gave shape {tuple(value.shape)}, torch's is {shape}")
+        return value
+    if isinstance(expected, (list, tuple)) and isinstance(value, (list, tuple)):
+        return type(value)(_check_item(node, e, v) for e, v in zip(expected, value))
+    return value
+
+
+def _check_item(node, expected, value):
+    if isinstance(expected, torch.Tensor) and isinstance(value, strata.Tensor):
+        want = strata_dtype(expected.dtype)
+        return value if value.dtype == want else strata.astype(value, want)
+    return value
+
+
+def interpret(gm, inputs, keys=None, refused=None):
+    """Runs the graph's nodes on strata values (tracing: nothing computes).
+    Returns (outputs, mutations): the output node's values and, for each
+    ``copy_`` into an input, (placeholder position, new value).
+
+    With a set `refused`, a node whose lowering fails is added to it and its
+    result stood in for by fresh tensors of torch's shapes, so one pass finds
+    every node that must run in eager PyTorch; else the failure raises."""
+    env = {}
+    placeholders = {}
+    mutations = []
+    it = iter(inputs)
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            env[node] = next(it)
+            placeholders[node] = len(placeholders)
+        elif node.op == "get_attr":
+            value = getattr_path(gm, node.target)
+            env[node] = to_strata_constant(value) if isinstance(value, torch.Tensor) else value
+        elif node.op == "call_function":
+            args = torch.fx.node.map_arg(node.args, env.__getitem__)
+            kwargs = torch.fx.node.map_arg(node.kwargs, env.__getitem__)
+            if node.target is torch.ops.aten.copy_.default:
+                dst, src = node.args[0], args[1]
+                value = _copy_into(env[dst], src)
+                if dst in placeholders:
+                    mutations.append((placeholders[dst], value))
+                env[dst] = value
+                env[node] = value
+                continue
+            try:
+                env[node] = _lower_node(node, args, kwargs, keys)
+            except LoweringError:
+                if refused is None:
+                    raise
+                refused.add(node)
+                env[node] = _stand_in(node)
+        elif node.op == "output":
+            return torch.fx.node.map_arg(node.args[0], env.__getitem__), mutations
+        else:
+            raise LoweringError(node, f"FX op {node.op} is not supported")
+    raise LoweringError(None, "graph has no output")
+
+
+def _lower_node(node, args, kwargs, keys):
+    fn = lowering_for(node.target)
+    if fn is None:
+        raise LoweringError(node, "has no lowering")
+    try:
+        if getattr(fn, "needs_key", False):
+            value = fn(keys, *args, **kwargs)
+        else:
+            value = fn(*args, **kwargs)
+    except NotImplementedError as e:
+        raise LoweringError(node, f"not lowered for these arguments ({e})") from None
+    except (strata.Error, TypeError, ValueError, IndexError) as e:
+        raise LoweringError(node, f"{type(e).__name__}: {e}") from None
+    return _check(node, value)
+
+
+def _stand_in(node):
+    """Fresh tensors of a refused node's result shapes (for tracing what follows)."""
+    def make(v):
+        if isinstance(v, torch.Tensor):
+            example = _example(v)
+            if example is None:
+                raise LoweringError(node, "a refused op with sizes that have no hint")
+            return placeholder_for(example)
+        if isinstance(v, torch.SymInt):
+            return v.node.hint
+        if isinstance(v, (list, tuple)):
+            return type(v)(make(x) for x in v)
+        return v
+    return make(node.meta.get("val"))
+
+
+def _copy_into(dst, src):
+    if not isinstance(src, strata.Tensor):
+        src = strata.scalar(src, dst.dtype)
+    return strata.broadcast_to(strata.astype(src, dst.dtype), list(dst.shape))
+
+
+def getattr_path(obj, target):
+    for part in target.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def to_strata_constant(t):
+    return strata.from_dlpack(t.detach().contiguous().clone())
+
+
+def placeholder_for(t):
+    """A strata tensor of t's shape and dtype in a buffer of its own (a real
+    one: AOTAutograd calls the compilers with fake tensors active)."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    with unset_fake_temporarily():
+        return strata.from_dlpack(torch.empty(tuple(t.shape), dtype=t.dtype))
+
+
+# ---- one ATen graph, compiled per input signature ---------------------------------------------
+
+
+def _key_input():
+    """A fresh key from torch's generator: torch.manual_seed makes runs repeatable."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    with unset_fake_temporarily():
+        return _draw_key()
+
+
+# What a key placeholder is made like (tracing draws nothing from torch's generator).
+_KEY_SHAPE = torch.empty(2, dtype=torch.uint64)
+
+
+def _draw_key():
+    seed = torch.randint(0, 2**62, (1,), dtype=torch.int64)
+    return torch.cat([seed, torch.zeros(1, dtype=torch.int64)]).view(torch.uint64)
+
+
+def _describe(signature):
+    parts = []
+    for s in signature:
+        if s[0] == "t":
+            dims = ",".join(str(d) for d in s[1])
+            parts.append(f"{str(s[2]).replace('torch.', '')}[{dims}]")
+        else:
+            parts.append(repr(s[1]))
+    return "(" + ", ".join(parts) + ")"
+
+
+def _reason(old, new):
+    for i, (a, b) in enumerate(zip(old, new)):
+        if a != b:
+            return f"input {i} changed from {_describe([a])[1:-1]} to {_describe([b])[1:-1]}"
+    return "a new input signature"
+
+
+class _Entry:
+    __slots__ = ("graph", "positions", "outputs", "mutations", "key")
+
+
+class StrataGraph:
+    """The callable AOTAutograd runs for one ATen graph (boxed: it takes the
+    argument list and empties it)."""
+
+    def __init__(self, gm, report):
+        self._boxed_call = True  # an instance attribute: Dynamo's disable wrapper copies it
+        self.gm = gm
+        self.report = report
+        self.entries = {}
+        self.last_signature = None
+        self.needs_key = any(getattr(lowering_for(n.target), "needs_key", False)
+                             for n in gm.graph.nodes if n.op == "call_function")
+
+    @staticmethod
+    def signature(args):
+        return tuple(("t", tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor)
+                     else ("v", a) for a in args)
+
+    def compile_for(self, args, signature):
+        start = time.perf_counter()
+        inputs = []
+        positions = []
+        for i, a in enumerate(args):
+            if isinstance(a, torch.Tensor):
+                inputs.append(placeholder_for(a))
+                positions.append(i)
+            else:
+                inputs.append(int(a) if isinstance(a, torch.SymInt) else a)
+        key = placeholder_for(_KEY_SHAPE) if self.needs_key else None
+        outputs, mutations = interpret(self.gm, inputs, RandomKeys(key) if key is not None
+                                       else None)
+        flat = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
+        tensors, layout = [], []
+        for o in flat:
+            if isinstance(o, strata.Tensor):
+                layout.append(("t", len(tensors)))
+                tensors.append(o)
+            else:
+                layout.append(("v", o))
+        mutation_slots = []
+        for position, value in mutations:
+            mutation_slots.append((position, len(tensors)))
+            tensors.append(value)
+        graph_inputs = [inputs[i] for i in positions] + ([key] if key is not None else [])
+        graph, cached = _cache.compiled_graph(graph_inputs, tensors)
+        entry = _Entry()
+        entry.graph, entry.positions, entry.outputs = graph, positions, layout
+        entry.mutations, entry.key = mutation_slots, key is not None
+        reason = "first compile" if self.last_signature is None else "recompile: " + _reason(
+            self.last_signature, signature)
+        if self.last_signature is not None:
+            log.warning("strata: recompiling a %s graph (%s)", self.report.kind, reason)
+        self.report.compiles.append((_describe(signature), reason, time.perf_counter() - start,
+                                     cached))
+        self.entries[signature] = entry
+        return entry
+
+    def __call__(self, *call_args):
+        # Boxed (one list, emptied here, as AOTAutograd's forward calls it) or
+        # positional (its backward, through Dynamo's disable wrapper).
+        boxed = len(call_args) == 1 and isinstance(call_args[0], list)
+        args = call_args[0] if boxed else list(call_args)
+        signature = self.signature(args)
+        entry = self.entries.get(signature)
+        if entry is None:
+            entry = self.compile_for(args, signature)
+        self.last_signature = signature
+        self.report.calls += 1
+        tensors = [args[i] for i in entry.positions]
+        tensors = [t.detach() if t.requires_grad else t for t in tensors]
+        if entry.key:
+            tensors.append(_key_input())
+        try:
+            results = entry.graph.run(tensors)
+        except strata.Error as e:
+            raise strata.Error(f"[strata.torch] {self.report.kind} graph: {e}") from None
+        results = [torch.from_dlpack(r) for r in results]
+        for position, slot in entry.mutations:
+            args[position].copy_(results[slot])
+        out = [results[v] if kind == "t" else v for kind, v in entry.outputs]
+        args.clear()
+        return out
+
+
+# ---- the compiler AOTAutograd calls -------------------------------------------------------------
+
+
+class _Lowered(OperatorSupport):
+    def __init__(self, refused):
+        super().__init__()
+        self.refused = refused
+
+    def is_node_supported(self, submodules, node):
+        if node.op != "call_function" or node in self.refused:
+            return False
+        return node.target is torch.ops.aten.copy_.default or lowering_for(node.target) is not None
+
+
+def _example(value):
+    """An example input as a concrete torch tensor or int (fake tensors and
+    symbolic sizes by their hints)."""
+    if isinstance(value, torch.SymInt):
+        return value.node.hint
+    if isinstance(value, torch.Tensor):
+        shape = tuple(s.node.hint if isinstance(s, torch.SymInt) else int(s) for s in value.shape)
+        if None in shape:
+            return None
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+        with unset_fake_temporarily():
+            return torch.empty(shape, dtype=value.dtype)
+    return value
+
+
+def _find_refused(gm):
+    """The nodes whose lowering refuses their arguments: the graph traced once
+    on example inputs from the placeholders' metadata."""
+    refused = set()
+    examples = [_example(n.meta.get("val")) for n in gm.graph.nodes if n.op == "placeholder"]
+    if any(e is None for e in examples):
+        return refused  # sizes with no hint: a refusal shows at the first call instead
+    inputs = [placeholder_for(e) if isinstance(e, torch.Tensor) else e for e in examples]
+    interpret(gm, inputs, RandomKeys(placeholder_for(_KEY_SHAPE)), refused)
+    return refused
+
+
+def _split(gm, refused, compile_part):
+    partitioner = CapabilityBasedPartitioner(gm, _Lowered(refused), allows_single_node_partition=True)
+    partitions = partitioner.propose_partitions()
+    fused = partitioner.fuse_partitions(partitions)
+    for name, sub in list(fused.named_children()):
+        if name.startswith("fused_"):
+            setattr(fused, name, compile_part(sub))
+    fused.recompile()
+    return fused
+
+
+def compile_aten(gm, example_inputs, kind):
+    """AOTAutograd's compiler of one ATen graph (called with fake tensors
+    active: strata's tracing runs outside them)."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    with unset_fake_temporarily():
+        return _compile_aten(gm, kind)
+
+
+def _compile_aten(gm, kind):
+    ops = Counter(op_name(n.target) for n in gm.graph.nodes if n.op == "call_function")
+    unsupported = {n for n in gm.graph.nodes if n.op == "call_function"
+                   and n.target is not torch.ops.aten.copy_.default
+                   and lowering_for(n.target) is None}
+    try:
+        refused = unsupported | _find_refused(gm)
+    except LoweringError as e:  # a refused op whose result cannot be stood in for
+        refused = unsupported | {e.node}
+    fallbacks = Counter(op_name(n.target) for n in refused)
+    report = GraphReport(kind, ops, fallbacks)
+    REPORTS.append(report)
+    if not refused:
+        return StrataGraph(gm, report)
+    for name, n in sorted(fallbacks.items()):
+        log.warning("strata: %s runs in eager PyTorch (%d node(s) in a %s graph): it has no "
+                    "lowering for these arguments", name, n, kind)
+    split = _split(gm, refused, lambda sub: _BoxedCall(StrataGraph(sub, report)))
+    return _Unboxed(split)
+
+
+class _BoxedCall(torch.nn.Module):
+    """A strata part inside a split graph, called with positional tensors."""
+
+    def __init__(self, graph):
+        super().__init__()
+        self.graph = graph
+        output = next(n for n in graph.gm.graph.nodes if n.op == "output")
+        self.single = not isinstance(output.args[0], (tuple, list))
+
+    def forward(self, *args):
+        out = self.graph(list(args))
+        return out[0] if self.single else tuple(out)
+
+
+class _Unboxed:
+    def __init__(self, gm):
+        self._boxed_call = True
+        self.gm = gm
+
+    def __call__(self, *call_args):
+        boxed = len(call_args) == 1 and isinstance(call_args[0], list)
+        args = call_args[0] if boxed else list(call_args)
+        out = self.gm(*args)
+        args.clear()
+        return out
+
+
+# Ops strata lowers whole rather than taking torch's decomposition: the
+# flash-attention forward's decomposition returns its log-sum-exp in another
+# layout than the op's own, which its backward (lowered here) would misread.
+KEEP_WHOLE = (torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default,)
+
+
+def decompositions():
+    from torch._decomp import core_aten_decompositions
+    table = dict(core_aten_decompositions())
+    for op in KEEP_WHOLE:
+        table.pop(op, None)
+    return table
+
+
+@functools.lru_cache(maxsize=None)
+def _aot_backend():
+    from torch._dynamo.backends.common import aot_autograd
+    return aot_autograd(
+        fw_compiler=functools.partial(compile_aten, kind="forward"),
+        bw_compiler=functools.partial(compile_aten, kind="backward"),
+        inference_compiler=functools.partial(compile_aten, kind="inference"),
+        decompositions=decompositions(),
+        keep_inference_input_mutations=True,
+    )
+
+
+def backend(gm, example_inputs, **options):
+    """torch.compile(fn, backend="strata"): the Dynamo backend."""
+    return _aot_backend()(gm, example_inputs, **options)
+
