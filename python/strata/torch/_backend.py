@@ -21,7 +21,7 @@ from torch.fx.passes.operator_support import OperatorSupport
 import strata
 
 from . import _cache
-from ._lowerings import RandomKeys, lowering_for, strata_dtype
+from ._lowerings import DTYPES, RandomKeys, lowering_for, strata_dtype
 
 log = logging.getLogger("strata.torch")
 
@@ -80,10 +80,13 @@ def _check(node, value):
         want = strata_dtype(expected.dtype)
         if value.dtype != want:
             value = strata.astype(value, want)
-        shape = tuple(int(s) if not isinstance(s, torch.SymInt) else s.node.hint
-                      for s in expected.shape)
-        if None not in shape and tuple(value.shape) != shape:
-            raise LoweringError(node, f"gave shape {tuple(value.shape)}, torch's is {shape}")
+        # Sizes torch traced symbolically (dynamic=True) are checked by rank
+        # only: their example value is one shape of many.
+        shape = tuple(None if isinstance(s, torch.SymInt) else int(s) for s in expected.shape)
+        got = tuple(value.shape)
+        if len(got) != len(shape) or any(w is not None and g != w for g, w in zip(got, shape)):
+            want = tuple("?" if w is None else w for w in shape)
+            raise LoweringError(node, f"gave shape {got}, torch's is {want}")
         return value
     if isinstance(expected, (list, tuple)) and isinstance(value, (list, tuple)):
         return type(value)(_check_item(node, e, v) for e, v in zip(expected, value))
@@ -228,10 +231,9 @@ def _describe(signature):
 
 
 def _reason(old, new):
-    for i, (a, b) in enumerate(zip(old, new)):
-        if a != b:
-            return f"input {i} changed from {_describe([a])[1:-1]} to {_describe([b])[1:-1]}"
-    return "a new input signature"
+    changes = [f"input {i} changed from {_describe([a])[1:-1]} to {_describe([b])[1:-1]}"
+               for i, (a, b) in enumerate(zip(old, new)) if a != b]
+    return ", ".join(changes) or "a new input signature"
 
 
 class _Entry:
@@ -289,7 +291,7 @@ class StrataGraph:
         reason = "first compile" if self.last_signature is None else "recompile: " + _reason(
             self.last_signature, signature)
         if self.last_signature is not None:
-            log.warning("strata: recompiling a %s graph (%s)", self.report.kind, reason)
+            log.warning("strata: recompiling the %s graph (%s)", self.report.kind, reason)
         self.report.compiles.append((_describe(signature), reason, time.perf_counter() - start,
                                      cached))
         self.entries[signature] = entry
@@ -382,7 +384,25 @@ def compile_aten(gm, example_inputs, kind):
         return _compile_aten(gm, kind)
 
 
+def _check_inputs(gm, kind):
+    """Every tensor input is a CPU tensor of a dtype strata has: else an Error
+    naming the input and the op that reads it (never a crash at the call)."""
+    for position, node in enumerate(n for n in gm.graph.nodes if n.op == "placeholder"):
+        value = node.meta.get("val")
+        if not isinstance(value, torch.Tensor):
+            continue
+        readers = [op_name(u.target) for u in node.users if u.op == "call_function"]
+        read_by = f" (read by {readers[0]})" if readers else ""
+        if value.device.type != "cpu":
+            raise strata.Error(f"[strata.torch] input {position} of the {kind} graph{read_by} is on "
+                               f"device '{value.device}'; strata runs CPU tensors")
+        if value.dtype not in DTYPES:
+            raise strata.Error(f"[strata.torch] input {position} of the {kind} graph{read_by} is "
+                               f"{value.dtype}, which strata has no dtype for")
+
+
 def _compile_aten(gm, kind):
+    _check_inputs(gm, kind)
     ops = Counter(op_name(n.target) for n in gm.graph.nodes if n.op == "call_function")
     unsupported = {n for n in gm.graph.nodes if n.op == "call_function"
                    and n.target is not torch.ops.aten.copy_.default
