@@ -211,3 +211,49 @@ def test_dropout_in_train_mode_drops_and_in_eval_mode_does_not():
     model.eval()
     assert torch.equal(compiled(x), x)
     _ = F  # (torch.nn.functional is the eager reference elsewhere)
+
+
+def test_a_split_graph_whose_work_is_all_mutation_runs_every_part():
+    # torch's partitioner put the output of such a graph first and its parts
+    # after it, never run: the optimizer step of a training loop did nothing.
+    def f(a, b):
+        a.mul_(2)
+        b.copy_(torch.digamma(b.abs() + 1) + a.sum())
+
+    a, b = torch.randn(3), torch.randn(4)
+    ae, be = a.clone(), b.clone()
+    torch.compile(f, backend="strata")(a, b)
+    f(ae, be)
+    torch.testing.assert_close(a, ae)
+    torch.testing.assert_close(b, be)
+    assert any(r.fallbacks for r in strata.torch.reports())
+
+
+def test_a_compiled_adamw_step_under_a_learning_rate_schedule_matches_eager():
+    torch.manual_seed(0)
+    ours = torch.nn.Linear(4, 3)
+    eager = torch.nn.Linear(4, 3)
+    eager.load_state_dict(ours.state_dict())
+
+    def optimizer(model):
+        opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.1)
+        return opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda s: (s + 1) / 4)
+
+    opt, schedule = optimizer(ours)
+    opt_e, schedule_e = optimizer(eager)
+
+    @torch.compile(backend="strata")
+    def step():
+        opt.step()
+
+    x = torch.randn(5, 4)
+    for _ in range(4):
+        for model, o in ((ours, opt), (eager, opt_e)):
+            o.zero_grad()
+            model(x).pow(2).sum().backward()
+        step()
+        opt_e.step()
+        schedule.step()
+        schedule_e.step()
+        torch.testing.assert_close(ours.weight, eager.weight, rtol=1e-6, atol=1e-7)
+    assert all(not r.fallbacks for r in strata.torch.reports())

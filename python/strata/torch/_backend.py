@@ -372,6 +372,15 @@ def _split(gm, refused, compile_part):
     for name, sub in list(fused.named_children()):
         if name.startswith("fused_"):
             setattr(fused, name, compile_part(sub))
+    # The partitioner sorts by data flow alone: a graph whose work is all
+    # mutation (an optimizer step returns nothing) comes back with its output
+    # node first and the parts that write its inputs after it, never run.
+    graph = fused.graph
+    output = next(n for n in graph.nodes if n.op == "output")
+    last = list(graph.nodes)[-1]
+    if last is not output:
+        last.append(output)
+    graph.lint()
     fused.recompile()
     return fused
 

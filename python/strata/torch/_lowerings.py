@@ -866,6 +866,11 @@ def _to_copy(x, *, dtype=None, layout=None, device=None, pin_memory=None, non_bl
     return x if dtype is None else strata.astype(x, _sdt(dtype))
 
 
+@lower(torch.ops.prims.convert_element_type)
+def _convert_element_type(x, dtype):
+    return strata.astype(x, _sdt(dtype))
+
+
 @lower(aten.copy)
 def _copy(x, src, non_blocking=False):
     return strata.broadcast_to(strata.astype(src, x.dtype), list(x.shape))
