@@ -255,6 +255,8 @@ CASES = [
     Case("scalar_tensor", lambda x: x * torch.tensor(3.0), ((3, 5),)),
     Case("to_dtype", lambda x: (x.to(torch.float64) * 2).to(torch.float32) + x.to(torch.int64),
          ((3, 5),), (torch.float32,), grad=False),
+    Case("prims_convert", lambda x: torch.ops.prims.convert_element_type(x, torch.float64) * 2,
+         ((3, 5),), (torch.float32,), grad=False),
     Case("to_bf16", lambda x: x.to(torch.bfloat16).to(torch.float32) * x, ((3, 5),),
          (torch.float32,)),
     # neural network ops
@@ -388,7 +390,7 @@ def _packet(name):
 
 
 def test_the_samples_reach_every_lowered_op():
-    reached = {_packet(name) for name in SEEN if name.startswith("aten.")}
+    reached = {_packet(name) for name in SEEN}
     # Entries for ops torch's core decompositions remove before strata sees
     # them stay in the table for a torch without that decomposition.
     decomposed = {_packet(str(op)) for op in _backend.decompositions()}

@@ -2,7 +2,7 @@
 
 Dynamo captures the model's Python into FX graphs; AOTAutograd turns each
 into forward and backward graphs of core ATen ops; each ATen op is lowered
-to strata's lazy ops (``_lowerings.py``, one entry per op) and the graph is
+to strata's lazy ops (``_lowerings/``, one entry per op) and the graph is
 traced once per input signature into one compiled strata program, which
 then runs on the call's tensors (shared through DLPack, not copied).
 

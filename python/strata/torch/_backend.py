@@ -366,7 +366,8 @@ def _find_refused(gm):
 
 
 def _split(gm, refused, compile_part):
-    partitioner = CapabilityBasedPartitioner(gm, _Lowered(refused), allows_single_node_partition=True)
+    partitioner = CapabilityBasedPartitioner(gm, _Lowered(refused),
+                                             allows_single_node_partition=True)
     partitions = partitioner.propose_partitions()
     fused = partitioner.fuse_partitions(partitions)
     for name, sub in list(fused.named_children()):
@@ -403,8 +404,8 @@ def _check_inputs(gm, kind):
         readers = [op_name(u.target) for u in node.users if u.op == "call_function"]
         read_by = f" (read by {readers[0]})" if readers else ""
         if value.device.type != "cpu":
-            raise strata.Error(f"[strata.torch] input {position} of the {kind} graph{read_by} is on "
-                               f"device '{value.device}'; strata runs CPU tensors")
+            raise strata.Error(f"[strata.torch] input {position} of the {kind} graph{read_by} "
+                               f"is on device '{value.device}'; strata runs CPU tensors")
         if value.dtype not in DTYPES:
             raise strata.Error(f"[strata.torch] input {position} of the {kind} graph{read_by} is "
                                f"{value.dtype}, which strata has no dtype for")
