@@ -190,9 +190,25 @@ def test_bf16_and_integer_programs():
     assert torch.equal(q, (i * 3) // 2 & 5)
 
 
+def core_aten_overloads():
+    core = set()
+    for name in dir(torch.ops.aten):
+        packet = getattr(torch.ops.aten, name, None)
+        if isinstance(packet, torch._ops.OpOverloadPacket):
+            for overload in packet.overloads():
+                op = getattr(packet, overload)
+                if torch.Tag.core in op.tags:
+                    core.add(op)
+    return core
+
+
 def test_the_lowering_table_covers_what_the_models_need():
+    from strata.torch._lowerings import lowering_for
+    core = core_aten_overloads()
+    lowered = {op for op in core if lowering_for(op) is not None}
+    # 161 of torch 2.9's 188 core ATen overloads (docs/python.md lists the rest).
+    assert len(lowered) >= 160, sorted(str(op) for op in core - lowered)
     ops = strata.torch.lowered_ops()
-    assert len(ops) >= 150, len(ops)
     for op in ["aten.mm", "aten.bmm", "aten.addmm", "aten._softmax", "aten.embedding",
                "aten.convolution", "aten.convolution_backward", "aten.native_layer_norm",
                "aten._scaled_dot_product_flash_attention_for_cpu"]:

@@ -194,3 +194,75 @@ def _gelu_backward(grad, x, approximate="none"):
 def _silu_backward(grad, x):
     s = strata.sigmoid(x)
     return grad * s * (1 + x * (1 - s))
+
+
+# ---- trigonometric, hyperbolic and rounding ops, composed --------------------------------------
+
+@lower(aten.tan)
+def _tan(x):
+    return strata.sin(x) / strata.cos(x)
+
+
+@lower(aten.sinh)
+def _sinh(x):
+    return (strata.exp(x) - strata.exp(-x)) * 0.5
+
+
+@lower(aten.cosh)
+def _cosh(x):
+    return (strata.exp(x) + strata.exp(-x)) * 0.5
+
+
+@lower(aten.asinh)
+def _asinh(x):
+    # sign(x) log(|x| + sqrt(x^2 + 1)): no cancellation for large negative x.
+    a = strata.abs(x)
+    return strata.sign(x) * strata.log(a + strata.sqrt(a * a + 1))
+
+
+@lower(aten.acosh)
+def _acosh(x):
+    return strata.log(x + strata.sqrt(x * x - 1))
+
+
+@lower(aten.atanh)
+def _atanh(x):
+    return (strata.log1p(x) - strata.log1p(-x)) * 0.5
+
+
+@lower(aten.log2)
+def _log2(x):
+    return strata.log(x) * (1 / math.log(2))
+
+
+@lower(aten.log10)
+def _log10(x):
+    return strata.log(x) * (1 / math.log(10))
+
+
+@lower(aten.trunc)
+def _trunc(x):
+    return strata.where(x < 0, strata.ceil(x), strata.floor(x))
+
+
+@lower(aten.round.default)
+def _round(x):
+    """Halves to even, as torch.round."""
+    r = strata.floor(x + 0.5)
+    tie_to_odd = strata.logical_and(strata.eq(r - x, 0.5), strata.ne(strata.remainder(r, 2.0), 0))
+    return strata.where(tie_to_odd, r - 1, r)
+
+
+@lower(aten.elu)
+def _elu(x, alpha=1.0, scale=1.0, input_scale=1.0):
+    return strata.where(x > 0, x * scale, strata.expm1(x * input_scale) * (alpha * scale))
+
+
+@lower(aten.leaky_relu)
+def _leaky_relu(x, negative_slope=0.01):
+    return strata.where(x > 0, x, x * negative_slope)
+
+
+@lower(aten.fill.Scalar)
+def _fill(x, value):
+    return strata.full(list(x.shape), value, dtype=x.dtype)

@@ -298,3 +298,37 @@ def _nll_loss_backward(grad, x, target, weight, reduction, ignore_index, total_w
     per = -(valid * scale)
     hot = strata.one_hot(safe.reshape(-1), classes, dtype=x.dtype)
     return (hot * per.reshape(-1, 1)).reshape(*x.shape)
+
+
+def _group_norm(x, weight, bias, groups, eps):
+    n = x.shape[0]
+    grouped = x.reshape(n, groups, -1)
+    mean = strata.mean(grouped, [2], True)
+    centered = grouped - mean
+    rstd = strata.rsqrt(strata.mean(centered * centered, [2], True) + eps)
+    out = (centered * rstd).reshape(*x.shape)
+    if weight is not None:
+        out = out * _channel(weight, x)
+    if bias is not None:
+        out = out + _channel(bias, x)
+    return out, mean.reshape(n, groups), rstd.reshape(n, groups)
+
+
+@lower(aten.native_group_norm)
+def _native_group_norm(x, weight, bias, n, c, hw, groups, eps):
+    return _group_norm(x, weight, bias, groups, eps)
+
+
+@lower(aten.native_group_norm_backward)
+def _native_group_norm_backward(grad, x, mean, rstd, weight, n, c, hw, groups, mask):
+    # As layer norm's, within each group: dx = rstd (g - mean(g) - xhat mean(g xhat)).
+    shape = list(x.shape)
+    xhat = ((x.reshape(n, groups, -1) - mean.reshape(n, groups, 1))
+            * rstd.reshape(n, groups, 1)).reshape(*shape)
+    g = grad * _channel(weight, x) if weight is not None else grad
+    g3, xhat3 = g.reshape(n, groups, -1), xhat.reshape(n, groups, -1)
+    dx = rstd.reshape(n, groups, 1) * (g3 - strata.mean(g3, [2], True)
+                                       - xhat3 * strata.mean(g3 * xhat3, [2], True))
+    dw = strata.sum(grad * xhat, _norm_dims(x), False) if weight is not None and mask[1] else None
+    db = strata.sum(grad, _norm_dims(x), False) if mask[2] else None
+    return (dx.reshape(*shape) if mask[0] else None), dw, db

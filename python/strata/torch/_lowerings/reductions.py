@@ -156,3 +156,15 @@ def _baddbmm(bias, a, b, *, beta=1, alpha=1):
 @lower(aten.dot)
 def _dot(a, b):
     return strata.sum(a * b)
+
+
+@lower(aten.sort.default, aten.sort.stable)
+def _sort(x, dim=-1, descending=False, *, stable=False):
+    if x.ndim == 0:
+        return x, strata.zeros_like(x, dtype=strata.int64)
+    return tuple(strata.sort(x, dim, descending, stable=True))  # strata's sort is stable
+
+
+@lower(aten.topk)
+def _topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002  torch's names
+    return tuple(strata.topk(x, k, dim, largest, True))

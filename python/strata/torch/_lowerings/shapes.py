@@ -170,3 +170,39 @@ def _triu(x, diagonal=0):
     rows, cols = x.shape[-2], x.shape[-1]
     keep = strata.arange(cols).reshape(1, cols) >= strata.arange(rows).reshape(rows, 1) + diagonal
     return strata.where(keep, x, strata.zeros_like(x))
+
+
+@lower(aten.diagonal)
+def _diagonal(x, offset=0, dim1=0, dim2=1):
+    dim1, dim2 = dim1 % x.ndim, dim2 % x.ndim
+    rest = [d for d in range(x.ndim) if d not in (dim1, dim2)]
+    moved = strata.permute(x, *rest, dim1, dim2)
+    rows, cols = x.shape[dim1], x.shape[dim2]
+    start = max(-offset, 0)
+    length = max(min(rows - start, cols - start - offset), 0)
+    flat = moved.reshape(*[x.shape[d] for d in rest], rows * cols)
+    picks = strata.arange(start, start + length) * (cols + 1) + offset
+    return strata.index_select(flat, len(rest), picks)
+
+
+@lower(aten.diagonal_scatter)
+def _diagonal_scatter(x, src, offset=0, dim1=0, dim2=1):
+    """x with its diagonal (as aten.diagonal reads it) replaced by src."""
+    dim1, dim2 = dim1 % x.ndim, dim2 % x.ndim
+    rest = [d for d in range(x.ndim) if d not in (dim1, dim2)]
+    order = rest + [dim1, dim2]
+    moved = strata.permute(x, *order)
+    rows, cols = x.shape[dim1], x.shape[dim2]
+    start = max(-offset, 0)
+    length = src.shape[-1]
+    if length == 0:
+        return x
+    flat = moved.reshape(*[x.shape[d] for d in rest], rows * cols)
+    q = strata.arange(rows * cols)
+    row = strata.floor(strata.astype(q, strata.float64) / cols).astype(strata.int64)
+    on = strata.eq(q - row * cols - row, offset)
+    which = strata.clamp(row - start, 0, length - 1)
+    placed = strata.index_select(src.astype(x.dtype), len(rest), which)
+    out = strata.where(on, placed, flat).reshape(*[x.shape[d] for d in order])
+    inverse = [order.index(d) for d in range(x.ndim)]
+    return strata.permute(out, *inverse)
