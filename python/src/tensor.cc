@@ -291,10 +291,18 @@ void BindTensor(py::module_& m) {
       .def("__gt__", &Forward<gt>)
       .def("__ge__", &Forward<ge>);
   // In place: rebinds this handle (other handles on the old value keep it).
+  // As torch: the result must fit the tensor's kind (x /= 2 on an integer x,
+  // or += 0.5, is an error, not a truncation); within a kind it is cast.
   auto in_place = [&tensor](const char* name, Binary op) {
-    tensor.def(name, [op](py::object self, py::handle other) {
+    tensor.def(name, [op, name](py::object self, py::handle other) {
       Tensor& t = self.cast<Tensor&>();
-      t.copy_(astype(op(t, TensorArg(t, other).get()), t.dtype()));
+      Tensor r = op(t, TensorArg(t, other).get());
+      auto kind = [](DType d) { return d == DType::kPred ? 0 : IsFloating(d) ? 2 : 1; };
+      if (kind(r.dtype()) > kind(t.dtype())) {
+        Fail("[{}] result type {} can't be cast to the tensor's type {} in place", name,
+             PythonDTypeName(r.dtype()), PythonDTypeName(t.dtype()));
+      }
+      t.copy_(astype(r, t.dtype()));
       return self;
     });
   };

@@ -114,6 +114,7 @@ Kernel NativeScan(const Scan& scan, Opcode op, ThreadPool* pool) {
     T* out = reinterpret_cast<T*>(a.outputs[0]);
     const Reducer<T> f{op};
     const int64_t n = scan.n, inner = scan.inner;
+    if (scan.outer == 0 || inner == 0) return;  // nothing to fold (and no block of 0 to divide by)
     if (inner == 1) {  // contiguous rows: the running value stays in a register
       pool->ParallelFor(scan.outer, std::max<int64_t>(1, 8192 / n), [&](int64_t lo, int64_t hi) {
         for (int64_t o = lo; o < hi; ++o) {
