@@ -273,3 +273,33 @@ def test_a_compiled_adamw_step_under_a_learning_rate_schedule_matches_eager():
         schedule_e.step()
         torch.testing.assert_close(ours.weight, eager.weight, rtol=1e-6, atol=1e-7)
     assert all(not r.fallbacks for r in strata.torch.reports())
+
+
+@pytest.mark.parametrize("make", [
+    lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01),
+    lambda p: torch.optim.SGD(p, lr=0.1),
+    lambda p: torch.optim.AdamW(p, lr=1e-2, amsgrad=True),
+])
+def test_compiled_optimizer_steps_match_eager(make):
+    torch.manual_seed(0)
+    ours = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    eager = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    eager.load_state_dict(ours.state_dict())
+    opt, opt_e = make(ours.parameters()), make(eager.parameters())
+    compiled = torch.compile(ours, backend="strata")
+
+    @torch.compile(backend="strata")
+    def step():
+        opt.step()
+
+    x = torch.randn(6, 4)
+    for _ in range(3):
+        opt.zero_grad()
+        opt_e.zero_grad()
+        compiled(x).pow(2).mean().backward()
+        eager(x).pow(2).mean().backward()
+        step()
+        opt_e.step()
+    for a, b in zip(ours.parameters(), eager.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    assert all(not r.fallbacks for r in strata.torch.reports())
