@@ -8,6 +8,9 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "strata/autograd/grad.h"
 #include "strata/io/safetensors.h"
 #include "strata/nn/llama.h"
@@ -108,6 +111,27 @@ TEST_F(LmCommand, WritesLogitsLossAndGradients) {
     for (auto& [name, t] : model_->state_entries()) {
       ASSERT_TRUE(out.contains("grad." + name)) << name;
       EXPECT_EQ(out.Get("grad." + name).shape, t.shape().dims()) << name;
+    }
+  }
+}
+
+// An empty sequence (or batch) gives empty logits (it once killed the
+// process with SIGFPE in the fusion pass's view of a zero-size tensor).
+TEST_F(LmCommand, AnEmptySequenceOrBatchGivesEmptyLogits) {
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{1, 0}, {0, 4}}) {
+    SCOPED_TRACE(fmt::format("[{}]", fmt::join(shape, ", ")));
+    WriteIds("empty.safetensors", "input_ids", {}, shape);
+    std::string err;
+    for (const char* layers : {"scan", "unrolled"}) {
+      ASSERT_EQ(Run(fmt::format("--model {} --tokens {} --output {} --layers {}", Path("model"),
+                                Path("empty.safetensors"), Path("empty_out.safetensors"), layers),
+                    &err),
+                0)
+          << err;
+      io::SafetensorsFile out = io::SafetensorsFile::Open(Path("empty_out.safetensors"));
+      const io::TensorView& logits = out.Get("logits");
+      EXPECT_EQ(logits.shape, (std::vector<int64_t>{shape[0], shape[1], config_.vocab_size}));
+      EXPECT_TRUE(logits.data.empty());
     }
   }
 }

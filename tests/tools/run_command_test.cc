@@ -120,6 +120,30 @@ struct BadCase {
   std::string expected;
 };
 
+// Reshape -> reverse -> reshape of a tensor with no elements (the HLO of a
+// flipped empty sequence) runs to an empty result; it killed the compile
+// with SIGFPE.
+TEST_F(RunCommand, AZeroSizeViewRunsToAnEmptyResult) {
+  WriteText("flip.hlo",
+            "HloModule flip\n"
+            "ENTRY main {\n"
+            "  x = f32[0,6] parameter(0)\n"
+            "  r = f32[3,0,2] reshape(x)\n"
+            "  f = f32[3,0,2] reverse(r), dimensions={0,1,2}\n"
+            "  b = f32[0,6] reshape(f)\n"
+            "  ROOT y = f32[0,6] exponential(b)\n"
+            "}\n");
+  io::WriteSafetensors(Path("in.safetensors"), {F32("x", {0, 6}, {})});
+  std::string err;
+  ASSERT_EQ(Run(Path("flip.hlo") + " --inputs " + Path("in.safetensors") + " --output " +
+                    Path("out.safetensors"),
+                &err),
+            0)
+      << err;
+  io::SafetensorsFile out = io::SafetensorsFile::Open(Path("out.safetensors"));
+  EXPECT_EQ(out.Get("output").shape, (std::vector<int64_t>{0, 6}));
+}
+
 TEST_F(RunCommand, BadInputsGiveClearErrors) {
   const std::string neg =
       "HloModule m\nENTRY e {\n  p0 = f32[3] parameter(0)\n  ROOT n = f32[3] negate(p0)\n}\n";
