@@ -8,7 +8,8 @@
 # Prints the environment's interpreter on its last line. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-venv=${STRATA_VENV:-$HOME/.cache/strata/venv}
+home=${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}
+venv=${STRATA_VENV:-$home/.cache/strata/venv}
 requirements=python/requirements.txt
 stamp=$venv/.strata-requirements
 # Not pyenv's python3 on PATH: the module must load in the interpreter it was built for.
