@@ -281,6 +281,7 @@ void BindOps(py::module_& m) {
   m.def(
       "clamp",
       [](const Tensor& x, std::optional<double> lo, std::optional<double> hi) {
+        if (!lo && !hi) Fail("[clamp] give min or max (or both), got neither");  // as torch
         return clamp(x, lo, hi);
       },
       py::arg("x"), py::arg("min") = py::none(), py::arg("max") = py::none());
@@ -316,7 +317,10 @@ void BindOps(py::module_& m) {
     m.def(
         name,
         [op = op](const Tensor& x, py::object dim, bool keepdim) {
-          if (dim.is_none()) return op(reshape(x, {-1}), 0, false);  // over the flattened tensor
+          if (dim.is_none()) {  // over the flattened tensor; keepdim keeps every dim as 1, as torch
+            Tensor r = op(reshape(x, {-1}), 0, false);
+            return keepdim ? reshape(r, std::vector<int64_t>(x.rank(), 1)) : r;
+          }
           return op(x, Int64Arg(dim, "dim"), keepdim);
         },
         py::arg("x"), py::arg("dim") = py::none(), py::arg("keepdim") = false);

@@ -120,7 +120,11 @@ Index Apply(const Tensor& x, py::handle key) {
       out.sizes[input++] = length;
       ++d;
     } else {
-      Tensor index = ToTensor(item);
+      // An empty list indexes nothing (torch's x[[]] is x[:0] along the dim);
+      // as a tensor it would be float32.
+      const bool empty_list =
+          py::isinstance<py::list>(item) && py::len(py::reinterpret_borrow<py::list>(item)) == 0;
+      Tensor index = empty_list ? ToTensor(item, DType::kS64) : ToTensor(item);
       if (index.dtype() == DType::kPred) {
         Fail(
             "[index] a boolean mask gives a shape that depends on the data, which a compiled "

@@ -318,7 +318,6 @@ def test_clamp(data, dtype, shape):
     x = data.draw(arrays(dtype, shape))
     bound = st.one_of(st.none(), st.integers(-3, 3), st.floats(-3.0, 3.0, width=32))
     low, high = data.draw(bound), data.draw(bound)
-    assume(low is not None or high is not None)  # test_clamp_without_bounds_is_refused
     # test_clamp_of_integers_by_a_whole_float_gives_float32
     assume(dtype == np.float32 or not any(isinstance(v, float) and v.is_integer()
                                           for v in (low, high)))
@@ -364,7 +363,6 @@ def test_reductions(data, name, dtype, shape, keepdim, numpy_names):
 def test_argmax_argmin(data, name, dtype, shape, keepdim):
     x = data.draw(arrays(dtype, shape))
     dim = data.draw(st.one_of(st.none(), dims(len(shape))))
-    assume(not (dim is None and keepdim))  # test_argmax_keepdim_over_all_dimensions
     op, reference = getattr(strata, name), getattr(torch, name)
     like_torch(lambda: op(strata.tensor(x), dim, keepdim),
                lambda: reference(torch.tensor(x), dim, keepdim))
@@ -823,7 +821,6 @@ def test_getitem(data, dtype, shape):
     key = data.draw(index_keys(shape))
     listed = [k for k in (key if isinstance(key, tuple) else (key,))
               if isinstance(k, (list, np.ndarray))]
-    assume(not any(isinstance(k, list) and not k for k in listed))  # test_an_empty_index_list
     assume(not listed or 0 not in shape)  # test_gathering_from_an_empty_dimension
     try:
         empty = listed and torch.tensor(x)[torch_key(key)].numel() == 0
@@ -1093,7 +1090,6 @@ def test_a_0d_int64_tensor_does_not_widen_an_int32_tensor():
     matches(strata.tensor(a) + strata.tensor(b), torch.tensor(a) + torch.tensor(b))
 
 
-@strata_bug("clamp with neither bound returns x; torch refuses")
 def test_clamp_without_bounds_is_refused():
     with pytest.raises(RuntimeError):
         torch.clamp(torch.ones(2), None, None)
@@ -1107,7 +1103,6 @@ def test_clamp_of_integers_by_a_whole_float_gives_float32():
     matches(strata.clamp(strata.tensor(x), 0.0), torch.clamp(torch.tensor(x), 0.0))
 
 
-@strata_bug("argmax/argmin(dim=None, keepdim=True) ignore keepdim")
 def test_argmax_keepdim_over_all_dimensions():
     x = np.zeros((2, 3), np.float32)
     matches(strata.argmax(strata.tensor(x), None, True), torch.argmax(torch.tensor(x), None, True))
@@ -1143,7 +1138,6 @@ def test_gathering_from_an_empty_dimension(name):
     grad_like_torch(run_strata, run_torch, [x])
 
 
-@strata_bug("x[[]] reads the empty list as a float32 index and refuses it; torch gives x[:0]")
 def test_an_empty_index_list():
     x = np.zeros(3, np.float32)
     matches(strata.tensor(x)[[]], torch.tensor(x)[[]])
