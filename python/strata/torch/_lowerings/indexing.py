@@ -54,31 +54,41 @@ def _broadcast_indices(indices):
     return list(torch.broadcast_shapes(*shapes))
 
 
+class _Indexed:
+    """x's indexed dims moved to the front and flattened into one: `flat` is
+    [n, *rest], `ids` the linear index into its first dim (negative indices
+    counted from the end), `shape` the indices' broadcast shape."""
+
+    def __init__(self, x, indices, op):
+        indices = list(indices) + [None] * (x.ndim - len(indices))
+        self.used = [d for d, i in enumerate(indices) if i is not None]
+        if any(indices[d].dtype == strata.bool for d in self.used):
+            raise NotImplementedError(f"{op} with a boolean mask (a data-dependent shape)")
+        self.order = self.used + [d for d in range(x.ndim) if d not in self.used]
+        moved = strata.permute(x, *self.order) if self.order != list(range(x.ndim)) else x
+        self.shape = _broadcast_indices([indices[d] for d in self.used])
+        linear = None
+        for d in self.used:
+            size = x.shape[d]
+            i = strata.broadcast_to(indices[d], self.shape).astype(strata.int64)
+            i = strata.where(i < 0, i + size, i)
+            linear = i if linear is None else linear * size + i
+        self.rest = [x.shape[d] for d in self.order[len(self.used):]]
+        self.n = 1
+        for d in self.used:
+            self.n *= x.shape[d]
+        self.flat = moved.reshape(self.n, *self.rest)
+        self.ids = linear.reshape(-1)
+
+
 @lower(aten.index.Tensor)
 def _index(x, indices):
     """x[i0, i1, ...] with integer tensors (None: a whole dimension), torch's advanced
     indexing: the index dims replace the indexed ones, or lead when they are apart."""
-    indices = list(indices) + [None] * (x.ndim - len(indices))
-    used = [d for d, i in enumerate(indices) if i is not None]
-    if any(indices[d].dtype == strata.bool for d in used):
-        raise NotImplementedError("aten.index with a boolean mask (a data-dependent shape)")
-    shape = _broadcast_indices([indices[d] for d in used])
-    # Flatten the indexed dims into one linear index.
-    linear = None
-    for d in used:
-        size = x.shape[d]
-        i = strata.broadcast_to(indices[d], shape).astype(strata.int64)
-        i = strata.where(i < 0, i + size, i)
-        linear = i if linear is None else linear * size + i
+    at = _Indexed(x, indices, "aten.index")
+    used, shape, rest = at.used, at.shape, at.rest
     contiguous = used == list(range(used[0], used[-1] + 1))
-    order = used + [d for d in range(x.ndim) if d not in used]
-    moved = strata.permute(x, *order) if order != list(range(x.ndim)) else x
-    rest = [x.shape[d] for d in range(x.ndim) if d not in used]
-    n = 1
-    for d in used:
-        n *= x.shape[d]
-    flat = moved.reshape(n, *rest)
-    picked = strata.index_select(flat, 0, linear.reshape(-1)).reshape(*shape, *rest)
+    picked = strata.index_select(at.flat, 0, at.ids).reshape(*shape, *rest)
     if contiguous and used[0] > 0:
         # torch keeps the index dims where the indexed dims were.
         lead = len(shape)
@@ -93,25 +103,9 @@ def _index_put(x, indices, values, accumulate=False):
     """x with values written (or, accumulating, added) at x[i0, i1, ...]. Where
     indices repeat without accumulate, torch leaves which write wins
     unspecified; here their sum."""
-    indices = list(indices) + [None] * (x.ndim - len(indices))
-    used = [d for d, i in enumerate(indices) if i is not None]
-    if any(indices[d].dtype == strata.bool for d in used):
-        raise NotImplementedError("aten.index_put with a boolean mask (a data-dependent shape)")
-    order = used + [d for d in range(x.ndim) if d not in used]
-    moved = strata.permute(x, *order) if order != list(range(x.ndim)) else x
-    shape = _broadcast_indices([indices[d] for d in used])
-    linear = None
-    for d in used:
-        size = x.shape[d]
-        i = strata.broadcast_to(indices[d], shape).astype(strata.int64)
-        i = strata.where(i < 0, i + size, i)
-        linear = i if linear is None else linear * size + i
-    rest = [x.shape[d] for d in order[len(used):]]
-    n = 1
-    for d in used:
-        n *= x.shape[d]
-    flat = moved.reshape(n, *rest)
-    ids = linear.reshape(-1)
+    at = _Indexed(x, indices, "aten.index_put")
+    used, order, shape, rest, n, flat, ids = (at.used, at.order, at.shape, at.rest, at.n, at.flat,
+                                              at.ids)
     # values broadcast against x[indices]: the index dims lead when moved to the front.
     if values.ndim and used != list(range(len(used))) and used == list(
             range(used[0], used[-1] + 1)):
