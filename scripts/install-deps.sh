@@ -20,6 +20,7 @@ packages=(
   # NumPy, pytest, and PyTorch as the tests' reference, with OpenBLAS beside it
   # (python3-torch is satisfied by the 30x slower reference BLAS otherwise).
   python3-dev pybind11-dev libdlpack-dev python3-numpy python3-pytest
+  python3-venv         # scripts/install-python.sh: the pinned PyPI environment over /usr/bin/python3
   python3-torch libopenblas0-pthread
 )
 missing=()
