@@ -16,9 +16,10 @@ packages=(
   clang-format
   clang-16 libclang-rt-16-dev  # libFuzzer and the sanitizers' runtimes for scripts/fuzz.sh
   qemu-user            # the tests run the build on emulated CPUs without AVX-512 and without AVX
-  # The Python module (import strata) and its tests: pybind11, DLPack's header,
-  # NumPy, pytest, and PyTorch as the tests' reference, with OpenBLAS beside it
-  # (python3-torch is satisfied by the 30x slower reference BLAS otherwise).
+  # The Python module (import strata): pybind11 and DLPack's header; its tests
+  # run in the PyPI environment of scripts/install-python.sh (PyTorch 2.x). Debian's
+  # NumPy, pytest and PyTorch 1.13 (with OpenBLAS beside it: python3-torch is
+  # satisfied by the 30x slower reference BLAS otherwise) serve bench/run_*_bench.sh.
   python3-dev pybind11-dev libdlpack-dev python3-numpy python3-pytest
   python3-venv         # scripts/install-python.sh: the pinned PyPI environment over /usr/bin/python3
   python3-torch libopenblas0-pthread
