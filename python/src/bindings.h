@@ -12,8 +12,8 @@
 
 #include "strata/core/dtype.h"
 #include "strata/lazy/tensor.h"
-#include "strata/runtime/device.h"
 #include "strata/lazy/tree.h"
+#include "strata/runtime/device.h"
 #include "strata/transforms/scan.h"
 
 namespace strata::python {
@@ -82,9 +82,9 @@ py::object FromTree(const Tree& tree, py::handle like);
 void BindTensor(py::module_& m);
 void BindOps(py::module_& m);
 void BindTransforms(py::module_& m);
-void BindOptim(py::module_& m);     // the strata.optim submodule
-void BindLlama(py::module_& m);     // safetensors files, strata.nn.LlamaForCausalLM
-void BindSharding(py::module_& m);  // Mesh, mark_sharding
+void BindOptim(py::module_& m);          // the strata.optim submodule
+void BindLlama(py::module_& m);          // safetensors files, strata.nn.LlamaForCausalLM
+void BindSharding(py::module_& m);       // Mesh, mark_sharding
 void BindCompiledGraph(py::module_& m);  // CompiledGraph: what strata.torch runs per call
 
 }  // namespace strata::python

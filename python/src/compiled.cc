@@ -50,12 +50,11 @@ void BindCompiledGraph(py::module_& m) {
                              "whether building it compiled (False: the cache had it)")
       .def_property_readonly("hlo_text", &lazy::CompiledGraph::hlo_text)
       .def_property_readonly("instruction_count", &lazy::CompiledGraph::instruction_count)
-      .def_property_readonly("input_shapes",
-                             [](const lazy::CompiledGraph& g) {
-                               py::list out;
-                               for (const Shape& s : g.input_shapes()) out.append(s.ToString());
-                               return out;
-                             });
+      .def_property_readonly("input_shapes", [](const lazy::CompiledGraph& g) {
+        py::list out;
+        for (const Shape& s : g.input_shapes()) out.append(s.ToString());
+        return out;
+      });
 }
 
 }  // namespace strata::python

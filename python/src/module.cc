@@ -15,9 +15,8 @@ namespace {
 namespace py = pybind11;
 
 void SetError(PyObject* type, const char* message) {
-  py::object text = py::reinterpret_steal<py::object>(
-      PyUnicode_DecodeUTF8(message, static_cast<Py_ssize_t>(std::strlen(message)),
-                           "backslashreplace"));
+  py::object text = py::reinterpret_steal<py::object>(PyUnicode_DecodeUTF8(
+      message, static_cast<Py_ssize_t>(std::strlen(message)), "backslashreplace"));
   if (!text) {
     PyErr_Clear();
     text = py::str("(an error message that could not be decoded)");

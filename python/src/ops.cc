@@ -227,17 +227,27 @@ void BindOps(py::module_& m) {
 
   // ---- elementwise ----
   const std::pair<const char*, Unary> unary[] = {
-      {"abs", &abs},       {"sign", &sign},
-      {"exp", &exp},       {"log", &log},
-      {"log1p", &log1p},   {"expm1", &expm1},
-      {"tanh", &tanh},     {"sigmoid", &sigmoid},
-      {"sqrt", &sqrt},     {"rsqrt", &rsqrt},
-      {"sin", &sin},       {"cos", &cos},
-      {"erf", &erf},       {"floor", &floor},
-      {"ceil", &ceil},     {"logical_not", &logical_not},
+      {"abs", &abs},
+      {"sign", &sign},
+      {"exp", &exp},
+      {"log", &log},
+      {"log1p", &log1p},
+      {"expm1", &expm1},
+      {"tanh", &tanh},
+      {"sigmoid", &sigmoid},
+      {"sqrt", &sqrt},
+      {"rsqrt", &rsqrt},
+      {"sin", &sin},
+      {"cos", &cos},
+      {"erf", &erf},
+      {"floor", &floor},
+      {"ceil", &ceil},
+      {"logical_not", &logical_not},
       {"bitwise_not", &bitwise_not},
-      {"relu", &nn::relu}, {"silu", &nn::silu},
-      {"mT", &mT},         {"negative", [](const Tensor& x) { return -x; }},
+      {"relu", &nn::relu},
+      {"silu", &nn::silu},
+      {"mT", &mT},
+      {"negative", [](const Tensor& x) { return -x; }},
   };
   for (const auto& [name, op] : unary) m.def(name, op, py::arg("x"));
   const std::pair<const char*, Binary> binary[] = {

@@ -15,8 +15,7 @@ namespace {
 runtime::Buffer BufferOfLeaf(const ir::Node& leaf) {
   if (leaf.kind() == ir::NodeKind::kDeviceData) return leaf.buffer();
   const hlo::Literal& lit = leaf.scalar();
-  return runtime::Buffer::FromHost(lit.shape(),
-                                   {lit.data(), static_cast<size_t>(lit.size_bytes())},
+  return runtime::Buffer::FromHost(lit.shape(), {lit.data(), static_cast<size_t>(lit.size_bytes())},
                                    runtime::Client::Default().device(0));
 }
 
@@ -44,8 +43,7 @@ CompiledGraph::CompiledGraph(const std::vector<Tensor>& inputs, const std::vecto
     const ir::Value& v = out.value();
     output_shapes_.push_back(v.shape());
     if (v.node->kind() == ir::NodeKind::kPlaceholder) {
-      Fail("[compile] output {} is a value inside a scan body being traced",
-           v.shape().ToString());
+      Fail("[compile] output {} is a value inside a scan body being traced", v.shape().ToString());
     }
     if (v.node->is_leaf()) {
       if (auto it = input_of.find(v.node.get()); it != input_of.end()) {
@@ -56,8 +54,8 @@ CompiledGraph::CompiledGraph(const std::vector<Tensor>& inputs, const std::vecto
       }
       continue;
     }
-    auto [it, added] = root_of.emplace(std::pair{v.node.get(), v.index},
-                                       static_cast<int64_t>(roots.size()));
+    auto [it, added] =
+        root_of.emplace(std::pair{v.node.get(), v.index}, static_cast<int64_t>(roots.size()));
     if (added) roots.push_back(v);
     sources_.push_back({Source::kRoot, it->second});
   }

@@ -198,7 +198,7 @@ ir::Hash128 Context::CacheKey(const ir::Graph& graph) const {
 }
 
 std::shared_ptr<const runtime::Executable> Context::ProgramFor(const ir::Graph& graph,
-                                                              bool* compiled) {
+                                                               bool* compiled) {
   CheckNotOverwritten(graph);
   const int64_t misses = metrics_.cache_misses.load();
   std::shared_ptr<const Entry> entry = LookupOrCompile(CacheKey(graph), graph);

@@ -40,7 +40,7 @@ int RunLm(const LmOptions& options);
 
 struct TrainCommandOptions {
   train::TrainOptions train;
-  std::string corpus;  // empty: the corpus installed with strata (BundledCorpus())
+  std::string corpus;              // empty: the corpus installed with strata (BundledCorpus())
   std::string out = "runs/train";  // checkpoints/ and loss.svg go here
   int64_t checkpoint_every = 100;  // 0: only at the end
   bool resume = false;             // continue from <out>/checkpoints/latest

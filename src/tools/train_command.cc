@@ -174,9 +174,10 @@ std::string BundledCorpus() {
     if (fs::is_regular_file(installed, ec)) return installed.string();
   }
   if (fs::is_regular_file(STRATA_SOURCE_CORPUS, ec)) return STRATA_SOURCE_CORPUS;
-  Fail("[train] no --corpus given and the bundled corpus is missing (looked for '{}' beside the "
-       "program and '{}')",
-       (exe.parent_path().parent_path() / STRATA_INSTALLED_CORPUS).string(), STRATA_SOURCE_CORPUS);
+  Fail(
+      "[train] no --corpus given and the bundled corpus is missing (looked for '{}' beside the "
+      "program and '{}')",
+      (exe.parent_path().parent_path() / STRATA_INSTALLED_CORPUS).string(), STRATA_SOURCE_CORPUS);
 }
 
 int RunTrain(const TrainCommandOptions& options) {

@@ -62,13 +62,16 @@ TEST(CompiledGraph, BadInputsAreErrorsThatSayWhat) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(message([&] { graph.Run({Buf({1, 2, 3}, {3})}); })
-                .find("input 0 must be f32[2] as when the graph was compiled, got f32[3]"),
+  EXPECT_NE(message([&] {
+              graph.Run({Buf({1, 2, 3}, {3})});
+            }).find("input 0 must be f32[2] as when the graph was compiled, got f32[3]"),
             std::string::npos);
   EXPECT_NE(message([&] { graph.Run({}); }).find("takes 1 inputs, got 0"), std::string::npos);
   EXPECT_NE(message([&] { CompiledGraph({y}, {y * 2.0}); }).find("must be a materialized"),
             std::string::npos);
-  EXPECT_NE(message([&] { CompiledGraph({x, x}, {x + x}); }).find("same tensor as input 0"),
+  EXPECT_NE(message([&] {
+              CompiledGraph({x, x}, {x + x});
+            }).find("same tensor as input 0"),
             std::string::npos);
 }
 
@@ -85,8 +88,7 @@ TEST(CompiledGraph, AnIndexOutOfRangeIsAnErrorFromTheRun) {
     run({1, 4});
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("index 4 is out of range"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("index 4 is out of range"), std::string::npos) << e.what();
   }
 }
 

@@ -243,8 +243,8 @@ TEST(FusionView, ZeroSizeViewsCompileAndRunToNothing) {
     SCOPED_TRACE(DimsToString(base));
     std::vector<int64_t> split = {3, 0, 2};
     Graph g({Shape(DType::kF32, base), Shape(DType::kF32, base)});
-    Instruction* flipped = g.b.Reshape(
-        g.b.Reverse(g.b.Reshape(g.params[0], split), {0, 1, 2}), base);
+    Instruction* flipped =
+        g.b.Reshape(g.b.Reverse(g.b.Reshape(g.params[0], split), {0, 1, 2}), base);
     Instruction* root = g.b.Add(g.b.Unary(Opcode::kExp, flipped), g.params[1]);
     auto exe = g.Compile(root);
     const std::vector<float> none;

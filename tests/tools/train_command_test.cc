@@ -207,8 +207,8 @@ TEST_F(TrainCommand, AnUnwritableOutIsRefusedBeforeTheFirstStep) {
 }
 
 TEST_F(TrainCommand, VersionSaysWhichStrata) {
-  const std::string command = std::string(STRATA_BINARY) + " --version > " +
-                              Path("version.txt").string();
+  const std::string command =
+      std::string(STRATA_BINARY) + " --version > " + Path("version.txt").string();
   ASSERT_EQ(WEXITSTATUS(std::system(command.c_str())), 0);
   EXPECT_EQ(Read(Path("version.txt")).rfind("strata 0.", 0), 0u) << Read(Path("version.txt"));
 }

@@ -554,9 +554,8 @@ class Fuser {
     // The members in program order, operands before users (sorted, not
     // picked out of the whole program: that made n fusions cost n^2).
     std::vector<Instruction*> order(g.members.begin(), g.members.end());
-    std::sort(order.begin(), order.end(), [this](Instruction* a, Instruction* b) {
-      return position_.at(a) < position_.at(b);
-    });
+    std::sort(order.begin(), order.end(),
+              [this](Instruction* a, Instruction* b) { return position_.at(a) < position_.at(b); });
     auto fused =
         std::make_unique<hlo::Computation>(fmt::format("fused_{}_{}", c_.name(), count_++));
     std::unordered_map<const Instruction*, Instruction*> inside;
@@ -621,8 +620,8 @@ class Fuser {
   hlo::Computation& c_;
   std::unordered_map<const Instruction*, std::vector<Instruction*>> users_;
   std::unordered_set<const Instruction*> fused_;
-  std::unordered_set<const Instruction*> dead_;  // read by nothing once fused
-  std::unordered_set<const Instruction*> read_;  // the built fusions' operands
+  std::unordered_set<const Instruction*> dead_;               // read by nothing once fused
+  std::unordered_set<const Instruction*> read_;               // the built fusions' operands
   std::unordered_map<const Instruction*, int64_t> position_;  // in the program, before fusing
   int64_t count_ = 0;
 };
