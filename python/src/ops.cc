@@ -226,20 +226,35 @@ void BindOps(py::module_& m) {
       py::arg("dtype") = py::none());
 
   // ---- elementwise ----
-  const std::pair<const char*, Unary> unary[] = {
-      {"abs", &abs},
+  // The ops of the opcode rows whose api column is Api(name) (ops.h), then
+  // the ones written by hand.
+#define STRATA_PY_ROW(e, name, kind, complex, ...) STRATA_PY_ROW_##kind(__VA_ARGS__)
+#define STRATA_PY_ROW_Other(...)
+#define STRATA_PY_ROW_Collective(...)
+#define STRATA_PY_ROW_Unary(api, ...) STRATA_PY_UNARY_##api
+#define STRATA_PY_ROW_Binary(api, ...) STRATA_PY_BINARY_##api
+#define STRATA_PY_UNARY_Api(n) unary.emplace_back(#n, static_cast<Unary>(&n));
+#define STRATA_PY_BINARY_Api(n) binary.emplace_back(#n, static_cast<Binary>(&n));
+#define STRATA_PY_UNARY_Custom(n)
+#define STRATA_PY_BINARY_Custom(n)
+#define STRATA_PY_UNARY_Internal()
+#define STRATA_PY_BINARY_Internal()
+  std::vector<std::pair<const char*, Unary>> unary;
+  std::vector<std::pair<const char*, Binary>> binary;
+  STRATA_HLO_OPCODES(STRATA_PY_ROW)
+#undef STRATA_PY_ROW
+#undef STRATA_PY_ROW_Other
+#undef STRATA_PY_ROW_Collective
+#undef STRATA_PY_ROW_Unary
+#undef STRATA_PY_ROW_Binary
+#undef STRATA_PY_UNARY_Api
+#undef STRATA_PY_BINARY_Api
+#undef STRATA_PY_UNARY_Custom
+#undef STRATA_PY_BINARY_Custom
+#undef STRATA_PY_UNARY_Internal
+#undef STRATA_PY_BINARY_Internal
+  unary.insert(unary.end(), {
       {"sign", &sign},
-      {"exp", &exp},
-      {"log", &log},
-      {"log1p", &log1p},
-      {"expm1", &expm1},
-      {"tanh", &tanh},
-      {"sigmoid", &sigmoid},
-      {"sqrt", &sqrt},
-      {"rsqrt", &rsqrt},
-      {"sin", &sin},
-      {"cos", &cos},
-      {"erf", &erf},
       {"floor", &floor},
       {"ceil", &ceil},
       {"logical_not", &logical_not},
@@ -248,15 +263,13 @@ void BindOps(py::module_& m) {
       {"silu", &nn::silu},
       {"mT", &mT},
       {"negative", [](const Tensor& x) { return -x; }},
-  };
+  });
   for (const auto& [name, op] : unary) m.def(name, op, py::arg("x"));
-  const std::pair<const char*, Binary> binary[] = {
+  binary.insert(binary.end(), {
       {"add", [](const Tensor& a, const Tensor& b) { return a + b; }},
       {"subtract", [](const Tensor& a, const Tensor& b) { return a - b; }},
       {"multiply", [](const Tensor& a, const Tensor& b) { return a * b; }},
       {"divide", [](const Tensor& a, const Tensor& b) { return a / b; }},
-      {"maximum", &maximum},
-      {"minimum", &minimum},
       {"pow", [](const Tensor& a, const Tensor& b) { return pow(a, b); }},
       {"remainder", &remainder},
       {"eq", &eq},
@@ -271,7 +284,25 @@ void BindOps(py::module_& m) {
       {"bitwise_or", &bitwise_or},
       {"bitwise_xor", &bitwise_xor},
       {"matmul", &matmul},
-  };
+  });
+  // The opcode table's rows as Python sees them (tests walk every row).
+  m.def("_opcode_rows", [] {
+    py::list rows;
+    for (int i = 0; i < hlo::kOpcodeCount; ++i) {
+      const auto op = static_cast<hlo::Opcode>(i);
+      py::dict row;
+      row["name"] = std::string(hlo::OpcodeName(op));
+      row["kind"] = hlo::IsElementwiseUnary(op)    ? "unary"
+                    : hlo::IsElementwiseBinary(op) ? "binary"
+                                                   : "other";
+      row["api"] = std::string(hlo::ApiNameOf(op));
+      row["generated"] = hlo::ApiIsGenerated(op);
+      row["floats"] = hlo::TakesFloats(hlo::ElementTypesOf(op));
+      row["integers"] = hlo::TakesIntegers(hlo::ElementTypesOf(op));
+      rows.append(row);
+    }
+    return rows;
+  });
   for (const auto& [name, op] : binary) {
     m.def(
         name,
@@ -290,9 +321,18 @@ void BindOps(py::module_& m) {
       py::arg("condition"), py::arg("a"), py::arg("b"));
   m.def(
       "clamp",
-      [](const Tensor& x, std::optional<double> lo, std::optional<double> hi) {
-        if (!lo && !hi) Fail("[clamp] give min or max (or both), got neither");  // as torch
-        return clamp(x, lo, hi);
+      [](const Tensor& x, py::object lo, py::object hi) {
+        if (lo.is_none() && hi.is_none())
+          Fail("[clamp] give min or max (or both), got neither");  // as torch
+        // A Python float bound makes an integer tensor's result f32, as torch
+        // (clamp(int, 0.0) is float even though 0.0 is whole).
+        const bool float_bound = py::isinstance<py::float_>(lo) || py::isinstance<py::float_>(hi);
+        const Tensor y = float_bound && !IsFloating(x.dtype()) ? astype(x, DType::kF32) : x;
+        auto value = [](const py::object& v) -> std::optional<double> {
+          if (v.is_none()) return std::nullopt;
+          return v.cast<double>();
+        };
+        return clamp(y, value(lo), value(hi));
       },
       py::arg("x"), py::arg("min") = py::none(), py::arg("max") = py::none());
   m.def(
@@ -377,9 +417,12 @@ void BindOps(py::module_& m) {
         if (end < 0) end += r;
         if (start < 0 || end >= r || start > end)
           Fail("[flatten] dimensions {}..{} out of range for {}", start, end, x.shape().ToString());
+        if (x.rank() == 0) return reshape(x, {1});
         std::vector<int64_t> dims;
         for (int64_t i = 0; i < start; ++i) dims.push_back(x.dim(i));
-        dims.push_back(-1);
+        int64_t merged = 1;  // not -1: zero elements would not determine it
+        for (int64_t i = start; i <= end; ++i) merged *= x.dim(i);
+        dims.push_back(merged);
         for (int64_t i = end + 1; i < x.rank(); ++i) dims.push_back(x.dim(i));
         return reshape(x, dims);
       },

@@ -33,6 +33,8 @@ _METHODS = [
     "subtract", "multiply", "divide", "scatter_add", "argsort", "cumsum", "cumprod",
     "logcumsumexp",
 ]
+# ... and every op an opcode row generates (its api column Api(name)).
+_METHODS += [r["api"] for r in _strata._opcode_rows() if r["generated"] and r["api"] not in _METHODS]
 for _name in _METHODS:
     setattr(Tensor, _name, _strata._instancemethod(getattr(_strata, _name)))
 Tensor.view = Tensor.reshape

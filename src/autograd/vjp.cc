@@ -132,93 +132,6 @@ Tensor SumContributions(std::vector<Tensor> parts) {
 
 }  // namespace
 
-// Every opcode is listed: a new one without a line here is a compile error.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic error "-Wswitch"
-VjpFamily VjpFamilyOf(Opcode op) {
-  switch (op) {
-    // The elementwise rows (hlo/opcode.h): a rule when the op takes floats.
-#define STRATA_VJP_FAMILY(e, name, kind, ...) STRATA_VJP_FAMILY_##kind(e, __VA_ARGS__)
-#define STRATA_VJP_FAMILY_Other(...)
-#define STRATA_VJP_FAMILY_Collective(...)
-#define STRATA_VJP_FAMILY_Unary(e, types, ...)                                     \
-  case Opcode::e:                                                                  \
-    return hlo::TakesFloats(hlo::ElementTypes::k##types) ? VjpFamily::kElementwise \
-                                                         : VjpFamily::kNoGradient;
-#define STRATA_VJP_FAMILY_Binary(e, types, ...) STRATA_VJP_FAMILY_Unary(e, types)
-    STRATA_HLO_OPCODES(STRATA_VJP_FAMILY)
-#undef STRATA_VJP_FAMILY
-#undef STRATA_VJP_FAMILY_Other
-#undef STRATA_VJP_FAMILY_Collective
-#undef STRATA_VJP_FAMILY_Unary
-#undef STRATA_VJP_FAMILY_Binary
-    case Opcode::kConvert:
-    case Opcode::kSelect:
-    case Opcode::kClamp:
-      return VjpFamily::kElementwise;
-    case Opcode::kBroadcast:
-    case Opcode::kReshape:
-    case Opcode::kCopy:
-    case Opcode::kTranspose:
-    case Opcode::kReverse:
-    case Opcode::kSlice:
-    case Opcode::kConcatenate:
-    case Opcode::kPad:
-      return VjpFamily::kDataMovement;
-    case Opcode::kReduce:
-    case Opcode::kDot:
-      return VjpFamily::kReduction;
-    case Opcode::kConvolution:
-      return VjpFamily::kConvolution;
-    case Opcode::kReduceWindow:
-      return VjpFamily::kReduceWindow;
-    case Opcode::kSort:
-    case Opcode::kTopK:
-      return VjpFamily::kSort;
-    case Opcode::kGather:
-    case Opcode::kScatter:
-    case Opcode::kDynamicSlice:
-    case Opcode::kDynamicUpdateSlice:
-      return VjpFamily::kIndexing;
-    case Opcode::kTuple:
-    case Opcode::kOptimizationBarrier:
-      return VjpFamily::kIdentity;
-    case Opcode::kParameter:  // leaves: the sweep stops there
-    case Opcode::kConstant:
-    case Opcode::kIota:
-    case Opcode::kCompare:
-    case Opcode::kIsFinite:
-    case Opcode::kRngBitGenerator:
-    case Opcode::kPartitionId:
-    case Opcode::kReplicaId:
-      return VjpFamily::kNoGradient;
-    // Loops and conditionals carry their own gradient rules (scan, cond);
-    // the rest never appear in
-    // a lazy graph or have no rule yet.
-    case Opcode::kBitcastConvert:
-    case Opcode::kSelectAndScatter:  // max pooling's gradient; not differentiated again
-    case Opcode::kGetTupleElement:
-    case Opcode::kWhile:
-    case Opcode::kConditional:
-    case Opcode::kCall:
-    case Opcode::kFusion:
-    case Opcode::kCustomCall:
-    case Opcode::kReal:  // complex numbers and tokens are HLO-only: lazy graphs hold neither
-    case Opcode::kImag:
-    case Opcode::kComplex:
-    case Opcode::kAfterAll:
-    case Opcode::kAddDependency:
-    case Opcode::kAllReduce:
-    case Opcode::kAllGather:
-    case Opcode::kReduceScatter:
-    case Opcode::kAllToAll:
-    case Opcode::kCollectivePermute:
-      return VjpFamily::kNone;
-  }
-  return VjpFamily::kNone;  // not reached
-}
-#pragma GCC diagnostic pop
-
 namespace {
 
 // Cotangents for each operand of `node` given the output cotangents (an
@@ -239,7 +152,7 @@ std::vector<Tensor> Rule(const ir::NodePtr& owner, const std::vector<Tensor>& ou
     }
     return in;
   }
-  if (VjpFamilyOf(node.opcode()) == VjpFamily::kIdentity) return out_grads;
+  if (hlo::VjpRuleOf(node.opcode()) == VjpRule::kIdentity) return out_grads;
   if (node.opcode() == Opcode::kSort) return SortRule(owner, out_grads);
   if (node.opcode() == Opcode::kTopK) return TopKRule(owner, out_grads);
   if (node.opcode() == Opcode::kReduce && node.num_outputs() > 1) {
@@ -252,26 +165,32 @@ std::vector<Tensor> Rule(const ir::NodePtr& owner, const std::vector<Tensor>& ou
     return in;
   }
   const RuleArgs args{owner, out_grads[0], T(ir::Value{owner, 0})};
-  switch (VjpFamilyOf(node.opcode())) {
-    case VjpFamily::kElementwise:
+  // The opcode's row names its rule; every rule is listed here (a new one
+  // without a case is a compile error).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic error "-Wswitch"
+  switch (hlo::VjpRuleOf(node.opcode())) {
+    case VjpRule::kElementwise:
       return ElementwiseVjp(args);
-    case VjpFamily::kDataMovement:
+    case VjpRule::kDataMovement:
       return DataMovementVjp(args);
-    case VjpFamily::kReduction:
+    case VjpRule::kReduction:
       return ReductionVjp(args);
-    case VjpFamily::kIndexing:
+    case VjpRule::kIndexing:
       return IndexingVjp(args);
-    case VjpFamily::kConvolution:
+    case VjpRule::kConvolution:
       return ConvolutionVjp(args);
-    case VjpFamily::kReduceWindow:
+    case VjpRule::kReduceWindow:
       return ReduceWindowVjp(args);
-    case VjpFamily::kNoGradient:
-      return in;            // no gradient flows here
-    case VjpFamily::kSort:  // SortRule, above
-    case VjpFamily::kIdentity:
-    case VjpFamily::kNone:
+    case VjpRule::kNoGradient:
+      return in;          // no gradient flows here
+    case VjpRule::kSort:  // SortRule, above
+    case VjpRule::kIdentity:
+    case VjpRule::kAttached:  // a node without its rule attached: none to use
+    case VjpRule::kHloOnly:
       break;
   }
+#pragma GCC diagnostic pop
   Fail("[grad] no VJP rule for {} yet", node.OpName());
   return in;
 }

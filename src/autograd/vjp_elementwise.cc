@@ -32,9 +32,13 @@ std::vector<Tensor> DivideVjp(const Tensor& g, const Tensor& a, const Tensor& b)
   return {g / b, -(g * a) / (b * b)};
 }
 // Ties send the gradient to the first operand (`first`: where it won).
-std::vector<Tensor> MaxMinVjp(const Tensor& g, const Tensor& first) {
+// As torch: a tie splits g in halves; an operand that loses gets none (a NaN
+// neither wins nor loses: both get g).
+std::vector<Tensor> MaxMinVjp(const Tensor& g, const Tensor& a_loses, const Tensor& b_loses,
+                              const Tensor& tie) {
   Tensor zero = Zeros(g.shape());
-  return {where(first, g, zero), where(first, zero, g)};
+  Tensor half = where(tie, g * 0.5, g);
+  return {where(a_loses, zero, half), where(b_loses, zero, half)};
 }
 // d/db is p * log(a), taken as 0 where a == 0 and b >= 0 (0^b is constant
 // there; torch does the same).
@@ -42,7 +46,10 @@ std::vector<Tensor> PowerVjp(const Tensor& g, const Tensor& a, const Tensor& b) 
   Tensor p = pow(a, b);
   Tensor zero = Zeros(g.shape());
   Tensor flat = logical_and(eq(a, zero), ge(b, zero));
-  return {g * b * pow(a, b - 1.0), where(flat, zero, g * p * log(where(flat, zero + 1.0, a)))};
+  // d/da is b * a^(b-1), taken as 0 where b == 0 (a^0 is constant; at 0^0
+  // the product would be 0 * inf), as torch.
+  Tensor da = where(eq(b, zero), zero, g * b * pow(a, b - 1.0));
+  return {da, where(flat, zero, g * p * log(where(flat, zero + 1.0, a)))};
 }
 // a - b * trunc(a / b), as HLO (C fmod).
 std::vector<Tensor> RemainderVjp(const Tensor& g, const Tensor& a, const Tensor& b) {
@@ -60,17 +67,17 @@ std::vector<Tensor> Atan2Vjp(const Tensor& g, const Tensor& a, const Tensor& b) 
 #define STRATA_VJP_ROW(e, name, kind, ...) STRATA_VJP_ROW_##kind(e, __VA_ARGS__)
 #define STRATA_VJP_ROW_Other(...)
 #define STRATA_VJP_ROW_Collective(...)
-#define STRATA_VJP_ROW_Unary(e, types, float_kernel, integer_kernel, vector, vjp) \
-  case Opcode::e: {                                                               \
-    if (!hlo::TakesFloats(hlo::ElementTypes::k##types)) return NoGradient();      \
-    const Tensor x = T(ops[0]);                                                   \
-    return vjp;                                                                   \
+#define STRATA_VJP_ROW_Unary(e, complex, api, types, float_kernel, integer_kernel, vector, vjp) \
+  case Opcode::e: {                                                                             \
+    if (!hlo::TakesFloats(hlo::ElementTypes::k##types)) return NoGradient();                    \
+    const Tensor x = T(ops[0]);                                                                 \
+    return vjp;                                                                                 \
   }
-#define STRATA_VJP_ROW_Binary(e, types, float_kernel, integer_kernel, vector, vjp) \
-  case Opcode::e: {                                                                \
-    if (!hlo::TakesFloats(hlo::ElementTypes::k##types)) return NoGradient();       \
-    const Tensor a = T(ops[0]), b = T(ops[1]);                                     \
-    return vjp;                                                                    \
+#define STRATA_VJP_ROW_Binary(e, complex, api, types, float_kernel, integer_kernel, vector, vjp) \
+  case Opcode::e: {                                                                              \
+    if (!hlo::TakesFloats(hlo::ElementTypes::k##types)) return NoGradient();                     \
+    const Tensor a = T(ops[0]), b = T(ops[1]);                                                   \
+    return vjp;                                                                                  \
   }
 
 std::vector<Tensor> RowVjp(const ir::Node& node, const Tensor& g) {

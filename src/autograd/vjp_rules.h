@@ -1,6 +1,6 @@
 // The per-opcode VJP rules, one file per op family (vjp_elementwise.cc,
 // vjp_movement.cc, vjp_reduction.cc, vjp_indexing.cc), and the helpers they
-// share. Rule (vjp.cc) picks the family with VjpFamilyOf (vjp_sweep.h).
+// share. Rule (vjp.cc) picks the family from the opcode row's vjp column.
 #pragma once
 
 #include <vector>

@@ -7,37 +7,71 @@ namespace {
 
 enum class Kind { Unary, Binary, Collective, Other };
 
+// Every column of a row but the elementwise kernels and rules, which their
+// consumers expand where they are compiled.
 struct OpcodeInfo {
   std::string_view name;
   Kind kind;
+  bool complex;
+  ElementTypes types;
+  ShapeRule shape;
+  VjpRule vjp;
+  SpmdRule spmd;
+  Kernel kernel;
+  std::string_view api;
+  bool api_generated;
 };
 
-constexpr std::array kOpcodeInfo = {
-#define STRATA_HLO_OPCODE_INFO(e, name, kind, ...) OpcodeInfo{name, Kind::kind},
-    STRATA_HLO_OPCODES(STRATA_HLO_OPCODE_INFO)
+constexpr bool Complex = true;
+constexpr bool Real = false;
+
+// An elementwise row's traits: the kind fixes its shape, SPMD and kernel
+// families; its element types decide whether a gradient flows.
+constexpr OpcodeInfo Elementwise(std::string_view name, Kind kind, bool complex,
+                                 ElementTypes types, std::string_view api, bool generated) {
+  return {name,
+          kind,
+          complex,
+          types,
+          ShapeRule::kElementwise,
+          TakesFloats(types) ? VjpRule::kElementwise : VjpRule::kNoGradient,
+          SpmdRule::kElementwise,
+          Kernel::kElementwise,
+          api,
+          generated};
+}
+
+#define STRATA_HLO_OPCODE_INFO(e, name, kind, complex, ...) \
+  STRATA_HLO_OPCODE_INFO_##kind(name, kind, complex, __VA_ARGS__),
+#define STRATA_HLO_OPCODE_INFO_Other(name, kind, complex, shape, vjp, spmd, kernel)          \
+  OpcodeInfo {                                                                              \
+    name, Kind::kind, complex, ElementTypes::kNone, ShapeRule::k##shape, VjpRule::k##vjp,   \
+        SpmdRule::k##spmd, Kernel::k##kernel, "", false                                     \
+  }
+#define STRATA_HLO_OPCODE_INFO_Collective STRATA_HLO_OPCODE_INFO_Other
+#define STRATA_HLO_OPCODE_INFO_Unary(name, kind, complex, api, types, ...) \
+  Elementwise(name, Kind::kind, complex, ElementTypes::k##types, STRATA_HLO_API_##api)
+#define STRATA_HLO_OPCODE_INFO_Binary STRATA_HLO_OPCODE_INFO_Unary
+#define STRATA_HLO_API_Api(n) #n, true
+#define STRATA_HLO_API_Custom(n) #n, false
+#define STRATA_HLO_API_Internal() "", false
+constexpr std::array kOpcodeInfo = {STRATA_HLO_OPCODES(STRATA_HLO_OPCODE_INFO)};
 #undef STRATA_HLO_OPCODE_INFO
-};
+#undef STRATA_HLO_OPCODE_INFO_Other
+#undef STRATA_HLO_OPCODE_INFO_Collective
+#undef STRATA_HLO_OPCODE_INFO_Unary
+#undef STRATA_HLO_OPCODE_INFO_Binary
+#undef STRATA_HLO_API_Api
+#undef STRATA_HLO_API_Custom
+#undef STRATA_HLO_API_Internal
 
-// The element-types column of the elementwise rows; kNone for the others.
-constexpr std::array kElementTypes = {
-#define STRATA_HLO_ELEMENT_TYPES(e, name, kind, ...) STRATA_HLO_ELEMENT_TYPES_##kind(__VA_ARGS__),
-#define STRATA_HLO_ELEMENT_TYPES_Unary(types, ...) ElementTypes::k##types
-#define STRATA_HLO_ELEMENT_TYPES_Binary(types, ...) ElementTypes::k##types
-#define STRATA_HLO_ELEMENT_TYPES_Collective(...) ElementTypes::kNone
-#define STRATA_HLO_ELEMENT_TYPES_Other(...) ElementTypes::kNone
-    STRATA_HLO_OPCODES(STRATA_HLO_ELEMENT_TYPES)
-#undef STRATA_HLO_ELEMENT_TYPES
-#undef STRATA_HLO_ELEMENT_TYPES_Unary
-#undef STRATA_HLO_ELEMENT_TYPES_Binary
-#undef STRATA_HLO_ELEMENT_TYPES_Collective
-#undef STRATA_HLO_ELEMENT_TYPES_Other
-};
+const OpcodeInfo& Info(Opcode op) { return kOpcodeInfo[static_cast<size_t>(op)]; }
 
 constexpr std::array<std::string_view, 6> kComparisonNames = {"EQ", "NE", "LT", "LE", "GT", "GE"};
 
 }  // namespace
 
-std::string_view OpcodeName(Opcode op) { return kOpcodeInfo[static_cast<size_t>(op)].name; }
+std::string_view OpcodeName(Opcode op) { return Info(op).name; }
 
 std::optional<Opcode> OpcodeFromName(std::string_view name) {
   for (size_t i = 0; i < kOpcodeInfo.size(); ++i) {
@@ -46,83 +80,17 @@ std::optional<Opcode> OpcodeFromName(std::string_view name) {
   return std::nullopt;
 }
 
-bool IsElementwiseUnary(Opcode op) {
-  return kOpcodeInfo[static_cast<size_t>(op)].kind == Kind::Unary;
-}
-bool IsElementwiseBinary(Opcode op) {
-  return kOpcodeInfo[static_cast<size_t>(op)].kind == Kind::Binary;
-}
-
-ElementTypes ElementTypesOf(Opcode op) { return kElementTypes[static_cast<size_t>(op)]; }
-
-bool TakesComplex(Opcode op) {
-  switch (op) {
-    // arithmetic
-    case Opcode::kNegate:
-    case Opcode::kAbs:
-    case Opcode::kSign:
-    case Opcode::kExp:
-    case Opcode::kExpm1:
-    case Opcode::kLog:
-    case Opcode::kLog1p:
-    case Opcode::kTanh:
-    case Opcode::kLogistic:
-    case Opcode::kSqrt:
-    case Opcode::kRsqrt:
-    case Opcode::kSin:
-    case Opcode::kCos:
-    case Opcode::kAdd:
-    case Opcode::kSubtract:
-    case Opcode::kMultiply:
-    case Opcode::kDivide:
-    case Opcode::kPower:
-    case Opcode::kReal:
-    case Opcode::kImag:
-    case Opcode::kCompare:
-    case Opcode::kSelect:
-    case Opcode::kConvert:
-    case Opcode::kBitcastConvert:
-    case Opcode::kDot:
-    case Opcode::kReduce:
-    // data movement, indexing, control and the collectives
-    case Opcode::kParameter:
-    case Opcode::kConstant:
-    case Opcode::kBroadcast:
-    case Opcode::kReshape:
-    case Opcode::kTranspose:
-    case Opcode::kCopy:
-    case Opcode::kSlice:
-    case Opcode::kDynamicSlice:
-    case Opcode::kDynamicUpdateSlice:
-    case Opcode::kConcatenate:
-    case Opcode::kPad:
-    case Opcode::kReverse:
-    case Opcode::kGather:
-    case Opcode::kScatter:
-    case Opcode::kSort:  // by a comparator of the user's (on real(), abs(), ...)
-    case Opcode::kTuple:
-    case Opcode::kGetTupleElement:
-    case Opcode::kWhile:
-    case Opcode::kConditional:
-    case Opcode::kCall:
-    case Opcode::kFusion:
-    case Opcode::kOptimizationBarrier:
-    case Opcode::kCustomCall:
-    case Opcode::kAddDependency:
-    case Opcode::kAllReduce:
-    case Opcode::kAllGather:
-    case Opcode::kReduceScatter:
-    case Opcode::kAllToAll:
-    case Opcode::kCollectivePermute:
-      return true;
-    default:
-      return false;
-  }
-}
-
-bool IsCollective(Opcode op) {
-  return kOpcodeInfo[static_cast<size_t>(op)].kind == Kind::Collective;
-}
+bool IsElementwiseUnary(Opcode op) { return Info(op).kind == Kind::Unary; }
+bool IsElementwiseBinary(Opcode op) { return Info(op).kind == Kind::Binary; }
+bool IsCollective(Opcode op) { return Info(op).kind == Kind::Collective; }
+ElementTypes ElementTypesOf(Opcode op) { return Info(op).types; }
+bool TakesComplex(Opcode op) { return Info(op).complex; }
+ShapeRule ShapeRuleOf(Opcode op) { return Info(op).shape; }
+VjpRule VjpRuleOf(Opcode op) { return Info(op).vjp; }
+SpmdRule SpmdRuleOf(Opcode op) { return Info(op).spmd; }
+Kernel KernelOf(Opcode op) { return Info(op).kernel; }
+std::string_view ApiNameOf(Opcode op) { return Info(op).api; }
+bool ApiIsGenerated(Opcode op) { return Info(op).api_generated; }
 
 std::string_view ComparisonName(Comparison c) { return kComparisonNames[static_cast<size_t>(c)]; }
 

@@ -67,104 +67,32 @@ void CheckSpecialTypes(const View& inst) {
 
 }  // namespace
 
-// Every opcode is listed: a new one without a shape rule is a compile error.
+// The opcode's row names its shape rule; every rule is listed here (a new
+// one without a case is a compile error).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic error "-Wswitch"
 Shape InferShape(Opcode opcode, std::span<const Shape* const> operand_shapes,
                  const Attributes& attributes, const Shape& declared) {
   const View inst{opcode, operand_shapes, attributes, declared};
   CheckSpecialTypes(inst);
-  switch (opcode) {
-    case Opcode::kConvert:
-    case Opcode::kBitcastConvert:
-    case Opcode::kSelect:
-    case Opcode::kCompare:
-    case Opcode::kClamp:
-    case Opcode::kReal:
-    case Opcode::kImag:
-    case Opcode::kComplex:
-    case Opcode::kNegate:
-    case Opcode::kAbs:
-    case Opcode::kSign:
-    case Opcode::kExp:
-    case Opcode::kExpm1:
-    case Opcode::kLog:
-    case Opcode::kLog1p:
-    case Opcode::kTanh:
-    case Opcode::kLogistic:
-    case Opcode::kSqrt:
-    case Opcode::kRsqrt:
-    case Opcode::kSin:
-    case Opcode::kCos:
-    case Opcode::kErf:
-    case Opcode::kFloor:
-    case Opcode::kCeil:
-    case Opcode::kRoundNearestEven:
-    case Opcode::kNot:
-    case Opcode::kIsFinite:
-    case Opcode::kAdd:
-    case Opcode::kSubtract:
-    case Opcode::kMultiply:
-    case Opcode::kDivide:
-    case Opcode::kMaximum:
-    case Opcode::kMinimum:
-    case Opcode::kPower:
-    case Opcode::kRemainder:
-    case Opcode::kAtan2:
-    case Opcode::kAnd:
-    case Opcode::kOr:
-    case Opcode::kXor:
-    case Opcode::kShiftLeft:
-    case Opcode::kShiftRightLogical:
-    case Opcode::kShiftRightArithmetic:
+  switch (ShapeRuleOf(opcode)) {
+    case ShapeRule::kElementwise:
       return ElementwiseShape(inst);
-    case Opcode::kBroadcast:
-    case Opcode::kReshape:
-    case Opcode::kTranspose:
-    case Opcode::kCopy:
-    case Opcode::kSlice:
-    case Opcode::kDynamicSlice:
-    case Opcode::kDynamicUpdateSlice:
-    case Opcode::kConcatenate:
-    case Opcode::kPad:
-    case Opcode::kReverse:
+    case ShapeRule::kDataMovement:
       return DataMovementShape(inst);
-    case Opcode::kReduce:
-    case Opcode::kDot:
-    case Opcode::kReduceWindow:
-    case Opcode::kSelectAndScatter:
+    case ShapeRule::kReduction:
       return ReductionShape(inst);
-    case Opcode::kConvolution:
+    case ShapeRule::kConvolution:
       return ConvolutionShape(inst);
-    case Opcode::kSort:
+    case ShapeRule::kSort:
       return SortShape(inst);
-    case Opcode::kTopK:
+    case ShapeRule::kTopK:
       return TopKShape(inst);
-    case Opcode::kGather:
-    case Opcode::kScatter:
+    case ShapeRule::kIndexing:
       return IndexingShape(inst);
-    case Opcode::kParameter:
-    case Opcode::kConstant:
-    case Opcode::kIota:
-    case Opcode::kTuple:
-    case Opcode::kGetTupleElement:
-    case Opcode::kWhile:
-    case Opcode::kConditional:
-    case Opcode::kCall:
-    case Opcode::kFusion:
-    case Opcode::kOptimizationBarrier:
-    case Opcode::kRngBitGenerator:
-    case Opcode::kCustomCall:
-    case Opcode::kAfterAll:
-    case Opcode::kAddDependency:
+    case ShapeRule::kControl:
       return ControlShape(inst);
-    case Opcode::kPartitionId:
-    case Opcode::kReplicaId:
-    case Opcode::kAllReduce:
-    case Opcode::kAllGather:
-    case Opcode::kReduceScatter:
-    case Opcode::kAllToAll:
-    case Opcode::kCollectivePermute:
+    case ShapeRule::kCollective:
       return CollectiveShape(inst);
   }
   shape_rules::Reject(inst, "unknown opcode {}", static_cast<int>(opcode));

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "strata/lazy/op_builder.h"
 
@@ -117,6 +118,15 @@ DType PromoteTypes(DType a, DType b) {
   return DTypeSize(u) == 1 ? DType::kS16 : DTypeSize(u) == 2 ? DType::kS32 : DType::kS64;
 }
 
+DType ResultType(const Tensor& a, const Tensor& b) {
+  const bool a0 = a.shape().rank() == 0, b0 = b.shape().rank() == 0;
+  if (a0 != b0) {  // a 0-d tensor decides only when its category is higher
+    const DType dimensioned = a0 ? b.dtype() : a.dtype(), zero_d = a0 ? a.dtype() : b.dtype();
+    if (Category(zero_d) <= Category(dimensioned)) return dimensioned;
+  }
+  return PromoteTypes(a.dtype(), b.dtype());
+}
+
 ir::Value ConvertValue(const ir::Value& v, DType dtype) {
   if (v.shape().dtype() == dtype) return v;
   return Op(hlo::Opcode::kConvert, {v}, {}, Shape(dtype, v.shape().dims()));
@@ -142,7 +152,7 @@ ir::Value ScalarValue(double value, DType dtype, const std::vector<int64_t>& dim
 
 Tensor BinaryOp(std::string_view name, hlo::Opcode opcode, const Tensor& a, const Tensor& b) {
   auto dims = BroadcastDims(name, a.shape().dims(), b.shape().dims());
-  DType t = PromoteTypes(a.dtype(), b.dtype());
+  DType t = ResultType(a, b);
   // As torch: on bools, + and maximum are logical or, * and minimum logical and
   // (the HLO arithmetic ops reject pred).
   if (t == DType::kPred && (opcode == hlo::Opcode::kAdd || opcode == hlo::Opcode::kMaximum))
@@ -164,7 +174,7 @@ Tensor BinaryOp(std::string_view name, hlo::Opcode opcode, const Tensor& a, cons
 Tensor CompareOp(std::string_view name, hlo::Comparison direction, const Tensor& a,
                  const Tensor& b) {
   auto dims = BroadcastDims(name, a.shape().dims(), b.shape().dims());
-  DType t = ComputeType(PromoteTypes(a.dtype(), b.dtype()));
+  DType t = ComputeType(ResultType(a, b));
   hlo::Attributes attrs;
   attrs.direction = direction;
   return Wrap(Op(hlo::Opcode::kCompare,
@@ -227,12 +237,6 @@ Tensor operator-(const Tensor& a) {
       lazy::Op(Opcode::kNegate, {lazy::ConvertValue(a.value(), lazy::ComputeType(a.dtype()))}),
       a.dtype()));
 }
-Tensor maximum(const Tensor& a, const Tensor& b) {
-  return BinaryOp("maximum", Opcode::kMaximum, a, b);
-}
-Tensor minimum(const Tensor& a, const Tensor& b) {
-  return BinaryOp("minimum", Opcode::kMinimum, a, b);
-}
 Tensor pow(const Tensor& a, const Tensor& b) { return BinaryOp("pow", Opcode::kPower, a, b); }
 Tensor pow(const Tensor& a, double exponent) {
   if (exponent == 2) return a * a;
@@ -246,19 +250,62 @@ Tensor remainder(const Tensor& a, const Tensor& b) {
   return where(fix, r + b, r);
 }
 
-Tensor abs(const Tensor& x) { return UnaryOp("abs", Opcode::kAbs, x, false); }
-Tensor sign(const Tensor& x) { return UnaryOp("sign", Opcode::kSign, x, false); }
-Tensor exp(const Tensor& x) { return UnaryOp("exp", Opcode::kExp, x, true); }
-Tensor log(const Tensor& x) { return UnaryOp("log", Opcode::kLog, x, true); }
-Tensor log1p(const Tensor& x) { return UnaryOp("log1p", Opcode::kLog1p, x, true); }
-Tensor expm1(const Tensor& x) { return UnaryOp("expm1", Opcode::kExpm1, x, true); }
-Tensor tanh(const Tensor& x) { return UnaryOp("tanh", Opcode::kTanh, x, true); }
-Tensor sigmoid(const Tensor& x) { return UnaryOp("sigmoid", Opcode::kLogistic, x, true); }
-Tensor sqrt(const Tensor& x) { return UnaryOp("sqrt", Opcode::kSqrt, x, true); }
-Tensor rsqrt(const Tensor& x) { return UnaryOp("rsqrt", Opcode::kRsqrt, x, true); }
-Tensor sin(const Tensor& x) { return UnaryOp("sin", Opcode::kSin, x, true); }
-Tensor cos(const Tensor& x) { return UnaryOp("cos", Opcode::kCos, x, true); }
-Tensor erf(const Tensor& x) { return UnaryOp("erf", Opcode::kErf, x, true); }
+// The ops of the rows whose api column is Api(name), as ops.h declares them.
+namespace {
+Opcode RowOf(std::string_view api) {
+  static const auto* const rows = [] {
+    auto* m = new std::map<std::string_view, Opcode>;  // never freed: lives as the table does
+    for (int i = 0; i < hlo::kOpcodeCount; ++i) {
+      const auto op = static_cast<Opcode>(i);
+      if (hlo::ApiIsGenerated(op)) (*m)[hlo::ApiNameOf(op)] = op;
+    }
+    return m;
+  }();
+  return rows->at(api);
+}
+bool TakesOnlyFloats(Opcode op) { return hlo::ElementTypesOf(op) == hlo::ElementTypes::kFloat; }
+Tensor RowUnary(std::string_view api, const Tensor& x) {
+  const Opcode op = RowOf(api);
+  return UnaryOp(api, op, x, TakesOnlyFloats(op));
+}
+Tensor RowBinary(std::string_view api, const Tensor& a, const Tensor& b) {
+  const Opcode op = RowOf(api);
+  if (TakesOnlyFloats(op) && !IsFloating(lazy::ResultType(a, b)))
+    return BinaryOp(api, op, astype(a, DType::kF32), astype(b, DType::kF32));
+  return BinaryOp(api, op, a, b);
+}
+}  // namespace
+
+#define STRATA_LAZY_DEFINE_ROW(e, name, kind, complex, ...) STRATA_LAZY_DEFINE_##kind(__VA_ARGS__)
+#define STRATA_LAZY_DEFINE_Other(...)
+#define STRATA_LAZY_DEFINE_Collective(...)
+#define STRATA_LAZY_DEFINE_Unary(api, ...) STRATA_LAZY_DEFINE_UNARY_##api
+#define STRATA_LAZY_DEFINE_Binary(api, ...) STRATA_LAZY_DEFINE_BINARY_##api
+#define STRATA_LAZY_DEFINE_UNARY_Api(n) \
+  Tensor n(const Tensor& x) { return RowUnary(#n, x); }
+#define STRATA_LAZY_DEFINE_BINARY_Api(n) \
+  Tensor n(const Tensor& a, const Tensor& b) { return RowBinary(#n, a, b); }
+#define STRATA_LAZY_DEFINE_UNARY_Custom(n)
+#define STRATA_LAZY_DEFINE_BINARY_Custom(n)
+#define STRATA_LAZY_DEFINE_UNARY_Internal()
+#define STRATA_LAZY_DEFINE_BINARY_Internal()
+STRATA_HLO_OPCODES(STRATA_LAZY_DEFINE_ROW)
+#undef STRATA_LAZY_DEFINE_ROW
+#undef STRATA_LAZY_DEFINE_Other
+#undef STRATA_LAZY_DEFINE_Collective
+#undef STRATA_LAZY_DEFINE_Unary
+#undef STRATA_LAZY_DEFINE_Binary
+#undef STRATA_LAZY_DEFINE_UNARY_Api
+#undef STRATA_LAZY_DEFINE_BINARY_Api
+#undef STRATA_LAZY_DEFINE_UNARY_Custom
+#undef STRATA_LAZY_DEFINE_BINARY_Custom
+#undef STRATA_LAZY_DEFINE_UNARY_Internal
+#undef STRATA_LAZY_DEFINE_BINARY_Internal
+
+// torch.sign of bools is the identity (the HLO op takes numbers).
+Tensor sign(const Tensor& x) {
+  return x.dtype() == DType::kPred ? x : UnaryOp("sign", Opcode::kSign, x, false);
+}
 Tensor floor(const Tensor& x) {
   return IsFloating(x.dtype()) ? UnaryOp("floor", Opcode::kFloor, x, true) : x;
 }
@@ -268,10 +315,18 @@ Tensor ceil(const Tensor& x) {
 Tensor logical_not(const Tensor& x) {
   return Wrap(lazy::Op(Opcode::kNot, {lazy::ConvertValue(x.value(), DType::kPred)}));
 }
+// where(), not maximum / minimum: x at a bound keeps its whole gradient and a
+// NaN stays NaN, as torch.clamp.
 Tensor clamp(const Tensor& x, std::optional<double> low, std::optional<double> high) {
   Tensor r = x;
-  if (low) r = maximum(r, ScalarFor(x, *low));
-  if (high) r = minimum(r, ScalarFor(x, *high));
+  if (low) {
+    const Tensor bound = ScalarFor(x, *low);
+    r = where(lt(r, bound), bound, r);
+  }
+  if (high) {
+    const Tensor bound = ScalarFor(x, *high);
+    r = where(gt(r, bound), bound, r);
+  }
   return r;
 }
 
@@ -319,7 +374,7 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   auto dims = lazy::BroadcastDims(
       "where", lazy::BroadcastDims("where", condition.shape().dims(), a.shape().dims()),
       b.shape().dims());
-  DType t = lazy::PromoteTypes(a.dtype(), b.dtype());
+  DType t = lazy::ResultType(a, b);
   return Wrap(
       lazy::Op(Opcode::kSelect,
                {lazy::BroadcastValue(lazy::ConvertValue(condition.value(), DType::kPred), dims),

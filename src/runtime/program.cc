@@ -80,57 +80,48 @@ KernelInfo MakeConditionalKernel(const Instruction& inst, ThreadPool& pool) {
           scratch};
 }
 
+// The opcode's row names its kernel family; every family is listed here (a
+// new one without a case is a compile error).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic error "-Wswitch"
 KernelInfo MakeKernel(const Instruction& inst, ThreadPool& pool) {
   Opcode op = inst.opcode();
   if (RunsOnComplexKernels(inst)) return MakeComplexKernel(inst, pool);
-  if (hlo::IsElementwiseUnary(op) || hlo::IsElementwiseBinary(op))
-    return MakeElementwiseKernel(inst, pool);
-  switch (op) {
-    case Opcode::kCompare:
-    case Opcode::kSelect:
-    case Opcode::kClamp:
-    case Opcode::kIsFinite:
+  switch (hlo::KernelOf(op)) {
+    case hlo::Kernel::kElementwise:
       return MakeElementwiseKernel(inst, pool);
-    case Opcode::kConvert:
-    case Opcode::kBitcastConvert:
+    case hlo::Kernel::kConvert:
       return MakeConvertKernel(inst, pool);
-    case Opcode::kIota:
-    case Opcode::kBroadcast:
-    case Opcode::kTranspose:
-    case Opcode::kCopy:
-    case Opcode::kSlice:
-    case Opcode::kDynamicSlice:
-    case Opcode::kDynamicUpdateSlice:
-    case Opcode::kConcatenate:
-    case Opcode::kPad:
-    case Opcode::kReverse:
+    case hlo::Kernel::kComplex:
+      return MakeComplexKernel(inst, pool);
+    case hlo::Kernel::kDataMovement:
       return MakeDataMovementKernel(inst, pool);
-    case Opcode::kReduce:
+    case hlo::Kernel::kReduce:
       return MakeReduceKernel(inst, pool, CompileScalar(*inst.called[0], pool));
-    case Opcode::kDot:
+    case hlo::Kernel::kDot:
       return MakeDotKernel(inst, pool);
-    case Opcode::kConvolution:
+    case hlo::Kernel::kConvolution:
       return MakeConvolutionKernel(inst, pool);
-    case Opcode::kReduceWindow:
+    case hlo::Kernel::kReduceWindow:
       return MakeReduceWindowKernel(inst, pool, CompileScalar(*inst.called[0], pool));
-    case Opcode::kSelectAndScatter:
+    case hlo::Kernel::kSelectAndScatter:
       return MakeSelectAndScatterKernel(inst, pool, CompileScalar(*inst.called[0], pool),
                                         CompileScalar(*inst.called[1], pool));
-    case Opcode::kConditional:
+    case hlo::Kernel::kConditional:
       return MakeConditionalKernel(inst, pool);
-    case Opcode::kTopK:
+    case hlo::Kernel::kTopK:
       return MakeTopKKernel(inst, pool);
-    case Opcode::kSort:
+    case hlo::Kernel::kSort:
       return MakeSortKernel(inst, pool, [&] { return CompileScalar(*inst.called[0], pool); });
-    case Opcode::kGather:
+    case hlo::Kernel::kGather:
       return MakeGatherKernel(inst, pool);
-    case Opcode::kScatter:
+    case hlo::Kernel::kScatter:
       return MakeScatterKernel(inst, pool, CompileScalar(*inst.called[0], pool));
-    case Opcode::kRngBitGenerator:
+    case hlo::Kernel::kRng:
       return MakeRngKernel(inst, pool);
-    case Opcode::kFusion:
+    case hlo::Kernel::kFusion:
       return MakeFusionKernel(inst, pool);
-    case Opcode::kCustomCall:
+    case hlo::Kernel::kCustomCall:
       if (hlo::IsAttentionTarget(inst.custom_call_target)) return MakeAttentionKernel(inst, pool);
       // A manual region's boundary in a program that was not partitioned:
       // the identity where the region spans one device, else meaningless.
@@ -142,22 +133,19 @@ KernelInfo MakeKernel(const Instruction& inst, ThreadPool& pool) {
             inst.shape().ToString());
       }
       return MakeDataMovementKernel(inst, pool);
-    case Opcode::kAfterAll:  // a token holds nothing: ordering is all it does
+    case hlo::Kernel::kToken:  // a token holds nothing: ordering is all it does
       return {[](const KernelArgs&) {}};
-    case Opcode::kPartitionId:
-    case Opcode::kReplicaId:
-    case Opcode::kAllReduce:
-    case Opcode::kAllGather:
-    case Opcode::kReduceScatter:
-    case Opcode::kAllToAll:
-    case Opcode::kCollectivePermute:
+    case hlo::Kernel::kCollective:
       return MakeCollectiveKernel(inst, pool);
-    default:
+    case hlo::Kernel::kStorage:  // placed by Build, run by Execute, inlined by the passes
+    case hlo::Kernel::kLoop:
+    case hlo::Kernel::kInlined:
       break;
   }
   Fail("[runtime] {} ({}) cannot be executed directly; was the module compiled with passes?",
        hlo::OpcodeName(op), inst.name());
 }
+#pragma GCC diagnostic pop
 
 // Number of array leaves in each tuple element before `index`.
 int64_t LeafOffset(const Shape& tuple, int64_t index) {

@@ -14,18 +14,25 @@
 #include "strata/hlo/attention.h"
 #include "strata/spmd/partitioner.h"
 
+// The rules switch over the opcode rows' SpmdRule: a new rule without a
+// case in Forward and Backward is a compile error.
+#pragma GCC diagnostic error "-Wswitch"
+
 namespace strata::spmd {
 
 using hlo::Instruction;
 using hlo::Opcode;
+using hlo::SpmdRule;
 
 bool IsElementwiseOp(const hlo::Instruction& inst) {
-  hlo::Opcode op = inst.opcode();
-  return hlo::IsElementwiseUnary(op) || hlo::IsElementwiseBinary(op) ||
-         op == hlo::Opcode::kCompare || op == hlo::Opcode::kSelect || op == hlo::Opcode::kClamp ||
-         op == hlo::Opcode::kIsFinite || op == hlo::Opcode::kCopy || op == hlo::Opcode::kConvert ||
-         (op == hlo::Opcode::kBitcastConvert &&
-          DTypeSize(inst.shape().dtype()) == DTypeSize(inst.operand(0)->shape().dtype()));
+  switch (hlo::SpmdRuleOf(inst.opcode())) {
+    case SpmdRule::kElementwise:
+      return true;
+    case SpmdRule::kElementwiseSameWidth:
+      return DTypeSize(inst.shape().dtype()) == DTypeSize(inst.operand(0)->shape().dtype());
+    default:
+      return false;
+  }
 }
 
 std::optional<AxisSharding> ReshapeSharding(const Mesh& mesh, const std::vector<int64_t>& in_dims,
@@ -278,13 +285,21 @@ class Propagation {
     return Of(inst)[0];
   }
 
+  // The rules of the first round: those that only relabel dims.
   static bool IsShapeOp(Opcode op) {
-    return hlo::IsElementwiseUnary(op) || hlo::IsElementwiseBinary(op) || op == Opcode::kConvert ||
-           op == Opcode::kBitcastConvert || op == Opcode::kCopy || op == Opcode::kCompare ||
-           op == Opcode::kSelect || op == Opcode::kClamp || op == Opcode::kIsFinite ||
-           op == Opcode::kBroadcast || op == Opcode::kReshape || op == Opcode::kTranspose ||
-           op == Opcode::kTuple || op == Opcode::kGetTupleElement || op == Opcode::kWhile ||
-           op == Opcode::kOptimizationBarrier;
+    switch (hlo::SpmdRuleOf(op)) {
+      case SpmdRule::kElementwise:
+      case SpmdRule::kElementwiseSameWidth:
+      case SpmdRule::kBroadcast:
+      case SpmdRule::kReshape:
+      case SpmdRule::kTranspose:
+      case SpmdRule::kTuple:
+      case SpmdRule::kGetTupleElement:
+      case SpmdRule::kPassThrough:
+        return true;
+      default:
+        return false;
+    }
   }
 
   // Dims of an operand whose size the op keeps (slice, pad, ...): sharding
@@ -373,8 +388,8 @@ class Propagation {
         Set(inst, k, AttentionSplit(inst, from, leaves[k].rank()));
       return;
     }
-    switch (op) {
-      case Opcode::kBroadcast: {
+    switch (hlo::SpmdRuleOf(op)) {
+      case SpmdRule::kBroadcast: {
         auto s = ArrayOf(*inst.operand(0));
         if (!s) return;
         AxisSharding out = AxisSharding::Replicated(inst.shape().rank());
@@ -387,7 +402,7 @@ class Propagation {
         SetArray(inst, out);
         return;
       }
-      case Opcode::kTranspose: {
+      case SpmdRule::kTranspose: {
         auto s = ArrayOf(*inst.operand(0));
         if (!s) return;
         AxisSharding out = AxisSharding::Replicated(inst.shape().rank());
@@ -396,37 +411,32 @@ class Propagation {
         SetArray(inst, out);
         return;
       }
-      case Opcode::kReshape: {
+      case SpmdRule::kReshape: {
         auto s = ArrayOf(*inst.operand(0));
         if (s)
           SetArray(inst, ReshapeSharding(mesh_, inst.operand(0)->shape().dims(),
                                          inst.shape().dims(), *s));
         return;
       }
-      case Opcode::kTuple: {
+      case SpmdRule::kTuple: {
         size_t k = 0;
         for (const Instruction* o : inst.operands()) {
           for (const auto& leaf : Of(*o)) Set(inst, k++, leaf);
         }
         return;
       }
-      case Opcode::kGetTupleElement: {
+      case SpmdRule::kGetTupleElement: {
         size_t first = LeafOffset(inst.operand(0)->shape(), inst.tuple_index);
         Leaves& from = Of(*inst.operand(0));
         for (size_t k = 0; k < Of(inst).size(); ++k) Set(inst, k, from[first + k]);
         return;
       }
-      case Opcode::kOptimizationBarrier: {
+      case SpmdRule::kPassThrough: {
         Leaves& from = Of(*inst.operand(0));
         for (size_t k = 0; k < from.size(); ++k) Set(inst, k, from[k]);
         return;
       }
-      case Opcode::kWhile: {
-        Leaves& from = Of(*inst.operand(0));
-        for (size_t k = 0; k < from.size(); ++k) Set(inst, k, from[k]);
-        return;
-      }
-      case Opcode::kReduce: {
+      case SpmdRule::kReduce: {
         int64_t n = inst.operand_count() / 2;
         for (int64_t i = 0; i < n; ++i) {
           auto s = ArrayOf(*inst.operand(i));
@@ -448,7 +458,7 @@ class Propagation {
         }
         return;
       }
-      case Opcode::kDot: {
+      case SpmdRule::kDot: {
         auto l = ArrayOf(*inst.operand(0));
         auto r = ArrayOf(*inst.operand(1));
         if (!l && !r) return;
@@ -485,12 +495,7 @@ class Propagation {
         SetArray(inst, DropRepeatedAxes(out));
         return;
       }
-      case Opcode::kSlice:
-      case Opcode::kPad:
-      case Opcode::kReverse:
-      case Opcode::kDynamicSlice:
-      case Opcode::kDynamicUpdateSlice:
-      case Opcode::kScatter: {
+      case SpmdRule::kKeepDims: {
         auto s = ArrayOf(*inst.operand(0));
         if (!s && op == Opcode::kDynamicUpdateSlice) {  // a loop's output stack follows its rows
           SetArray(inst, KeepUnchangedDims(inst.operand(1)->shape(), inst.shape(),
@@ -503,7 +508,7 @@ class Propagation {
         SetArray(inst, KeepUnchangedDims(inst.operand(0)->shape(), inst.shape(), s));
         return;
       }
-      case Opcode::kConcatenate: {
+      case SpmdRule::kConcatenate: {
         for (const Instruction* o : inst.operands()) {
           auto s = ArrayOf(*o);
           if (s) {
@@ -513,7 +518,7 @@ class Propagation {
         }
         return;
       }
-      case Opcode::kGather: {
+      case SpmdRule::kGather: {
         // Batch dims follow the indices (an embedding lookup keeps its tokens'
         // sharding); offset dims are taken whole.
         auto s = ArrayOf(*inst.operand(1));
@@ -530,7 +535,10 @@ class Propagation {
         SetArray(inst, out);
         return;
       }
-      default:
+      case SpmdRule::kElementwise:  // above
+      case SpmdRule::kElementwiseSameWidth:
+      case SpmdRule::kCustomCall:
+      case SpmdRule::kNone:
         return;
     }
   }
@@ -558,8 +566,8 @@ class Propagation {
       }
       return;
     }
-    switch (op) {
-      case Opcode::kBroadcast: {
+    switch (hlo::SpmdRuleOf(op)) {
+      case SpmdRule::kBroadcast: {
         auto s = ArrayOf(inst);
         if (!s) return;
         AxisSharding in;
@@ -567,7 +575,7 @@ class Propagation {
         SetArray(*inst.operand(0), in);
         return;
       }
-      case Opcode::kTranspose: {
+      case SpmdRule::kTranspose: {
         auto s = ArrayOf(inst);
         if (!s) return;
         AxisSharding in = AxisSharding::Replicated(inst.shape().rank());
@@ -576,7 +584,7 @@ class Propagation {
         SetArray(*inst.operand(0), in);
         return;
       }
-      case Opcode::kReshape: {
+      case SpmdRule::kReshape: {
         auto s = ArrayOf(inst);
         if (s) {
           SetArray(*inst.operand(0), ReshapeSharding(mesh_, inst.shape().dims(),
@@ -584,7 +592,7 @@ class Propagation {
         }
         return;
       }
-      case Opcode::kTuple: {
+      case SpmdRule::kTuple: {
         Leaves& from = Of(inst);
         size_t k = 0;
         for (const Instruction* o : inst.operands()) {
@@ -592,19 +600,18 @@ class Propagation {
         }
         return;
       }
-      case Opcode::kGetTupleElement: {
+      case SpmdRule::kGetTupleElement: {
         size_t first = LeafOffset(inst.operand(0)->shape(), inst.tuple_index);
         Leaves& from = Of(inst);
         for (size_t k = 0; k < from.size(); ++k) Set(*inst.operand(0), first + k, from[k]);
         return;
       }
-      case Opcode::kOptimizationBarrier:
-      case Opcode::kWhile: {
+      case SpmdRule::kPassThrough: {
         Leaves& from = Of(inst);
         for (size_t k = 0; k < from.size(); ++k) Set(*inst.operand(0), k, from[k]);
         return;
       }
-      case Opcode::kReduce: {
+      case SpmdRule::kReduce: {
         int64_t n = inst.operand_count() / 2;
         auto s = inst.shape().is_array() ? Of(inst)[0] : Of(inst)[0];
         if (!s) return;
@@ -622,7 +629,7 @@ class Propagation {
         }
         return;
       }
-      case Opcode::kDot: {
+      case SpmdRule::kDot: {
         auto s = ArrayOf(inst);
         if (!s) return;
         const hlo::DotDims& dd = inst.dot;
@@ -700,27 +707,30 @@ class Propagation {
         if (!r.IsReplicated() && (lo || level_ == kAll)) SetArray(*inst.operand(1), r);
         return;
       }
-      case Opcode::kSlice:
-      case Opcode::kPad:
-      case Opcode::kDynamicSlice:
-      case Opcode::kDynamicUpdateSlice:
-      case Opcode::kScatter: {
-        SetArray(*inst.operand(0),
-                 KeepUnchangedDims(inst.shape(), inst.operand(0)->shape(), ArrayOf(inst)));
+      case SpmdRule::kKeepDims: {
+        auto s = ArrayOf(inst);
+        if (op == Opcode::kReverse && s) {  // a reversed dim is whole, as forward
+          for (int64_t d : inst.dimensions) s->dims[d].clear();
+        }
+        SetArray(*inst.operand(0), KeepUnchangedDims(inst.shape(), inst.operand(0)->shape(), s));
         if (op == Opcode::kDynamicUpdateSlice) {
           SetArray(*inst.operand(1),
                    KeepUnchangedDims(inst.shape(), inst.operand(1)->shape(), ArrayOf(inst)));
         }
         return;
       }
-      case Opcode::kConcatenate: {
+      case SpmdRule::kConcatenate: {
         auto s = ArrayOf(inst);
         if (!s) return;
         s->dims[inst.dimensions[0]].clear();
         for (const Instruction* o : inst.operands()) SetArray(*o, s);
         return;
       }
-      default:
+      case SpmdRule::kElementwise:  // above
+      case SpmdRule::kElementwiseSameWidth:
+      case SpmdRule::kGather:
+      case SpmdRule::kCustomCall:
+      case SpmdRule::kNone:
         return;
     }
   }

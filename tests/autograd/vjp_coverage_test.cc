@@ -1,5 +1,5 @@
 // Driven by the opcode list: every opcode declares where its VJP lives
-// (VjpFamilyOf; a new opcode without a line there does not compile), every
+// (its row's vjp column), every
 // elementwise float opcode with a rule matches central finite differences,
 // and an opcode without a rule is an Error when a gradient must pass through
 // it, never a silent zero.
@@ -42,10 +42,12 @@ double Loss(Opcode op, const std::vector<double>& a, const std::vector<double>& 
 TEST(VjpCoverage, EveryOpcodeDeclaresItsRule) {
   int with_rule = 0;
   for (Opcode op : AllOpcodes()) {
-    const VjpFamily family = VjpFamilyOf(op);
-    with_rule += family != VjpFamily::kNone && family != VjpFamily::kNoGradient;
+    const VjpRule rule = hlo::VjpRuleOf(op);
+    with_rule += rule != VjpRule::kHloOnly && rule != VjpRule::kAttached &&
+                 rule != VjpRule::kNoGradient;
     if (hlo::IsElementwiseUnary(op) || hlo::IsElementwiseBinary(op)) {
-      EXPECT_TRUE(family == VjpFamily::kElementwise || family == VjpFamily::kNoGradient)
+      // a gradient exactly when the row takes floats
+      EXPECT_EQ(rule == VjpRule::kElementwise, hlo::TakesFloats(hlo::ElementTypesOf(op)))
           << hlo::OpcodeName(op);
     }
   }
@@ -56,7 +58,7 @@ TEST(VjpCoverage, EveryElementwiseFloatRuleMatchesFiniteDifferences) {
   int checked = 0;
   for (Opcode op : AllOpcodes()) {
     const bool unary = hlo::IsElementwiseUnary(op), binary = hlo::IsElementwiseBinary(op);
-    if ((!unary && !binary) || VjpFamilyOf(op) != VjpFamily::kElementwise) continue;
+    if ((!unary && !binary) || hlo::VjpRuleOf(op) != VjpRule::kElementwise) continue;
     SCOPED_TRACE(std::string(hlo::OpcodeName(op)));
     Tensor a = F64(kA), b = F64(kB);
     std::vector<ir::Value> operands = {a.value()};
@@ -84,7 +86,7 @@ TEST(VjpCoverage, EveryElementwiseFloatRuleMatchesFiniteDifferences) {
 }
 
 TEST(VjpCoverage, AnOpWithoutARuleIsAnErrorNamingIt) {
-  ASSERT_EQ(VjpFamilyOf(Opcode::kBitcastConvert), VjpFamily::kNone);
+  ASSERT_EQ(hlo::VjpRuleOf(Opcode::kBitcastConvert), VjpRule::kHloOnly);
   Tensor x = Tensor::FromVector<float>({1, 2}, {2});
   hlo::Attributes a;
   Tensor bits(ir::Value{

@@ -7,8 +7,9 @@
 #ifndef STRATA_ROW_TYPES
 #define STRATA_ROW_TYPES Numeric
 #endif
-#define STRATA_ELEMENTWISE_ROWS(V) \
-  V(kExp, "exponential", Unary, STRATA_ROW_TYPES, std::exp(x), NoKernel(), nullptr, Grads(g))
+#define STRATA_ELEMENTWISE_ROWS(V)                                                            \
+  V(kExp, "exponential", Unary, Complex, Api(exp), STRATA_ROW_TYPES, std::exp(x), NoKernel(), \
+    nullptr, Grads(g))
 #include "kernels/elementwise_ops.h"
 
 int main() {

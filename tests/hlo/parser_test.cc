@@ -50,11 +50,10 @@ std::unique_ptr<Module> UnaryProgram() {
   auto m = std::make_unique<Module>("unary");
   Builder b("main");
   Instruction* x = b.Parameter(0, F32({2, 3}), "x");
-  for (Opcode op : {Opcode::kNegate, Opcode::kAbs, Opcode::kSign, Opcode::kExp, Opcode::kExpm1,
-                    Opcode::kLog, Opcode::kLog1p, Opcode::kTanh, Opcode::kLogistic, Opcode::kSqrt,
-                    Opcode::kRsqrt, Opcode::kSin, Opcode::kCos, Opcode::kErf, Opcode::kFloor,
-                    Opcode::kCeil, Opcode::kRoundNearestEven}) {
-    x = b.Unary(op, x);
+  for (int i = 0; i < hlo::kOpcodeCount; ++i) {  // every unary row that takes floats
+    const auto op = static_cast<Opcode>(i);
+    if (hlo::IsElementwiseUnary(op) && hlo::TakesFloats(hlo::ElementTypesOf(op)))
+      x = b.Unary(op, x);
   }
   Instruction* not_finite = b.Unary(Opcode::kNot, b.IsFinite(x));
   m->AddEntryComputation(b.Build(b.Tuple({x, not_finite})));

@@ -45,6 +45,36 @@ std::map<Opcode, int> CountOpcodes(const hlo::Module& m) {
   return counts;
 }
 
+// Every row's columns agree with each other: an elementwise row has the
+// elementwise shape rule, SPMD rule and kernel and a gradient exactly when
+// it takes floats; a collective has the collective shape rule; only
+// elementwise rows name a lazy / Python op; each name is its own.
+TEST(OpcodeCoverage, EveryRowIsWholeAndConsistent) {
+  ASSERT_EQ(static_cast<int>(AllOpcodes().size()), hlo::kOpcodeCount);
+  std::map<std::string_view, Opcode> apis;
+  for (Opcode op : AllOpcodes()) {
+    SCOPED_TRACE(std::string(hlo::OpcodeName(op)));
+    EXPECT_EQ(hlo::OpcodeFromName(hlo::OpcodeName(op)), op);
+    const bool elementwise = hlo::IsElementwiseUnary(op) || hlo::IsElementwiseBinary(op);
+    if (elementwise) {
+      EXPECT_EQ(hlo::ShapeRuleOf(op), hlo::ShapeRule::kElementwise);
+      EXPECT_EQ(hlo::SpmdRuleOf(op), hlo::SpmdRule::kElementwise);
+      EXPECT_EQ(hlo::KernelOf(op), hlo::Kernel::kElementwise);
+      EXPECT_EQ(hlo::VjpRuleOf(op) == hlo::VjpRule::kElementwise,
+                hlo::TakesFloats(hlo::ElementTypesOf(op)));
+      EXPECT_NE(hlo::ElementTypesOf(op), hlo::ElementTypes::kNone);
+    } else {
+      EXPECT_EQ(hlo::ElementTypesOf(op), hlo::ElementTypes::kNone);
+      EXPECT_TRUE(hlo::ApiNameOf(op).empty());
+    }
+    EXPECT_EQ(hlo::IsCollective(op), hlo::ShapeRuleOf(op) == hlo::ShapeRule::kCollective);
+    if (hlo::ApiIsGenerated(op)) EXPECT_FALSE(hlo::ApiNameOf(op).empty());
+    if (!hlo::ApiNameOf(op).empty()) {
+      EXPECT_TRUE(apis.emplace(hlo::ApiNameOf(op), op).second) << "api name used twice";
+    }
+  }
+}
+
 TEST(OpcodeCoverage, EveryOpcodeIsInTheFixtureAndRoundTripsThroughText) {
   std::unique_ptr<hlo::Module> m = hlo::ParseModule(Fixture());  // verifies every shape
   const std::map<Opcode, int> counts = CountOpcodes(*m);

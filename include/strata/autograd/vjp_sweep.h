@@ -16,24 +16,9 @@ std::vector<Tensor> VjpImpl(const std::vector<Tensor>& outputs,
                             const std::vector<Tensor>& cotangents,
                             const std::vector<Tensor>& inputs, bool fill_zeros);
 
-// Where an opcode's reverse-mode rule lives, declared for every opcode (a
-// new opcode without a line here does not compile): a family of rules, an
-// identity (tuple, opt-barrier: output k is operand k), no gradient at all
-// (comparisons, integer and boolean ops, constants, random bits), or none
-// yet (differentiating through it is an Error naming it).
-enum class VjpFamily : uint8_t {
-  kElementwise,
-  kDataMovement,
-  kReduction,
-  kIndexing,
-  kConvolution,
-  kReduceWindow,
-  kSort,
-  kIdentity,
-  kNoGradient,
-  kNone,
-};
-VjpFamily VjpFamilyOf(hlo::Opcode opcode);
+// Where an opcode's reverse-mode rule lives: its row's vjp column
+// (hlo::VjpRuleOf).
+using hlo::VjpRule;
 
 // Values that carry gradients: floating-point arrays.
 inline bool Differentiable(const Shape& s) { return s.is_array() && IsFloating(s.dtype()); }

@@ -31,8 +31,12 @@ std::vector<int64_t> BroadcastDims(std::string_view op, const std::vector<int64_
 // `v` broadcast to `dims` (trailing alignment; size-1 dims stretch).
 ir::Value BroadcastValue(const ir::Value& v, const std::vector<int64_t>& dims);
 
-// PyTorch's type promotion for two tensors.
+// PyTorch's type promotion of two dtypes.
 DType PromoteTypes(DType a, DType b);
+// PyTorch's result type of two tensors: as PromoteTypes, but a 0-d tensor
+// meeting a dimensioned one decides only when its category (bool < integer
+// < floating) is higher (int32 [n] + int64 [] is int32, bf16 [n] * f32 [] is bf16).
+DType ResultType(const Tensor& a, const Tensor& b);
 ir::Value ConvertValue(const ir::Value& v, DType dtype);
 // The dtype arithmetic on `t` runs in: the runtime stores f16 and bf16 but
 // computes in f32, so ops convert up and round once at the end.

@@ -12,6 +12,7 @@
 #include <optional>
 #include <vector>
 
+#include "strata/hlo/opcode.h"
 #include "strata/lazy/tensor.h"
 
 namespace strata {
@@ -56,25 +57,41 @@ Tensor operator-(double a, const Tensor& b);
 Tensor operator*(double a, const Tensor& b);
 Tensor operator/(double a, const Tensor& b);
 Tensor operator-(const Tensor& a);
-Tensor maximum(const Tensor& a, const Tensor& b);
-Tensor minimum(const Tensor& a, const Tensor& b);
 Tensor pow(const Tensor& a, const Tensor& b);
 Tensor pow(const Tensor& a, double exponent);
 Tensor remainder(const Tensor& a, const Tensor& b);  // sign of the divisor, as torch.remainder
 
-Tensor abs(const Tensor& x);
+// The elementwise ops of the opcode rows whose api column is Api(name)
+// (include/strata/hlo/opcode.h): `Tensor name(const Tensor& x)` for a unary
+// row (abs, exp, log, sigmoid, tan, cbrt, ...), `Tensor name(const Tensor& a,
+// const Tensor& b)` for a binary one (maximum, minimum, atan2). They promote
+// as torch: an op that takes only floats computes integer operands in f32.
+#define STRATA_LAZY_DECLARE_ROW(e, name, kind, complex, ...) STRATA_LAZY_DECLARE_##kind(__VA_ARGS__)
+#define STRATA_LAZY_DECLARE_Other(...)
+#define STRATA_LAZY_DECLARE_Collective(...)
+#define STRATA_LAZY_DECLARE_Unary(api, ...) STRATA_LAZY_DECLARE_UNARY_##api
+#define STRATA_LAZY_DECLARE_Binary(api, ...) STRATA_LAZY_DECLARE_BINARY_##api
+#define STRATA_LAZY_DECLARE_UNARY_Api(n) Tensor n(const Tensor& x);
+#define STRATA_LAZY_DECLARE_BINARY_Api(n) Tensor n(const Tensor& a, const Tensor& b);
+#define STRATA_LAZY_DECLARE_UNARY_Custom(n)
+#define STRATA_LAZY_DECLARE_BINARY_Custom(n)
+#define STRATA_LAZY_DECLARE_UNARY_Internal()
+#define STRATA_LAZY_DECLARE_BINARY_Internal()
+STRATA_HLO_OPCODES(STRATA_LAZY_DECLARE_ROW)
+#undef STRATA_LAZY_DECLARE_ROW
+#undef STRATA_LAZY_DECLARE_Other
+#undef STRATA_LAZY_DECLARE_Collective
+#undef STRATA_LAZY_DECLARE_Unary
+#undef STRATA_LAZY_DECLARE_Binary
+#undef STRATA_LAZY_DECLARE_UNARY_Api
+#undef STRATA_LAZY_DECLARE_BINARY_Api
+#undef STRATA_LAZY_DECLARE_UNARY_Custom
+#undef STRATA_LAZY_DECLARE_BINARY_Custom
+#undef STRATA_LAZY_DECLARE_UNARY_Internal
+#undef STRATA_LAZY_DECLARE_BINARY_Internal
+
+// Written by hand (Custom rows): their semantics go past the row's.
 Tensor sign(const Tensor& x);
-Tensor exp(const Tensor& x);
-Tensor log(const Tensor& x);
-Tensor log1p(const Tensor& x);
-Tensor expm1(const Tensor& x);
-Tensor tanh(const Tensor& x);
-Tensor sigmoid(const Tensor& x);
-Tensor sqrt(const Tensor& x);
-Tensor rsqrt(const Tensor& x);
-Tensor sin(const Tensor& x);
-Tensor cos(const Tensor& x);
-Tensor erf(const Tensor& x);
 Tensor floor(const Tensor& x);
 Tensor ceil(const Tensor& x);
 Tensor logical_not(const Tensor& x);

@@ -177,7 +177,7 @@ Kernel PartsKernel(const hlo::Instruction& inst, ThreadPool* pool) {
 
 bool RunsOnComplexKernels(const hlo::Instruction& inst) {
   const Opcode op = inst.opcode();
-  if (op == Opcode::kReal || op == Opcode::kImag || op == Opcode::kComplex) return true;
+  if (hlo::KernelOf(op) == hlo::Kernel::kComplex) return true;  // real, imag, complex
   const bool elementwise = hlo::IsElementwiseUnary(op) || hlo::IsElementwiseBinary(op) ||
                            op == Opcode::kCompare || op == Opcode::kSelect;
   const int64_t operand = op == Opcode::kSelect ? 1 : 0;

@@ -189,15 +189,15 @@ constexpr const char* ElementKind() {
 #define STRATA_KERNEL_ROW(e, name, kind, ...) STRATA_KERNEL_ROW_##kind(e, __VA_ARGS__)
 #define STRATA_KERNEL_ROW_Other(...)
 #define STRATA_KERNEL_ROW_Collective(...)
-#define STRATA_KERNEL_ROW_Unary(e, types, float_kernel, integer_kernel, vector, vjp) \
-  case Opcode::e:                                                                    \
-    if constexpr (Takes<T>(hlo::ElementTypes::k##types)) {                           \
-      if constexpr (kIsFloat<T>) {                                                   \
-        return f([](T x) -> T { return float_kernel; });                             \
-      } else {                                                                       \
-        return f([](T x) -> T { return integer_kernel; });                           \
-      }                                                                              \
-    }                                                                                \
+#define STRATA_KERNEL_ROW_Unary(e, complex, api, types, float_kernel, integer_kernel, vector, vjp) \
+  case Opcode::e:                                                                                  \
+    if constexpr (Takes<T>(hlo::ElementTypes::k##types)) {                                         \
+      if constexpr (kIsFloat<T>) {                                                                 \
+        return f([](T x) -> T { return float_kernel; });                                           \
+      } else {                                                                                     \
+        return f([](T x) -> T { return integer_kernel; });                                         \
+      }                                                                                            \
+    }                                                                                              \
     break;
 #define STRATA_KERNEL_ROW_Binary(...)
 
@@ -214,15 +214,16 @@ template <typename T, typename F>
 #undef STRATA_KERNEL_ROW_Unary
 #undef STRATA_KERNEL_ROW_Binary
 #define STRATA_KERNEL_ROW_Unary(...)
-#define STRATA_KERNEL_ROW_Binary(e, types, float_kernel, integer_kernel, vector, vjp) \
-  case Opcode::e:                                                                     \
-    if constexpr (Takes<T>(hlo::ElementTypes::k##types)) {                            \
-      if constexpr (kIsFloat<T>) {                                                    \
-        return f([](T a, T b) -> T { return float_kernel; });                         \
-      } else {                                                                        \
-        return f([](T a, T b) -> T { return integer_kernel; });                       \
-      }                                                                               \
-    }                                                                                 \
+#define STRATA_KERNEL_ROW_Binary(e, complex, api, types, float_kernel, integer_kernel, vector, \
+                                 vjp)                                                          \
+  case Opcode::e:                                                                              \
+    if constexpr (Takes<T>(hlo::ElementTypes::k##types)) {                                     \
+      if constexpr (kIsFloat<T>) {                                                             \
+        return f([](T a, T b) -> T { return float_kernel; });                                  \
+      } else {                                                                                 \
+        return f([](T a, T b) -> T { return integer_kernel; });                                \
+      }                                                                                        \
+    }                                                                                          \
     break;
 
 template <typename T, typename F>
@@ -247,8 +248,8 @@ template <typename T, typename F>
 #define STRATA_VECTOR_ROW_Other(...)
 #define STRATA_VECTOR_ROW_Collective(...)
 #define STRATA_VECTOR_ROW_Binary(...)
-#define STRATA_VECTOR_ROW_Unary(e, types, float_kernel, integer_kernel, vector, vjp) \
-  case Opcode::e:                                                                    \
+#define STRATA_VECTOR_ROW_Unary(e, complex, api, types, float_kernel, integer_kernel, vector, vjp) \
+  case Opcode::e:                                                                                  \
     return vector;
 inline void (*VectorKernelOf(Opcode op))(const float*, float*, int64_t) {
   switch (op) {
