@@ -1041,11 +1041,7 @@ def test_large_sizes(name, rows, columns, seed):
         grad_like_torch(run_strata, run_torch, [x], 1e-4, 1e-3)
 
 
-# ---- regressions: the minimal cases the properties found (fixed, or strata bugs still
-# open: those expected to fail) ----------------------------------------------------------------
-
-def strata_bug(reason):
-    return pytest.mark.xfail(strict=True, reason=f"strata bug: {reason}")
+# ---- regressions: the minimal cases the properties found -------------------------------------
 
 
 @pytest.mark.parametrize("name", CUMULATIVE_WITH_A_NATIVE_SCAN)
@@ -1061,30 +1057,25 @@ def test_cumulative_over_an_empty_tensor_does_not_crash(name):
     assert run.stdout.strip() == str([(2, 0)] * (2 if name in ("cummax", "cummin") else 1))
 
 
-@strata_bug("sign of a bool tensor is refused ('unsupported element type pred')")
 def test_sign_of_bools():
     x = np.array([True, False])
     matches(strata.sign(strata.tensor(x)), torch.sign(torch.tensor(x)))
 
 
-@strata_bug("relu's gradient at 0 is 1; torch's (and JAX's) is 0")
 def test_relu_gradient_at_zero():
     grad_like_torch(strata.relu, torch.relu, [np.zeros(3, np.float32)])
 
 
-@strata_bug("maximum/minimum send a tie's whole gradient to the first operand; torch splits it")
 @pytest.mark.parametrize("name", ["maximum", "minimum"])
 def test_maximum_and_minimum_gradients_at_ties(name):
     a = np.ones(2, np.float32)
     grad_like_torch(getattr(strata, name), getattr(torch, name), [a, a.copy()])
 
 
-@strata_bug("the gradient of a ** b with respect to a at 0 ** 0 is NaN; torch's is 0")
 def test_pow_gradient_at_zero_to_the_zero():
     grad_like_torch(strata.pow, torch.pow, [np.zeros(1, np.float32), np.zeros(1, np.float32)])
 
 
-@strata_bug("a 0-d int64 tensor widens an int32 tensor to int64; torch keeps int32")
 def test_a_0d_int64_tensor_does_not_widen_an_int32_tensor():
     a, b = np.array([1, 2], np.int32), np.array(3, np.int64)
     matches(strata.tensor(a) + strata.tensor(b), torch.tensor(a) + torch.tensor(b))
@@ -1097,7 +1088,6 @@ def test_clamp_without_bounds_is_refused():
         strata.clamp(strata.ones(2), None, None).numpy()
 
 
-@strata_bug("clamp of an integer tensor by a whole float (0.0) stays integer; torch: float32")
 def test_clamp_of_integers_by_a_whole_float_gives_float32():
     x = np.array([0, 2], np.int64)
     matches(strata.clamp(strata.tensor(x), 0.0), torch.clamp(torch.tensor(x), 0.0))
@@ -1108,7 +1098,6 @@ def test_argmax_keepdim_over_all_dimensions():
     matches(strata.argmax(strata.tensor(x), None, True), torch.argmax(torch.tensor(x), None, True))
 
 
-@strata_bug("flatten of an empty tensor reshapes to -1, which 0 elements do not determine")
 def test_flatten_of_an_empty_tensor():
     x = np.zeros((0, 1), np.float32)
     matches(strata.flatten(strata.tensor(x), 1), torch.flatten(torch.tensor(x), 1))
@@ -1129,7 +1118,6 @@ GATHERS_FROM_AN_EMPTY_DIMENSION = {  # name: (x's shape, strata's op, torch's)
 }
 
 
-@strata_bug("gathering nothing from a tensor with a 0-size dimension fails ('[gather] slice size')")
 @pytest.mark.parametrize("name", sorted(GATHERS_FROM_AN_EMPTY_DIMENSION))
 def test_gathering_from_an_empty_dimension(name):
     shape, run_strata, run_torch = GATHERS_FROM_AN_EMPTY_DIMENSION[name]
@@ -1143,7 +1131,6 @@ def test_an_empty_index_list():
     matches(strata.tensor(x)[[]], torch.tensor(x)[[]])
 
 
-@strata_bug("flip of a 0-d tensor over dim 0 is refused; torch allows dims 0 and -1 of a scalar")
 def test_flip_of_a_0d_tensor():
     x = np.array(1.5, np.float32)
     matches(strata.flip(strata.tensor(x), [0]), torch.flip(torch.tensor(x), [0]))

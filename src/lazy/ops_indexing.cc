@@ -100,6 +100,7 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
          source.shape().ToString(), DimsToString(expected), index.shape().ToString(),
          x.shape().ToString(), d);
   }
+  if (x.numel() == 0 || index.numel() == 0) return x;  // nothing to add (nor a window to scatter)
   // Half types are storage only: add in f32 and round once.
   DType compute = lazy::ComputeType(x.dtype());
   Tensor base = astype(x, compute);

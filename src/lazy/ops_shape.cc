@@ -60,6 +60,15 @@ int64_t ClampBound(int64_t bound, int64_t size) {
 
 // Gathers x[.., index[i], ..] along `dim` for a 1-D index.
 ir::Value GatherAlong(const Tensor& x, int64_t dim, const ir::Value& index) {
+  if (x.shape().num_elements() == 0) {  // nothing to gather (a gather's slice would not fit)
+    if (x.dim(dim) == 0 && index.shape().num_elements() > 0) {
+      Fail("[index] cannot take {} indices from dimension {} of size 0 in {}",
+           index.shape().num_elements(), dim, x.shape().ToString());
+    }
+    std::vector<int64_t> dims = x.shape().dims();
+    dims[dim] = index.shape().dim(0);
+    return zeros(dims, x.dtype()).value();
+  }
   hlo::GatherDims g;
   g.index_vector_dim = 1;  // the index vector is implicit: one start per index element
   g.start_index_map = {dim};
@@ -134,7 +143,7 @@ Tensor permute(const Tensor& x, std::vector<int64_t> dims) {
 
 Tensor flip(const Tensor& x, std::vector<int64_t> dims) {
   std::vector<int64_t> axes = lazy::NormalizeDims("flip", std::move(dims), x.shape());
-  if (axes.empty()) return x;
+  if (axes.empty() || x.rank() == 0) return x;  // a scalar's dim 0 (or -1) is itself, as torch
   std::sort(axes.begin(), axes.end());
   hlo::Attributes a;
   a.dimensions = std::move(axes);
@@ -271,6 +280,7 @@ Tensor take_along_dim(const Tensor& x, const Tensor& indices, int64_t dim) {
   if (s.dim(d) == 0 && Product(out) > 0) {
     Fail("[take_along_dim] cannot take from dimension {} of size 0 in {}", d, s.ToString());
   }
+  if (Product(out) == 0) return zeros(out, x.dtype());  // a gather's slice would not fit
   hlo::GatherDims g;
   g.index_vector_dim = s.rank();
   for (int64_t i = 0; i < s.rank(); ++i) {

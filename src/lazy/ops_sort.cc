@@ -115,6 +115,11 @@ ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool s
          s.ToString(), size);
   }
   if (s.rank() == 0) return {x, zeros({}, DType::kS64)};
+  if (k == 0 || s.num_elements() == 0) {  // nothing to choose
+    std::vector<int64_t> dims = s.dims();
+    dims[d] = k;
+    return {zeros(dims, x.dtype()), zeros(dims, DType::kS64)};
+  }
   if (x.dtype() == DType::kPred) {  // XLA's topk takes numbers
     ValuesIndices r = topk(astype(x, DType::kU8), k, d, largest, sorted);
     return {astype(r.values, DType::kPred), r.indices};

@@ -42,7 +42,12 @@ Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
   return bias ? y + *bias : y;
 }
 
-Tensor relu(const Tensor& x) { return maximum(x, zeros({}, x.dtype())); }
+// where(x <= 0, 0, x): a gradient of 0 at 0 and NaN kept, as torch (maximum
+// would split a tie's gradient).
+Tensor relu(const Tensor& x) {
+  const Tensor zero = zeros({}, x.dtype());
+  return where(le(x, zero), zero, x);
+}
 
 Tensor gelu(const Tensor& x, bool tanh_approximation) {
   if (tanh_approximation) {
