@@ -203,6 +203,22 @@ def _tan(x):
     return strata.sin(x) / strata.cos(x)
 
 
+@lower(aten.atan)
+def _atan(x):
+    return strata.atan2(x, strata.ones_like(x))
+
+
+@lower(aten.asin)
+def _asin(x):
+    # atan2(x, sqrt(1 - x^2)): NaN outside [-1, 1], as torch.
+    return strata.atan2(x, strata.sqrt(1 - x * x))
+
+
+@lower(aten.acos)
+def _acos(x):
+    return strata.atan2(strata.sqrt(1 - x * x), x)
+
+
 @lower(aten.sinh)
 def _sinh(x):
     return (strata.exp(x) - strata.exp(-x)) * 0.5
