@@ -201,6 +201,7 @@ class FusedLoop {
         pool_(&pool) {
     n_ = 1;
     for (int64_t d : dims_) n_ *= d;
+    AssignSlots();
   }
 
   void operator()(const KernelArgs& args) const {
@@ -224,13 +225,14 @@ class FusedLoop {
     // Blocks of kBlock elements, or one row each.
     const int64_t block = row_ > 0 ? row_ : kBlock;
     auto run_blocks = [&](int64_t lo, int64_t hi) {  // elements [lo, hi)
-      auto buffers = std::make_unique<T[]>(ops_.size() * block);
+      auto buffers = std::make_unique<T[]>(slots_ * block);
       std::vector<Value<T>> values(ops_.size());
       for (int64_t at = lo; at < hi; at += block) {
         const int64_t m = std::min(block, hi - at);
         for (size_t k = 0; k < ops_.size(); ++k) {
           T* buffer = in_place && k + 1 == ops_.size() ? reinterpret_cast<T*>(args.outputs[0]) + at
-                                                       : &buffers[k * block];
+                      : slot_[k] < 0                  ? nullptr
+                                                      : &buffers[slot_[k] * block];
           values[k] = Block(ops_[k], k, values, uniform, args, at, m, buffer);
         }
         for (size_t j = 0; j < outputs_.size(); ++j) Store(args, j, at, m, values[outputs_[j]]);
@@ -245,6 +247,38 @@ class FusedLoop {
   }
 
  private:
+  // Gives each op that is not uniform a block buffer, shared with ops whose
+  // values are dead by then: a value lives until the last op that reads it
+  // (or, through an op that passes it on as its own value, reads that one),
+  // an output until the end. A fusion of many ops then needs only as many
+  // buffers as it holds values at once.
+  void AssignSlots() {
+    const int64_t n = std::ssize(ops_);
+    std::vector<int64_t> last(n);
+    for (int64_t k = 0; k < n; ++k) last[k] = k;
+    for (int64_t k : outputs_) last[k] = n;
+    for (int64_t k = n - 1; k >= 0; --k) {
+      const bool passes_on = ops_[k].kind == Kind::kIdentity || ops_[k].kind == Kind::kRowBroadcast;
+      for (int64_t j : ops_[k].in) {
+        if (j >= 0) last[j] = std::max(last[j], passes_on ? last[k] : k);
+      }
+    }
+    std::vector<std::vector<int64_t>> released(n + 1);
+    std::vector<int64_t> free;
+    slot_.assign(n, -1);
+    for (int64_t k = 0; k < n; ++k) {
+      for (int64_t j : released[k]) free.push_back(slot_[j]);
+      if (ops_[k].uniform) continue;
+      if (free.empty()) {
+        slot_[k] = slots_++;
+      } else {
+        slot_[k] = free.back();
+        free.pop_back();
+      }
+      released[std::min(last[k] + 1, n)].push_back(k);
+    }
+  }
+
   // Output j's elements [at, at + m) from v: a bf16 output keeps each
   // value's top half (it holds a bf16 exactly).
   void Store(const KernelArgs& args, size_t j, int64_t at, int64_t m, const Value<T>& v) const {
@@ -404,6 +438,8 @@ class FusedLoop {
   }
 
   std::vector<Op> ops_;
+  std::vector<int64_t> slot_;  // each op's block buffer (-1: uniform, none)
+  int64_t slots_ = 0;
   std::vector<int64_t> outputs_;
   std::vector<bool> half_outputs_;
   std::vector<int64_t> dims_;
