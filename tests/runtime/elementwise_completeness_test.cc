@@ -72,6 +72,10 @@ std::optional<double> FloatReference(Opcode op, double a, double b) {
       return std::cos(a);
     case Opcode::kErf:
       return std::erf(a);
+    case Opcode::kTan:
+      return std::sin(a) / std::cos(a);
+    case Opcode::kCbrt:  // the real cube root, negative for negative a
+      return std::copysign(std::pow(std::fabs(a), 1.0 / 3.0), a);
     case Opcode::kFloor:
       return std::floor(a);
     case Opcode::kCeil:

@@ -128,6 +128,12 @@ namespace strata::hlo {
   V(kErf, "erf", Unary, Real, Api(erf), Float, \
     std::erf(x), NoKernel(), nullptr, \
     ErfVjp(g, x)) \
+  V(kTan, "tan", Unary, Real, Api(tan), Float, \
+    std::tan(x), NoKernel(), nullptr, \
+    Grads(g * (1.0 + tan(x) * tan(x)))) \
+  V(kCbrt, "cbrt", Unary, Real, Api(cbrt), Float, \
+    std::cbrt(x), NoKernel(), nullptr, \
+    Grads(g / (3.0 * cbrt(x) * cbrt(x)))) \
   V(kFloor, "floor", Unary, Real, Custom(floor), Float, \
     std::floor(x), NoKernel(), nullptr, \
     Grads(ZerosLike(x))) \

@@ -200,7 +200,7 @@ def _silu_backward(grad, x):
 
 @lower(aten.tan)
 def _tan(x):
-    return strata.sin(x) / strata.cos(x)
+    return strata.tan(x)
 
 
 @lower(aten.atan)
