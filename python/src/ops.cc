@@ -253,7 +253,7 @@ void BindOps(py::module_& m) {
 #undef STRATA_PY_BINARY_Custom
 #undef STRATA_PY_UNARY_Internal
 #undef STRATA_PY_BINARY_Internal
-  unary.insert(unary.end(), {
+  const std::pair<const char*, Unary> hand_unary[] = {
       {"sign", &sign},
       {"floor", &floor},
       {"ceil", &ceil},
@@ -263,9 +263,10 @@ void BindOps(py::module_& m) {
       {"silu", &nn::silu},
       {"mT", &mT},
       {"negative", [](const Tensor& x) { return -x; }},
-  });
+  };
+  unary.insert(unary.end(), std::begin(hand_unary), std::end(hand_unary));
   for (const auto& [name, op] : unary) m.def(name, op, py::arg("x"));
-  binary.insert(binary.end(), {
+  const std::pair<const char*, Binary> hand_binary[] = {
       {"add", [](const Tensor& a, const Tensor& b) { return a + b; }},
       {"subtract", [](const Tensor& a, const Tensor& b) { return a - b; }},
       {"multiply", [](const Tensor& a, const Tensor& b) { return a * b; }},
@@ -284,7 +285,8 @@ void BindOps(py::module_& m) {
       {"bitwise_or", &bitwise_or},
       {"bitwise_xor", &bitwise_xor},
       {"matmul", &matmul},
-  });
+  };
+  binary.insert(binary.end(), std::begin(hand_binary), std::end(hand_binary));
   // The opcode table's rows as Python sees them (tests walk every row).
   m.def("_opcode_rows", [] {
     py::list rows;

@@ -27,8 +27,8 @@ constexpr bool Real = false;
 
 // An elementwise row's traits: the kind fixes its shape, SPMD and kernel
 // families; its element types decide whether a gradient flows.
-constexpr OpcodeInfo Elementwise(std::string_view name, Kind kind, bool complex,
-                                 ElementTypes types, std::string_view api, bool generated) {
+constexpr OpcodeInfo Elementwise(std::string_view name, Kind kind, bool complex, ElementTypes types,
+                                 std::string_view api, bool generated) {
   return {name,
           kind,
           complex,
@@ -43,10 +43,10 @@ constexpr OpcodeInfo Elementwise(std::string_view name, Kind kind, bool complex,
 
 #define STRATA_HLO_OPCODE_INFO(e, name, kind, complex, ...) \
   STRATA_HLO_OPCODE_INFO_##kind(name, kind, complex, __VA_ARGS__),
-#define STRATA_HLO_OPCODE_INFO_Other(name, kind, complex, shape, vjp, spmd, kernel)          \
-  OpcodeInfo {                                                                              \
-    name, Kind::kind, complex, ElementTypes::kNone, ShapeRule::k##shape, VjpRule::k##vjp,   \
-        SpmdRule::k##spmd, Kernel::k##kernel, "", false                                     \
+#define STRATA_HLO_OPCODE_INFO_Other(name, kind, complex, shape, vjp, spmd, kernel)       \
+  OpcodeInfo {                                                                            \
+    name, Kind::kind, complex, ElementTypes::kNone, ShapeRule::k##shape, VjpRule::k##vjp, \
+        SpmdRule::k##spmd, Kernel::k##kernel, "", false                                   \
   }
 #define STRATA_HLO_OPCODE_INFO_Collective STRATA_HLO_OPCODE_INFO_Other
 #define STRATA_HLO_OPCODE_INFO_Unary(name, kind, complex, api, types, ...) \

@@ -43,8 +43,8 @@ TEST(VjpCoverage, EveryOpcodeDeclaresItsRule) {
   int with_rule = 0;
   for (Opcode op : AllOpcodes()) {
     const VjpRule rule = hlo::VjpRuleOf(op);
-    with_rule += rule != VjpRule::kHloOnly && rule != VjpRule::kAttached &&
-                 rule != VjpRule::kNoGradient;
+    with_rule +=
+        rule != VjpRule::kHloOnly && rule != VjpRule::kAttached && rule != VjpRule::kNoGradient;
     if (hlo::IsElementwiseUnary(op) || hlo::IsElementwiseBinary(op)) {
       // a gradient exactly when the row takes floats
       EXPECT_EQ(rule == VjpRule::kElementwise, hlo::TakesFloats(hlo::ElementTypesOf(op)))

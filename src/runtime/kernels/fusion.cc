@@ -231,8 +231,8 @@ class FusedLoop {
         const int64_t m = std::min(block, hi - at);
         for (size_t k = 0; k < ops_.size(); ++k) {
           T* buffer = in_place && k + 1 == ops_.size() ? reinterpret_cast<T*>(args.outputs[0]) + at
-                      : slot_[k] < 0                  ? nullptr
-                                                      : &buffers[slot_[k] * block];
+                      : slot_[k] < 0                   ? nullptr
+                                                       : &buffers[slot_[k] * block];
           values[k] = Block(ops_[k], k, values, uniform, args, at, m, buffer);
         }
         for (size_t j = 0; j < outputs_.size(); ++j) Store(args, j, at, m, values[outputs_[j]]);
