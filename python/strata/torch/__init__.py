@@ -12,14 +12,17 @@ then runs on the call's tensors (shared through DLPack, not copied).
   every graph, its ops, each op that fell back to eager PyTorch, and every
   compile with its reason.
 - ``lowered_ops()``: the ATen ops the table lowers.
+- ``scan(fn, init, xs)``: ``jax.lax.scan`` over torch functions and tensors, as one
+  strata While loop with gradients to everything the body touches.
 """
 import torch as _torch
 
 from ._backend import REPORTS as _REPORTS
 from ._backend import backend
 from ._lowerings import lowered_ops
+from ._scan import scan
 
-__all__ = ["backend", "explain", "Explanation", "lowered_ops", "reports", "reset"]
+__all__ = ["backend", "explain", "Explanation", "lowered_ops", "reports", "reset", "scan"]
 
 
 def reports():

@@ -100,10 +100,14 @@ def _check_item(node, expected, value):
     return value
 
 
-def interpret(gm, inputs, keys=None, refused=None):
+def interpret(gm, inputs, keys=None, refused=None, attrs=None):
     """Runs the graph's nodes on strata values (tracing: nothing computes).
     Returns (outputs, mutations): the output node's values and, for each
     ``copy_`` into an input, (placeholder position, new value).
+
+    `attrs` maps get_attr targets to strata values to use for them (a scan
+    body's captured tensors, which are inputs of the loop); other tensor
+    attributes become constants.
 
     With a set `refused`, a node whose lowering fails is added to it and its
     result stood in for by fresh tensors of torch's shapes, so one pass finds
@@ -116,6 +120,8 @@ def interpret(gm, inputs, keys=None, refused=None):
         if node.op == "placeholder":
             env[node] = next(it)
             placeholders[node] = len(placeholders)
+        elif node.op == "get_attr" and attrs is not None and node.target in attrs:
+            env[node] = attrs[node.target]
         elif node.op == "get_attr":
             value = getattr_path(gm, node.target)
             env[node] = to_strata_constant(value) if isinstance(value, torch.Tensor) else value

@@ -1,0 +1,267 @@
+"""``strata.torch.scan``: ``jax.lax.scan`` over torch tensors and functions, run as one strata
+While loop.
+
+``fn(carry, x) -> (carry, y)`` is traced once (``make_fx`` over fake tensors, functionalized,
+decomposed to core ATen as the backend's graphs are) into an FX graph; each call lowers that
+graph through the backend's table into the body of ``strata.scan``. Tensors ``fn`` closes over
+(a module's parameters included) become inputs of the loop, so gradients reach them too, as
+they reach ``init`` and ``xs``: the backward is strata's reverse While, run by a
+``torch.autograd.Function``."""
+import torch
+import torch.utils._pytree as pytree
+from torch.func import functionalize
+from torch.fx.experimental.proxy_tensor import make_fx
+
+import strata
+
+from . import _backend
+from ._lowerings import lowering_for
+from ._lowerings.random import RandomKeys
+
+REMATS = ("carries", "all", "dots", "dots_no_batch")
+
+
+def _error(message):
+    return strata.Error(f"[strata.torch.scan] {message}")
+
+
+def _leaves(name, tree):
+    """The tensor leaves of `tree` with their paths ("init['h']"), and its structure (spec and
+    where its None leaves, empty nodes, stand)."""
+    with_paths, spec = pytree.tree_flatten_with_path(tree)
+    paths, leaves, nones = [], [], []
+    for path, leaf in with_paths:
+        nones.append(leaf is None)
+        if leaf is None:
+            continue
+        where = name + pytree.keystr(path)
+        if not isinstance(leaf, torch.Tensor):
+            raise TypeError(f"[strata.torch.scan] {where} is a {type(leaf).__name__}, "
+                            "not a torch.Tensor")
+        if leaf.device.type != "cpu":
+            raise _error(f"{where} is on {leaf.device}; strata runs on the CPU")
+        if isinstance(leaf, torch._subclasses.fake_tensor.FakeTensor):
+            raise _error(f"{where} is a fake tensor: a scan inside another scan's body or a "
+                         "traced function is not supported yet; call it on real tensors")
+        paths.append(where)
+        leaves.append(leaf)
+    return leaves, (spec, nones), paths
+
+
+def _unflatten(tensors, structure):
+    spec, nones = structure
+    it = iter(tensors)
+    return pytree.tree_unflatten([None if none else next(it) for none in nones], spec)
+
+
+def _describe(t):
+    return f"{str(t.dtype).removeprefix('torch.')}{list(t.shape)}"
+
+
+class _Body:
+    """fn traced once: its graph, the specs of what it returns, and the tensors it captures."""
+
+    def __init__(self, fn, init_leaves, init_structure, init_paths, x_examples, xs_structure):
+        self.carry_count = len(init_leaves)
+        self.y_structure = None
+        carry_structure = []
+
+        def flat(*leaves):
+            carry = _unflatten(leaves[:self.carry_count], init_structure)
+            x = _unflatten(leaves[self.carry_count:], xs_structure)
+            out = fn(carry, x)
+            if not isinstance(out, (tuple, list)) or len(out) != 2:
+                raise _error(f"the body {_name(fn)} must return (carry, y), got "
+                             f"{type(out).__name__}")
+            new_carry, y = out
+            carry_leaves, structure = _body_leaves(fn, "carry", new_carry)
+            carry_structure.append(structure)
+            y_leaves, self.y_structure = _body_leaves(fn, "y", y)
+            return (*carry_leaves, *y_leaves)
+
+        try:
+            gm = make_fx(functionalize(flat), tracing_mode="fake",
+                         decomposition_table=_backend.decompositions(),
+                         _allow_non_fake_inputs=True)(*init_leaves, *x_examples)
+        except RuntimeError as e:
+            if "mutating a non-functional tensor" in str(e):
+                raise _error(f"the body {_name(fn)} writes in place into a tensor it did not "
+                             "get as an argument (a side effect outside the loop); return the "
+                             "new value in the carry instead") from None
+            raise
+        if carry_structure[0] != init_structure:
+            raise _error(f"the body {_name(fn)} returns a carry of structure "
+                         f"{carry_structure[0][0]}, but init is {init_structure[0]}")
+        self.gm = gm
+        self._check(fn, init_leaves, init_paths)
+
+    def _check(self, fn, init_leaves, init_paths):
+        gm = self.gm
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        outputs = next(n for n in gm.graph.nodes if n.op == "output").args[0]
+        for k, (leaf, path) in enumerate(zip(init_leaves, init_paths)):
+            got = outputs[k].meta.get("val")
+            if got is not None and (got.shape != leaf.shape or got.dtype != leaf.dtype):
+                raise _error(f"the carry leaf {path} comes back from {_name(fn)} as "
+                             f"{_describe(got)}, but went in as {_describe(leaf)}")
+        self.captured, self.targets = [], []
+        self.needs_key = False
+        for node in gm.graph.nodes:
+            if node.op == "get_attr":
+                value = _backend.getattr_path(gm, node.target)
+                if isinstance(value, torch.Tensor):
+                    self.captured.append(value)
+                    self.targets.append(node.target)
+            elif node.op == "call_function":
+                if node.target is torch.ops.aten.copy_.default and node.args[0] in placeholders:
+                    raise _error(f"the body {_name(fn)} writes in place into its argument "
+                                 f"{node.args[0].name}; return the new value instead")
+                self.needs_key |= getattr(lowering_for(node.target), "needs_key", False)
+
+    def run(self, carry, x, captured, key):
+        keys = RandomKeys(key) if key is not None else None
+        outs, _ = _backend.interpret(self.gm, list(carry) + list(x), keys=keys,
+                                     attrs=dict(zip(self.targets, captured)))
+        outs = list(outs)
+        return outs[:self.carry_count], outs[self.carry_count:]
+
+
+def _body_leaves(fn, what, tree):
+    with_paths, spec = pytree.tree_flatten_with_path(tree)
+    leaves = []
+    for path, leaf in with_paths:
+        if leaf is not None and not isinstance(leaf, torch.Tensor):
+            raise _error(f"the body {_name(fn)} returns a {type(leaf).__name__} in its {what} "
+                         f"(at {what}{pytree.keystr(path)}); every leaf must be a tensor")
+        if leaf is not None:
+            leaves.append(leaf)
+    return leaves, (spec, [leaf is None for _, leaf in with_paths])
+
+
+def _name(fn):
+    code = getattr(fn, "__code__", None)
+    name = getattr(fn, "__qualname__", type(fn).__name__)
+    return f"{name} ({code.co_filename}:{code.co_firstlineno})" if code else name
+
+
+def _to_strata(t):
+    return strata.from_dlpack(t.detach().contiguous())
+
+
+def _to_torch(t):
+    return torch.from_dlpack(t)
+
+
+class _Loop:
+    """One call's loop: which inputs are what, and how to run it on strata tensors."""
+
+    def __init__(self, body, carries, xs, length, reverse, remat, keys):
+        self.body, self.carries, self.xs = body, carries, xs
+        self.length, self.reverse, self.remat = length, reverse, remat
+        self.keys = keys  # a strata key per step when the body draws random numbers
+
+    def __call__(self, *inputs):
+        """inputs: init leaves, xs leaves, then the captured tensors."""
+        c, x = self.carries, self.xs
+        init, xs = list(inputs[:c]), list(inputs[c:c + x])
+        captured = list(inputs[c + x:])
+        keys = self.keys
+        step_xs = xs + ([keys] if keys is not None else [])
+
+        def step(carry, x_leaves):
+            x_leaves = list(x_leaves or [])
+            key = x_leaves.pop() if keys is not None else None
+            return self.body.run(carry, x_leaves, captured, key)
+
+        carry, ys = strata.scan(step, init, step_xs if step_xs else None, length=self.length,
+                                reverse=self.reverse, remat=self.remat)
+        return list(carry) + list(ys or [])
+
+
+class _ScanFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, loop, *inputs):
+        ins = [_to_strata(t) for t in inputs]
+        wanted = [i for i, t in enumerate(inputs)
+                  if ctx.needs_input_grad[i + 1] and t.is_floating_point()]
+        if wanted:
+            def f(*diff):
+                full = list(ins)
+                for i, d in zip(wanted, diff):
+                    full[i] = d
+                return loop(*full)
+            outs, pullback = strata.vjp(f, *[ins[i] for i in wanted])
+            ctx.pullback, ctx.wanted = pullback, wanted
+            ctx.out_meta = [(list(o.shape), o.dtype) for o in outs]
+        else:
+            outs = loop(*ins)
+        results = [_to_torch(o) for o in outs]
+        ctx.mark_non_differentiable(*[r for r in results if not r.is_floating_point()])
+        ctx.input_count = len(inputs)
+        return tuple(results)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        grads_in = [None] * ctx.input_count
+        if getattr(ctx, "pullback", None) is None:
+            return (None, *grads_in)
+        cotangents = []
+        for g, (shape, dtype) in zip(grads, ctx.out_meta):
+            cotangents.append(strata.zeros(shape, dtype) if g is None else _to_strata(g))
+        got = ctx.pullback(cotangents)
+        for i, g in zip(ctx.wanted, got):
+            grads_in[i] = _to_torch(g)
+        return (None, *grads_in)
+
+
+@torch._dynamo.disable
+def scan(fn, init, xs=None, reverse=False, length=None, remat="carries"):
+    """``jax.lax.scan`` on torch: ``fn(carry, x) -> (carry, y)`` over the leading dimension of
+    every leaf of ``xs`` (pytrees of CPU tensors), as one strata While loop. Returns
+    ``(carry, ys)``, ``ys`` the ``y`` of every step stacked (``None`` where ``fn`` returns
+    ``None``). ``length`` gives the step count when ``xs`` is ``None`` or empty; ``reverse``
+    runs the steps from the last; ``remat`` is what the backward keeps: ``"carries"`` (the
+    default: the carries, recomputing each step), ``"all"``, ``"dots"`` or
+    ``"dots_no_batch"``. Gradients reach ``init``, ``xs`` and every tensor ``fn`` captures.
+
+    Under ``torch.compile`` the call runs as its own strata loop between graphs (Dynamo does
+    not trace into it)."""
+    if remat not in REMATS:
+        raise _error(f"remat must be one of {', '.join(REMATS)}, got {remat!r}")
+    init_leaves, init_structure, init_paths = _leaves("init", init)
+    xs_leaves, xs_structure, xs_paths = _leaves("xs", xs)
+    n = _length(xs_leaves, xs_paths, length)
+    examples = [x[0] if n > 0 else x.new_empty(x.shape[1:]) for x in xs_leaves]
+    body = _Body(fn, init_leaves, init_structure, init_paths, examples, xs_structure)
+    inputs = init_leaves + xs_leaves + body.captured
+    keys = None
+    if body.needs_key:  # a key per step, from torch's generator (torch.manual_seed repeats a run)
+        key = strata.from_dlpack(_backend._draw_key())
+        keys = (strata.stack(strata.split_key(key, n)) if n > 0
+                else strata.zeros([0, 2], strata.uint64))
+    loop = _Loop(body, len(init_leaves), len(xs_leaves), n, reverse, remat, keys)
+    outs = _ScanFunction.apply(loop, *inputs)
+    carry = _unflatten(outs[:len(init_leaves)], init_structure)
+    ys = _unflatten(outs[len(init_leaves):], body.y_structure)
+    return carry, ys
+
+
+def _length(xs_leaves, xs_paths, length):
+    sizes = set()
+    for leaf, path in zip(xs_leaves, xs_paths):
+        if leaf.dim() == 0:
+            raise _error(f"{path} is 0-d; every leaf of xs needs a leading dimension to scan over")
+        sizes.add(leaf.shape[0])
+    if len(sizes) > 1:
+        found = ", ".join(f"{p}: {leaf.shape[0]}" for leaf, p in zip(xs_leaves, xs_paths))
+        raise _error(f"the leaves of xs differ in length ({found})")
+    if sizes:
+        n = sizes.pop()
+        if length is not None and length != n:
+            raise _error(f"length={length} but xs has {n} steps")
+        return n
+    if length is None:
+        raise _error("give xs or length: with neither the step count is unknown")
+    if length < 0:
+        raise _error(f"length must be >= 0, got {length}")
+    return int(length)
