@@ -14,15 +14,20 @@ then runs on the call's tensors (shared through DLPack, not copied).
 - ``lowered_ops()``: the ATen ops the table lowers.
 - ``scan(fn, init, xs)``: ``jax.lax.scan`` over torch functions and tensors, as one
   strata While loop with gradients to everything the body touches.
+- ``apply_layers(layers, x, *args, **kwargs)``: layers of one structure as one scan over
+  their stacked parameters; ``scan_layers(model.model.layers)`` makes a model's own loop
+  over its layers do so.
 """
 import torch as _torch
 
 from ._backend import REPORTS as _REPORTS
 from ._backend import backend
 from ._lowerings import lowered_ops
+from ._layers import ScannedLayers, apply_layers, scan_layers
 from ._scan import scan
 
-__all__ = ["backend", "explain", "Explanation", "lowered_ops", "reports", "reset", "scan"]
+__all__ = ["backend", "explain", "Explanation", "lowered_ops", "reports", "reset", "scan",
+           "apply_layers", "scan_layers", "ScannedLayers"]
 
 
 def reports():

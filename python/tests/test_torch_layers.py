@@ -1,0 +1,140 @@
+"""strata.torch.apply_layers and scan_layers against the same layers written out in eager
+PyTorch: values and every layer's own gradients, layers without parameters, with buffers,
+with extra arguments, a Hugging Face Llama with one line changed (eager and under
+torch.compile), and the errors that name the first layer that differs."""
+import copy
+
+import numpy as np
+import pytest
+import torch
+from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
+
+import strata
+import strata.torch as st
+
+RTOL = 1e-5
+
+
+def close(got, want, rtol=RTOL):
+    """Within rtol of want, relative to its largest element."""
+    want = want.detach().numpy()
+    scale = float(np.abs(want).max()) if want.size else 0.0
+    np.testing.assert_allclose(got.detach().numpy(), want, rtol, 1e-7 + rtol * scale)
+
+
+class Block(torch.nn.Module):
+    def __init__(self, n=6, act="tanh"):
+        super().__init__()
+        self.fc = torch.nn.Linear(n, n)
+        self.scale = torch.nn.Parameter(torch.rand(n) + 0.5)
+        self.act = act
+
+    def forward(self, x, mask=None):
+        h = self.fc(x) * self.scale
+        h = torch.tanh(h) if self.act == "tanh" else torch.relu(h)
+        if mask is not None:
+            h = h * mask
+        return x + h
+
+
+def unrolled(layers, x, *args, **kwargs):
+    for layer in layers:
+        x = layer(x, *args, **kwargs)
+    return x
+
+
+def grads_of(layers, x, run, *args, **kwargs):
+    for p in [x] + [p for layer in layers for p in layer.parameters()]:
+        p.grad = None
+    out = run(layers, x, *args, **kwargs)
+    (out * torch.linspace(-1, 1, out.numel()).reshape(out.shape)).sum().backward()
+    return out, [x.grad] + [p.grad for layer in layers for p in layer.parameters()]
+
+
+@pytest.mark.parametrize("depth", [1, 4, 32])
+def test_layers_match_the_written_out_loop_and_each_gets_its_own_gradient(depth):
+    torch.manual_seed(depth)
+    layers = torch.nn.ModuleList(Block() for _ in range(depth))
+    x = torch.randn(3, 6, requires_grad=True)
+    mask = (torch.rand(3, 6) > 0.3).float()
+    got, got_grads = grads_of(layers, x, st.apply_layers, mask=mask)
+    want, want_grads = grads_of(layers, x, unrolled, mask=mask)
+    close(got, want)
+    assert len(got_grads) == 1 + 3 * depth
+    for g, w in zip(got_grads, want_grads):
+        assert g is not None
+        close(g, w)
+
+
+def test_layers_without_parameters_and_with_buffers():
+    x = torch.randn(4, 3, requires_grad=True)
+    acts = [torch.nn.Tanh() for _ in range(3)]
+    close(st.apply_layers(acts, x), unrolled(acts, x))
+    torch.manual_seed(0)
+    norms = [torch.nn.BatchNorm1d(3) for _ in range(3)]
+    for n in norms:
+        n.running_mean.uniform_(-1, 1)
+        n.running_var.uniform_(0.5, 2)
+        n.eval()
+    close(st.apply_layers(norms, x), unrolled(norms, x))
+    assert st.apply_layers([], x) is x
+
+
+def test_layers_that_differ_are_named_with_why():
+    layers = [Block(), Block(), Block(act="relu")]
+    with pytest.raises(strata.Error, match="layer 2 differs from layer 0: its traced forward"):
+        st.apply_layers(layers, torch.randn(2, 6))
+    with pytest.raises(strata.Error, match="layer 1 differs.*it is a Sequential, layer 0 a Block"):
+        st.apply_layers([Block(), torch.nn.Sequential()], torch.randn(2, 6))
+    narrow = Block()
+    narrow.fc = torch.nn.Linear(6, 5)
+    with pytest.raises(strata.Error, match=r"layer 1 differs.*fc.weight is float32\[5, 6\]"):
+        st.apply_layers([Block(), narrow], torch.randn(2, 6))
+    trained = Block().eval()
+    with pytest.raises(strata.Error, match="layer 1 differs.*eval mode"):
+        st.apply_layers([Block(), trained], torch.randn(2, 6))
+
+
+def llama(layers, seed=0):
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=96, hidden_size=32, intermediate_size=64,
+                         num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=64, attn_implementation="sdpa")
+    return LlamaForCausalLM(config)
+
+
+@pytest.mark.parametrize("depth", [1, 4])
+@pytest.mark.parametrize("compiled", [False, True])
+def test_a_hugging_face_llama_with_one_line_changed(depth, compiled):
+    model = llama(depth)
+    scanned = copy.deepcopy(model)
+    scanned.model.layers = st.scan_layers(scanned.model.layers)  # the one line
+    assert list(scanned.state_dict()) == list(model.state_dict())
+    ids = torch.randint(0, 96, (2, 12))
+    run = torch.compile(scanned, backend="strata") if compiled else scanned
+    got = run(ids, labels=ids, use_cache=False)
+    want = model(ids, labels=ids, use_cache=False)
+    close(got.logits, want.logits)
+    close(got.loss, want.loss)
+    got.loss.backward()
+    want.loss.backward()
+    for (name, p), q in zip(scanned.named_parameters(), model.parameters()):
+        assert p.grad is not None, name
+        close(p.grad, q.grad, 2e-5)
+
+
+def test_a_key_value_cache_cannot_go_through_the_scan():
+    model = llama(2)
+    model.model.layers = st.scan_layers(model.model.layers)
+    ids = torch.randint(0, 96, (1, 5))
+    with pytest.raises(strata.Error, match="use_cache=False"):
+        model(ids, past_key_values=DynamicCache(), use_cache=True)
+
+
+def test_scanned_layers_keep_the_list_s_indexing():
+    blocks = [Block() for _ in range(3)]
+    scanned = st.scan_layers(blocks, remat="dots")
+    assert len(scanned) == 3 and scanned[1] is blocks[1]
+    assert st.scan_layers(scanned) is scanned
+    with pytest.raises(strata.Error, match="remat"):
+        st.scan_layers(blocks, remat="everything")
