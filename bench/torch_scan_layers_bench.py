@@ -1,0 +1,78 @@
+"""A Hugging Face Llama's training step with its decoder layers as one strata scan
+(strata.torch.scan_layers) against the same model unrolled, as depth grows: the first step
+(tracing and compiling included) and the steady step, eager PyTorch and torch.compile with
+the strata backend beside. One process, one run: the ratios compare like with like.
+
+    python bench/torch_scan_layers_bench.py [--depths 1,8,32] [--steps 3]
+"""
+import argparse
+import copy
+import time
+
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+import strata.torch as st
+
+
+def model(depth, hidden, heads, kv_heads, mlp, vocab):
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=mlp,
+                         num_hidden_layers=depth, num_attention_heads=heads,
+                         num_key_value_heads=kv_heads, max_position_embeddings=1024,
+                         attn_implementation="sdpa")
+    return LlamaForCausalLM(config)
+
+
+def step_times(run, parameters, ids, steps):
+    """(first step, median of the next `steps`) in seconds: forward, backward, SGD update."""
+    times = []
+    for _ in range(steps + 1):
+        start = time.perf_counter()
+        loss = run(ids, labels=ids, use_cache=False).loss
+        loss.backward()
+        with torch.no_grad():
+            for p in parameters:
+                p -= 1e-3 * p.grad
+                p.grad = None
+        times.append(time.perf_counter() - start)
+    rest = sorted(times[1:])
+    return times[0], rest[len(rest) // 2]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--depths", default="1,8,32")
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--heads", type=int, default=8)
+    parser.add_argument("--kv-heads", type=int, default=4)
+    parser.add_argument("--mlp", type=int, default=768)
+    parser.add_argument("--vocab", type=int, default=4096)
+    parser.add_argument("--batch", type=int, default=2)
+    parser.add_argument("--seq", type=int, default=128)
+    args = parser.parse_args()
+    torch.set_num_threads(torch.get_num_threads())
+    ids = torch.randint(0, args.vocab, (args.batch, args.seq))
+    print(f"hidden {args.hidden}, heads {args.heads}/{args.kv_heads}, mlp {args.mlp}, vocab "
+          f"{args.vocab}, {args.batch} x {args.seq} tokens, {torch.get_num_threads()} threads")
+    print("depth | scan_layers first / step (s) | eager step (s) | compiled unrolled first / "
+          "step (s) | eager step / scan step | scan first / its 1-layer first")
+    base = None
+    for depth in [int(d) for d in args.depths.split(",")]:
+        eager = model(depth, args.hidden, args.heads, args.kv_heads, args.mlp, args.vocab)
+        scanned = copy.deepcopy(eager)
+        scanned.model.layers = st.scan_layers(scanned.model.layers)
+        compiled_model = copy.deepcopy(eager)
+        torch._dynamo.reset()
+        compiled = torch.compile(compiled_model, backend="strata")
+        s_first, s_step = step_times(scanned, list(scanned.parameters()), ids, args.steps)
+        _, e_step = step_times(eager, list(eager.parameters()), ids, args.steps)
+        c_first, c_step = step_times(compiled, list(compiled_model.parameters()), ids, args.steps)
+        base = base or s_first
+        print(f"{depth:5d} | {s_first:7.2f} / {s_step:6.3f} | {e_step:6.3f} | {c_first:7.2f} / "
+              f"{c_step:6.3f} | {e_step / s_step:5.2f}x | {s_first / base:5.2f}x", flush=True)
+
+
+if __name__ == "__main__":
+    main()
