@@ -367,6 +367,58 @@ void BindTransforms(py::module_& m) {
       "set_dump_dir", [](std::string dir) { lazy::Context::Get().set_dump_dir(std::move(dir)); },
       py::arg("directory"), "Writes each compiled graph's IR, dot and HLO text there ('' = off).");
   m.def(
+      "config",
+      [] {
+        const Config c = lazy::Context::Get().config();
+        py::dict d;
+        d["cpu_devices"] = c.cpu_devices;
+        d["profile"] = c.profile;
+        d["fusion"] = c.fusion;
+        d["trace_path"] = c.trace_path;
+        d["isa"] = c.isa;
+        d["collective_timeout_ms"] = c.collective_timeout.count();
+        d["dump_dir"] = c.dump_dir;
+        d["index_checks"] = c.index_checks;
+        d["device_threads"] = c.device_threads;
+        d["spmd_trace"] = c.spmd_trace;
+        return d;
+      },
+      "The settings this process runs with (docs/configuration.md), from the environment "
+      "unless set_config changed them.");
+  m.def(
+      "set_config",
+      [](py::kwargs changes) {
+        Config c = lazy::Context::Get().config();
+        for (auto [key, value] : changes) {
+          const std::string name = key.cast<std::string>();
+          if (name == "cpu_devices")
+            c.cpu_devices = value.cast<int>();
+          else if (name == "profile")
+            c.profile = value.cast<bool>();
+          else if (name == "fusion")
+            c.fusion = value.cast<bool>();
+          else if (name == "trace_path")
+            c.trace_path = value.cast<std::string>();
+          else if (name == "isa")
+            c.isa = value.cast<std::string>();
+          else if (name == "collective_timeout_ms")
+            c.collective_timeout = std::chrono::milliseconds(value.cast<int64_t>());
+          else if (name == "dump_dir")
+            c.dump_dir = value.cast<std::string>();
+          else if (name == "index_checks")
+            c.index_checks = value.cast<bool>();
+          else if (name == "device_threads")
+            c.device_threads = value.cast<int>();
+          else if (name == "spmd_trace")
+            c.spmd_trace = value.cast<bool>();
+          else
+            throw py::type_error("strata.set_config: no setting named '" + name + "'");
+        }
+        lazy::Context::Get().set_config(c);
+      },
+      "Changes settings by name (the keys of strata.config()); per-process ones (cpu_devices, "
+      "profile, isa, trace_path) only before the first kernel or client is made.");
+  m.def(
       "hlo_text",
       [](py::args tensors) {
         std::vector<Tensor> roots;

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "mpi_internal.h"
+#include "strata/core/config.h"
 #include "strata/core/error.h"
 #include "strata/distributed/mpi.h"
 
@@ -13,12 +14,7 @@ namespace {
 
 MPI_Comm strata_comm = MPI_COMM_NULL;
 
-bool LaunchedByMpi() {
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"}) {
-    if (std::getenv(v)) return true;
-  }
-  return false;
-}
+bool LaunchedByMpi() { return strata::LaunchedByMpi(); }
 
 void FinalizeAtExit() {
   int finalized = 0;

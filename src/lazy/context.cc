@@ -9,6 +9,7 @@
 #include <fstream>
 #include <optional>
 
+#include "strata/core/config.h"
 #include "strata/core/error.h"
 #include "strata/hlo/builder.h"
 #include "strata/hlo/text.h"
@@ -114,9 +115,10 @@ TensorImpl::TensorImpl(ir::Value v) : value(std::move(v)), context(&Context::Get
 TensorImpl::~TensorImpl() { context->Unregister(this); }
 
 Context::Context() {
-  if (const char* dir = std::getenv("STRATA_DUMP_DIR")) dump_dir_ = dir;
-  if (const char* checks = std::getenv("STRATA_INDEX_CHECKS"))
-    index_checks_ = std::string_view(checks) != "0";
+  const Config config = GetConfig();
+  dump_dir_ = config.dump_dir;
+  index_checks_ = config.index_checks;
+  device_threads_ = config.device_threads;
 }
 
 void Context::ThrowOnIndexErrors(const ir::Graph& graph,
@@ -595,14 +597,7 @@ runtime::Client& Context::ClientFor(int64_t devices) {
   if (!client) {
     int threads = std::max<int>(
         1, runtime::Client::Default().thread_pool().num_threads() / static_cast<int>(devices));
-    if (const char* env = std::getenv("STRATA_DEVICE_THREADS")) {
-      char* end = nullptr;
-      long n = std::strtol(env, &end, 10);
-      if (end == env || *end != '\0' || n < 1 || n > 1024) {
-        Fail("[runtime] STRATA_DEVICE_THREADS must be an integer in [1, 1024], got '{}'", env);
-      }
-      threads = static_cast<int>(n);
-    }
+    if (device_threads_ > 0) threads = device_threads_;
     client = std::make_unique<runtime::Client>(static_cast<int>(devices), threads);
     client->set_profile(runtime::Client::Default().profile());  // STRATA_PROFILE counts meshes too
   }
@@ -808,6 +803,24 @@ void Context::ClearCache() {
 void Context::set_dump_dir(std::string dir) {
   std::lock_guard<std::mutex> lock(cache_mutex_);
   dump_dir_ = std::move(dir);
+}
+
+Config Context::config() const {
+  Config c = GetConfig();
+  {
+    std::lock_guard<std::mutex> lock(cache_mutex_);
+    c.dump_dir = dump_dir_;
+  }
+  c.index_checks = index_checks_;
+  c.device_threads = device_threads_;
+  return c;
+}
+
+void Context::set_config(const Config& config) {
+  SetConfig(config);  // checks the values and the per-process settings
+  set_dump_dir(config.dump_dir);
+  index_checks_ = config.index_checks;
+  device_threads_ = config.device_threads;
 }
 
 std::string Context::last_miss_explanation() const {

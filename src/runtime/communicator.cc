@@ -17,6 +17,7 @@
 #include <mutex>
 #include <type_traits>
 
+#include "strata/core/config.h"
 #include "strata/core/error.h"
 #include "strata/hlo/literal.h"
 
@@ -644,19 +645,7 @@ class InProcessCommunicator final : public Communicator {
 
 }  // namespace
 
-std::chrono::milliseconds DefaultCollectiveTimeout() {
-  const char* env = std::getenv("STRATA_COLLECTIVE_TIMEOUT_MS");
-  if (!env) return std::chrono::milliseconds(300000);
-  char* end = nullptr;
-  long long ms = std::strtoll(env, &end, 10);
-  if (end == env || *end != '\0' || ms < 1) {
-    Fail(
-        "[communicator] STRATA_COLLECTIVE_TIMEOUT_MS must be a positive number of milliseconds, "
-        "got '{}'",
-        env);
-  }
-  return std::chrono::milliseconds(ms);
-}
+std::chrono::milliseconds DefaultCollectiveTimeout() { return GetConfig().collective_timeout; }
 
 std::unique_ptr<Communicator> MakeInProcessCommunicator(
     int64_t participants, std::optional<std::chrono::milliseconds> timeout) {

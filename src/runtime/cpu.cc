@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "strata/core/config.h"
 #include "strata/core/error.h"
 
 namespace strata::runtime {
@@ -36,8 +37,9 @@ void CheckSupported(Isa isa, std::string_view by) {
 // STRATA_ISA, read once; the CPU's own when unset.
 Isa EnvironmentIsa() {
   static const Isa isa = [] {
-    const char* env = std::getenv("STRATA_ISA");
-    if (!env || !*env) return CpuIsa();
+    const std::string env = GetConfig().isa;
+    MarkProcessSettingsRead();
+    if (env.empty()) return CpuIsa();
     std::optional<Isa> named = IsaFromName(env);
     if (!named)
       Fail("[runtime] STRATA_ISA must be portable, avx2, avx512 or avx512bf16, got '{}'", env);

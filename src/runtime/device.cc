@@ -9,6 +9,7 @@
 #include <mutex>
 #include <thread>
 
+#include "strata/core/config.h"
 #include "strata/core/error.h"
 #include "strata/runtime/cpu.h"
 #include "strata/runtime/profile.h"
@@ -204,17 +205,10 @@ Client::~Client() = default;
 Client& Client::Default() {
   static Client* client = [] {
     KernelIsa();  // a bad STRATA_ISA fails here, before any kernel runs
-    int devices = 1;
-    if (const char* env = std::getenv("STRATA_CPU_DEVICES")) {
-      char* end = nullptr;
-      long n = std::strtol(env, &end, 10);
-      if (end == env || *end != '\0' || n < 1 || n > 1024) {
-        Fail("[runtime] STRATA_CPU_DEVICES must be an integer in [1, 1024], got '{}'", env);
-      }
-      devices = static_cast<int>(n);
-    }
-    auto* client = new Client(devices);
-    if (std::getenv("STRATA_PROFILE")) {
+    const Config config = GetConfig();
+    MarkProcessSettingsRead();
+    auto* client = new Client(config.cpu_devices);
+    if (config.profile) {
       static KernelProfile profile;
       client->set_profile(&profile);
       std::atexit([] { fmt::print(stderr, "{}", profile.Report()); });

@@ -9,6 +9,7 @@
 
 #include "kernels/kernels.h"
 #include "program.h"
+#include "strata/core/config.h"
 #include "strata/hlo/verifier.h"
 #include "strata/runtime/communicator.h"
 #include "strata/runtime/passes.h"
@@ -49,7 +50,7 @@ void CallUnrunnableFusions(hlo::Module& module, ThreadPool& pool) {
 
 }  // namespace
 
-bool EnvironmentDisablesFusion() { return std::getenv("STRATA_NO_FUSION") != nullptr; }
+bool EnvironmentDisablesFusion() { return !GetConfig().fusion; }
 
 std::unique_ptr<Executable> Executable::Compile(const hlo::Module& module,
                                                 const CompileOptions& options) {

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <vector>
 
+#include "strata/core/config.h"
 #include "strata/core/error.h"
 
 namespace strata::trace {
@@ -109,12 +110,18 @@ std::string& EnvironmentPath() {
 
 struct FromEnvironment {
   FromEnvironment() {
-    const char* path = std::getenv("STRATA_TRACE");
-    if (!path || !*path) return;
-    std::string p = path;
-    const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
-    if (!rank) rank = std::getenv("PMI_RANK");
-    if (rank) {
+    // At load, before main: a malformed variable is not thrown here (it would
+    // terminate the process) but at the first use of the configuration.
+    Config config;
+    try {
+      config = GetConfig();
+    } catch (const Error&) {
+      return;
+    }
+    if (config.trace_path.empty()) return;
+    std::string p = config.trace_path;
+    const std::string& rank = config.launcher_rank;
+    if (!rank.empty()) {
       const size_t dot = p.rfind('.');
       const std::string suffix = fmt::format(".rank{}", rank);
       if (dot != std::string::npos && p.find('/', dot) == std::string::npos) {

@@ -10,6 +10,7 @@
 #include <map>
 
 #include "spmd_internal.h"
+#include "strata/core/config.h"
 #include "strata/core/error.h"
 #include "strata/hlo/attention.h"
 #include "strata/spmd/partitioner.h"
@@ -780,7 +781,7 @@ class Propagation {
   std::unordered_set<const Instruction*> manual_;
   bool changed_ = false;
   Priority level_ = kShapeOps;
-  const bool trace_ = std::getenv("STRATA_SPMD_TRACE") != nullptr;
+  const bool trace_ = GetConfig().spmd_trace;
   const Instruction* current_ = nullptr;  // the instruction whose rule runs
   bool forward_ = true;
 };

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "strata/core/config.h"
 #include "strata/lazy/context.h"
 #include "strata/lazy/ops.h"
 
@@ -68,10 +69,13 @@ TEST_F(Executor, TheFusionSwitchIsPartOfTheKey) {
   };
   expect_values(run());
   EXPECT_EQ(compiles(), 1);
-  ::setenv("STRATA_NO_FUSION", "1", 1);
+  const Config saved = GetConfig();
+  Config unfused = saved;
+  unfused.fusion = false;  // STRATA_NO_FUSION
+  SetConfig(unfused);
   expect_values(run());
   EXPECT_EQ(compiles(), 2);
-  ::unsetenv("STRATA_NO_FUSION");
+  SetConfig(saved);
   expect_values(run());
   EXPECT_EQ(compiles(), 2);  // the fused program again, from the cache
 }

@@ -19,6 +19,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "strata/core/config.h"
 #include "strata/core/error.h"
 #include "strata/hlo/literal.h"
 
@@ -722,20 +723,14 @@ TEST(CommunicatorBytesSent, FollowsTheDocumentedAccounting) {
   EXPECT_THROW(comm->bytes_sent(n), Error);
 }
 
-TEST(CommunicatorTimeout, DefaultComesFromTheEnvironment) {
-  const char* saved = std::getenv("STRATA_COLLECTIVE_TIMEOUT_MS");
-  std::string restore = saved ? saved : "";
-  unsetenv("STRATA_COLLECTIVE_TIMEOUT_MS");
-  EXPECT_EQ(DefaultCollectiveTimeout(), milliseconds(300000));
-  setenv("STRATA_COLLECTIVE_TIMEOUT_MS", "1234", 1);
+TEST(CommunicatorTimeout, DefaultComesFromTheConfig) {
+  const Config saved = GetConfig();
+  Config c = saved;
+  c.collective_timeout = milliseconds(1234);
+  SetConfig(c);
   EXPECT_EQ(DefaultCollectiveTimeout(), milliseconds(1234));
-  setenv("STRATA_COLLECTIVE_TIMEOUT_MS", "soon", 1);
-  EXPECT_THROW(DefaultCollectiveTimeout(), Error);
-  if (saved) {
-    setenv("STRATA_COLLECTIVE_TIMEOUT_MS", restore.c_str(), 1);
-  } else {
-    unsetenv("STRATA_COLLECTIVE_TIMEOUT_MS");
-  }
+  SetConfig(saved);
+  EXPECT_EQ(DefaultCollectiveTimeout(), saved.collective_timeout);
 }
 
 }  // namespace

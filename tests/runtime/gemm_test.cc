@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "strata/core/config.h"
 #include "strata/core/error.h"
 #include "strata/hlo/literal.h"
 #include "strata/runtime/cpu.h"
@@ -200,7 +201,7 @@ TEST(Gemm, TheDefaultIsTheWidestTheCpuRunsAndWiderIsAnError) {
                                                       : Isa::kPortable;
   EXPECT_EQ(CpuIsa(), expected);
   CapIsa(std::nullopt);
-  if (std::getenv("STRATA_ISA") == nullptr) {
+  if (GetConfig().isa.empty()) {
     EXPECT_EQ(KernelIsa(), CpuIsa());
   }
   EXPECT_EQ(SupportedIsas().front(), Isa::kPortable);

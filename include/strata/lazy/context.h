@@ -21,6 +21,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "strata/core/config.h"
 #include "strata/ir/lowering.h"
 #include "strata/lazy/tensor.h"
 #include "strata/runtime/executable.h"
@@ -113,6 +114,11 @@ class Context {
   // Writes <hash>.ir.txt, .dot and .hlo.txt per compiled graph ("" = off;
   // the STRATA_DUMP_DIR environment variable sets it at start-up).
   void set_dump_dir(std::string dir);
+  // This context's configuration: the process's (GetConfig) when it was
+  // made, with its own dump_dir, index_checks and device_threads. set_config
+  // sets those three here and the rest for the process (SetConfig).
+  Config config() const;
+  void set_config(const Config& config);
   // Why the last cache miss happened, when a cached graph looked alike.
   std::string last_miss_explanation() const;
   // Key parts other than the graph: device count, passes, strata version.
@@ -212,6 +218,7 @@ class Context {
   Metrics metrics_;
   std::atomic<bool> donate_buffers_{false};
   std::atomic<bool> index_checks_{true};
+  std::atomic<int> device_threads_{0};  // 0: the default client's threads shared out
   spmd::PartitionOptions partition_options_;
   // Virtual devices for meshes larger than the default client's.
   std::map<int64_t, std::unique_ptr<runtime::Client>> mesh_clients_;
