@@ -203,16 +203,26 @@ TEST_F(TrainMpi, ADamagedPartOfTheNewestCheckpointIsFoundAndFallenBackPastByEver
 
 // The job's processes, by rank: those whose command line holds `marker`
 // (the run's output directory) and whose environment has an MPI rank.
+// A /proc file's bytes, or "" when its process ended while it was read
+// (the read then fails with ESRCH, which the stream reports by throwing).
+std::string ReadProcFile(const fs::path& path) {
+  try {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
 std::vector<pid_t> Ranks(const std::string& marker, int processes) {
   std::vector<pid_t> ranks(processes, -1);
-  for (const auto& entry : fs::directory_iterator("/proc")) {
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator("/proc", error)) {
     const std::string name = entry.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream cmdline(entry.path() / "cmdline", std::ios::binary);
-    std::string args((std::istreambuf_iterator<char>(cmdline)), {});
+    const std::string args = ReadProcFile(entry.path() / "cmdline");
     if (args.find(marker) == std::string::npos) continue;
-    std::ifstream env(entry.path() / "environ", std::ios::binary);
-    std::string text((std::istreambuf_iterator<char>(env)), {});
+    const std::string text = ReadProcFile(entry.path() / "environ");
     const std::string key = std::string("OMPI_COMM_WORLD_RANK=");
     size_t at = text.find(key);
     if (at == std::string::npos) continue;
