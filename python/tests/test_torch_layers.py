@@ -138,3 +138,12 @@ def test_scanned_layers_keep_the_list_s_indexing():
     assert st.scan_layers(scanned) is scanned
     with pytest.raises(strata.Error, match="remat"):
         st.scan_layers(blocks, remat="everything")
+
+
+def test_a_layer_changed_after_a_call_is_checked_again():
+    layers = [Block(), Block()]
+    x = torch.randn(2, 6)
+    close(st.apply_layers(layers, x), unrolled(layers, x))
+    layers[1].act = "relu"  # the proof of the first call no longer holds
+    with pytest.raises(strata.Error, match="layer 1 differs from layer 0: its traced forward"):
+        st.apply_layers(layers, x)

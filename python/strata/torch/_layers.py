@@ -52,6 +52,56 @@ def _traced_body(layer, x, args, kwargs):
     return gm.code
 
 
+# Layer lists already proven alike, by what the proof depended on (_alike_key): the proof
+# traces every layer, which a training loop need not repeat at every step.
+_ALIKE = {}
+
+
+def _plain(value):
+    return isinstance(value, (bool, int, float, str, type(None)))
+
+
+def _alike_key(layers, x, args, kwargs):
+    """Everything the traced forwards of `layers` on these arguments depend on: each layer's
+    object, the types, modes and plain attributes of its modules, its tensors' shapes and
+    dtypes, and the arguments' shapes, dtypes and plain values."""
+    def module_key(layer):
+        parts = []
+        for name, m in layer.named_modules():
+            attrs = tuple(sorted((k, v) for k, v in vars(m).items()
+                                 if not k.startswith("_") and _plain(v)))
+            parts.append((name, type(m), m.training, attrs))
+        state = tuple((n, tuple(t.shape), t.dtype, t.requires_grad)
+                      for n, t in _state(layer).items())
+        return id(layer), tuple(parts), state
+
+    def value_key(v):
+        if isinstance(v, torch.Tensor):
+            return ("tensor", tuple(v.shape), v.dtype)
+        return ("value", v) if _plain(v) else ("object", type(v))
+
+    leaves = torch.utils._pytree.tree_leaves((x, args, kwargs))
+    return (tuple(module_key(layer) for layer in layers), tuple(value_key(v) for v in leaves),
+            torch.utils._pytree.tree_structure((args, kwargs)))
+
+
+def _check_alike(layers, x, args, kwargs):
+    key = _alike_key(layers, x, args, kwargs)
+    if key in _ALIKE:
+        return
+    first = layers[0]
+    code = _traced_body(first, x, args, kwargs)
+    for i, layer in enumerate(layers[1:], start=1):
+        why = _differs(first, layer)
+        if why is None and _traced_body(layer, x, args, kwargs) != code:
+            why = "its traced forward is not layer 0's (a Python attribute changes what it does)"
+        if why is not None:
+            raise _error(f"layer {i} differs from layer 0: {why}")
+    if len(_ALIKE) > 64:
+        _ALIKE.clear()
+    _ALIKE[key] = True
+
+
 def _check_arguments(args, kwargs):
     for name, value in list(enumerate(args)) + list(kwargs.items()):
         leaves = torch.utils._pytree.tree_leaves(value)
@@ -81,14 +131,8 @@ def apply_layers(layers, x, *args, remat="carries", **kwargs):
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"[strata.torch.apply_layers] x is a {type(x).__name__}, not a tensor")
     _check_arguments(args, kwargs)
+    _check_alike(layers, x, args, kwargs)
     first = layers[0]
-    code = _traced_body(first, x, args, kwargs)
-    for i, layer in enumerate(layers[1:], start=1):
-        why = _differs(first, layer)
-        if why is None and _traced_body(layer, x, args, kwargs) != code:
-            why = "its traced forward is not layer 0's (a Python attribute changes what it does)"
-        if why is not None:
-            raise _error(f"layer {i} differs from layer 0: {why}")
     names = list(_state(first))
     stacked = {n: torch.stack([_state(layer)[n] for layer in layers]) for n in names}
 

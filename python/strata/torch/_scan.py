@@ -152,6 +152,14 @@ def _to_torch(t):
     return torch.from_dlpack(t)
 
 
+def _all_to_torch(tensors):
+    """Torch views of strata tensors, computed by one run of one program (syncing them one
+    by one would run the loop once for each)."""
+    if tensors:
+        strata.sync(*tensors)
+    return [_to_torch(t) for t in tensors]
+
+
 class _Loop:
     """One call's loop: which inputs are what, and how to run it on strata tensors."""
 
@@ -195,7 +203,7 @@ class _ScanFunction(torch.autograd.Function):
             ctx.out_meta = [(list(o.shape), o.dtype) for o in outs]
         else:
             outs = loop(*ins)
-        results = [_to_torch(o) for o in outs]
+        results = _all_to_torch(list(outs))
         ctx.mark_non_differentiable(*[r for r in results if not r.is_floating_point()])
         ctx.input_count = len(inputs)
         return tuple(results)
@@ -208,9 +216,9 @@ class _ScanFunction(torch.autograd.Function):
         cotangents = []
         for g, (shape, dtype) in zip(grads, ctx.out_meta):
             cotangents.append(strata.zeros(shape, dtype) if g is None else _to_strata(g))
-        got = ctx.pullback(cotangents)
+        got = _all_to_torch(list(ctx.pullback(cotangents)))
         for i, g in zip(ctx.wanted, got):
-            grads_in[i] = _to_torch(g)
+            grads_in[i] = g
         return (None, *grads_in)
 
 
