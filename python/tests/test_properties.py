@@ -159,7 +159,6 @@ TORCH_HAS_NO_KERNEL = {("floor", np.bool_), ("ceil", np.bool_), ("relu", np.bool
 @given(st.data(), st.sampled_from(sorted(UNARY)), st.sampled_from(DTYPES), shapes())
 def test_unary(data, name, dtype, shape):
     assume((name, dtype) not in TORCH_HAS_NO_KERNEL)
-    assume((name, dtype) != ("sign", np.bool_))  # test_sign_of_bools
     reference, domain = UNARY[name]
     x = data.draw(arrays(dtype, shape, *(domain or (-3.0, 3.0))))
     op = getattr(strata, name)
@@ -167,8 +166,7 @@ def test_unary(data, name, dtype, shape):
     if name in SPELLED_AS_OPERATORS:  # ~x, -x, abs(x)
         spelled = SPELLED_AS_OPERATORS[name]
         like_torch(lambda: spelled(strata.tensor(x)), lambda: spelled(torch.tensor(x)))
-    relu_kink = name == "relu" and (x == 0).any()  # test_relu_gradient_at_zero
-    if is_float(x) and name not in NOT_DIFFERENTIABLE and not relu_kink:
+    if is_float(x) and name not in NOT_DIFFERENTIABLE:
         grad_like_torch(op, reference, [x], via="vjp")
 
 
@@ -205,14 +203,6 @@ def binary_operands(data, name, dtype_a, dtype_b, shape_a, shape_b):
     return a, b
 
 
-def zero_dim_int64_meets_int32(*arrays):
-    """torch lets a dimensioned int32 tensor keep its dtype next to a 0-d int64 one;
-    strata gives int64 (test_a_0d_int64_tensor_does_not_widen_an_int32_tensor)."""
-    zero_dim = {a.dtype.type for a in arrays if a.ndim == 0}
-    dimensioned = {a.dtype.type for a in arrays if a.ndim > 0}
-    return np.int64 in zero_dim and np.int32 in dimensioned and np.int64 not in dimensioned
-
-
 @PROPERTY
 @given(st.data(), st.sampled_from(sorted(BINARY)), st.sampled_from(DTYPES),
        st.sampled_from(DTYPES),
@@ -222,15 +212,10 @@ def test_binary(data, name, dtype_a, dtype_b, shape_pair):
     # which subtracts a bool from a number and refuses bool - bool, as both do.
     assume(not (name == "subtract" and np.bool_ in (dtype_a, dtype_b) and dtype_a != dtype_b))
     a, b = binary_operands(data, name, dtype_a, dtype_b, *shape_pair)
-    assume(not zero_dim_int64_meets_int32(a, b))
     op = getattr(strata, name)
     want = like_torch(lambda: op(strata.tensor(a), strata.tensor(b)),
                       lambda: BINARY[name](torch.tensor(a), torch.tensor(b)), 2e-5, 1e-6)
-    ties = name in ("maximum", "minimum") and want is not None and (a == b).any()
-    zero_to_the_zero = name == "pow" and want is not None and ((a == 0) & (b == 0)).any()
-    # test_maximum_and_minimum_gradients_at_ties, test_pow_gradient_at_zero_to_the_zero
-    if want is not None and is_float(a, b) and name in DIFFERENTIABLE and not ties \
-            and not zero_to_the_zero:
+    if want is not None and is_float(a, b) and name in DIFFERENTIABLE:
         grad_like_torch(op, BINARY[name], [a, b], via="value_and_grad")
 
 
@@ -301,7 +286,6 @@ def test_where(data, dtype_a, dtype_b, shape_triple):
     shape_c, shape_a, shape_b = shape_triple
     c = data.draw(arrays(np.bool_, shape_c))
     a, b = data.draw(arrays(dtype_a, shape_a)), data.draw(arrays(dtype_b, shape_b))
-    assume(not zero_dim_int64_meets_int32(a, b))
     want = like_torch(lambda: strata.where(strata.tensor(c), strata.tensor(a), strata.tensor(b)),
                       lambda: torch.where(torch.tensor(c), torch.tensor(a), torch.tensor(b)))
     if want is not None and is_float(a, b):
@@ -318,9 +302,6 @@ def test_clamp(data, dtype, shape):
     x = data.draw(arrays(dtype, shape))
     bound = st.one_of(st.none(), st.integers(-3, 3), st.floats(-3.0, 3.0, width=32))
     low, high = data.draw(bound), data.draw(bound)
-    # test_clamp_of_integers_by_a_whole_float_gives_float32
-    assume(dtype == np.float32 or not any(isinstance(v, float) and v.is_integer()
-                                          for v in (low, high)))
     want = like_torch(lambda: strata.clamp(strata.tensor(x), low, high),
                       lambda: torch.clamp(torch.tensor(x), low, high))
     if want is not None and is_float(x):
@@ -428,7 +409,6 @@ def test_transpose_permute_flip(data, dtype, shape):
     like_torch(lambda: strata.permute(strata.tensor(x), order),
                lambda: torch.permute(torch.tensor(x), order))
     flips = data.draw(st.lists(dims(rank), max_size=3))
-    assume(rank or not flips)  # test_flip_of_a_0d_tensor
     want = like_torch(lambda: strata.flip(strata.tensor(x), flips),
                       lambda: torch.flip(torch.tensor(x), flips))
     if is_float(x) and want is not None:
@@ -573,7 +553,6 @@ def test_index_select(data, dtype, shape, count):
     x = data.draw(arrays(dtype, shape))
     dim = data.draw(dims(len(shape)))
     size = shape[dim] if -len(shape) <= dim < len(shape) else 2
-    assume(size > 0)  # test_gathering_from_an_empty_dimension
     index = data.draw(indices(size, (count,)))
     want = like_torch(lambda: strata.index_select(strata.tensor(x), dim, index),
                       lambda: torch.index_select(torch.tensor(x), dim, torch.tensor(index)))
@@ -590,7 +569,6 @@ def test_take_along_dim(data, dtype, shape):
     axis = dim % len(shape) if -len(shape) <= dim < len(shape) else 0
     index_shape = tuple(data.draw(st.integers(0, 3)) if d == axis else
                         data.draw(st.sampled_from([s, 1])) for d, s in enumerate(shape))
-    assume(x.size > 0)  # test_gathering_from_an_empty_dimension
     index = data.draw(indices(shape[axis], index_shape, int32=False))
     want = like_torch(lambda: strata.take_along_dim(strata.tensor(x), index, dim),
                       lambda: torch.take_along_dim(torch.tensor(x), torch.tensor(index), dim))
@@ -695,7 +673,6 @@ def test_topk(data, dtype, shape, largest):
     x = data.draw(arrays(dtype, shape, -1000, 1000, unique=True))
     dim = data.draw(dims(len(shape)))
     size = shape[dim] if -len(shape) <= dim < len(shape) else (1 if not shape else 2)
-    assume(x.size > 0)  # test_gathering_from_an_empty_dimension
     k = data.draw(st.integers(0, size + 1))
     want = like_torch(lambda: tuple(strata.topk(strata.tensor(x), k, dim, largest)),
                       lambda: tuple(torch.topk(torch.tensor(x), k, dim, largest)))
@@ -821,7 +798,6 @@ def test_getitem(data, dtype, shape):
     key = data.draw(index_keys(shape))
     listed = [k for k in (key if isinstance(key, tuple) else (key,))
               if isinstance(k, (list, np.ndarray))]
-    assume(not listed or 0 not in shape)  # test_gathering_from_an_empty_dimension
     try:
         empty = listed and torch.tensor(x)[torch_key(key)].numel() == 0
     except TORCH_ERRORS:
