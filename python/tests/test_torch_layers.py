@@ -147,3 +147,22 @@ def test_a_layer_changed_after_a_call_is_checked_again():
     layers[1].act = "relu"  # the proof of the first call no longer holds
     with pytest.raises(strata.Error, match="layer 1 differs from layer 0: its traced forward"):
         st.apply_layers(layers, x)
+
+
+def test_a_later_call_uses_its_own_arguments_and_parameters():
+    # The second call reuses the first one's traced body: its mask, its x and the parameters
+    # as they are now must be what it computes with.
+    torch.manual_seed(5)
+    layers = [Block() for _ in range(3)]
+    for mask_seed in (0, 1):
+        torch.manual_seed(mask_seed)
+        x = torch.randn(2, 6, requires_grad=True)
+        mask = (torch.rand(2, 6) > 0.5).float()
+        got, got_grads = grads_of(layers, x, st.apply_layers, mask)
+        want, want_grads = grads_of(layers, x, unrolled, mask)
+        close(got, want)
+        for g, w in zip(got_grads, want_grads):
+            close(g, w)
+        with torch.no_grad():
+            layers[0].fc.weight.mul_(0.5)  # an optimizer's update between calls
+    close(st.apply_layers(layers, x, mask), unrolled(layers, x, mask))

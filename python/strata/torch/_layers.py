@@ -7,7 +7,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 import strata
 
 from . import _backend
-from ._scan import REMATS, scan
+from ._scan import REMATS, _scan
 
 
 def _error(message):
@@ -86,9 +86,10 @@ def _alike_key(layers, x, args, kwargs):
 
 
 def _check_alike(layers, x, args, kwargs):
+    """Raises naming the first layer unlike layer 0; returns the key the proof is kept by."""
     key = _alike_key(layers, x, args, kwargs)
     if key in _ALIKE:
-        return
+        return key
     first = layers[0]
     code = _traced_body(first, x, args, kwargs)
     for i, layer in enumerate(layers[1:], start=1):
@@ -100,6 +101,7 @@ def _check_alike(layers, x, args, kwargs):
     if len(_ALIKE) > 64:
         _ALIKE.clear()
     _ALIKE[key] = True
+    return key
 
 
 def _check_arguments(args, kwargs):
@@ -131,13 +133,23 @@ def apply_layers(layers, x, *args, remat="carries", **kwargs):
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"[strata.torch.apply_layers] x is a {type(x).__name__}, not a tensor")
     _check_arguments(args, kwargs)
-    _check_alike(layers, x, args, kwargs)
+    key = _check_alike(layers, x, args, kwargs)
     first = layers[0]
     names = list(_state(first))
     stacked = {n: torch.stack([_state(layer)[n] for layer in layers]) for n in names}
 
-    def body(h, state):
-        out = torch.func.functional_call(first, state, (h, *args), kwargs)
+    # The tensors among args and kwargs go in as arguments of the body (the rest, plain
+    # values, are part of the key), so its trace is kept under the key of the proof, which
+    # covers what it depends on, and later calls skip tracing.
+    leaves, spec = torch.utils._pytree.tree_flatten((args, kwargs))
+    at = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+
+    def body(h, state, tensors):
+        filled = list(leaves)
+        for i, t in zip(at, tensors):
+            filled[i] = t
+        call_args, call_kwargs = torch.utils._pytree.tree_unflatten(filled, spec)
+        out = torch.func.functional_call(first, state, (h, *call_args), call_kwargs)
         if isinstance(out, (tuple, list)):
             if len(out) != 1 and any(o is not None for o in out[1:]):
                 raise _error("a layer returns more than its hidden state; each "
@@ -145,7 +157,8 @@ def apply_layers(layers, x, *args, remat="carries", **kwargs):
             out = out[0]
         return out, None
 
-    carry, _ = scan(body, x, stacked, length=len(layers), remat=remat)
+    carry, _ = _scan(body, x, stacked, False, len(layers), remat,
+                     consts=[leaves[i] for i in at], cache_key=("apply_layers", key))
     return carry
 
 

@@ -61,15 +61,22 @@ def _describe(t):
 class _Body:
     """fn traced once: its graph, the specs of what it returns, and the tensors it captures."""
 
-    def __init__(self, fn, init_leaves, init_structure, init_paths, x_examples, xs_structure):
+    def __init__(self, fn, init_leaves, init_structure, init_paths, x_examples, xs_structure,
+                 consts=(), consts_structure=None):
         self.carry_count = len(init_leaves)
+        self.x_count = len(x_examples)
         self.y_structure = None
         carry_structure = []
 
         def flat(*leaves):
             carry = _unflatten(leaves[:self.carry_count], init_structure)
-            x = _unflatten(leaves[self.carry_count:], xs_structure)
-            out = fn(carry, x)
+            x = _unflatten(leaves[self.carry_count:self.carry_count + self.x_count],
+                           xs_structure)
+            if consts_structure is None:
+                out = fn(carry, x)
+            else:  # loop-invariant inputs as arguments, not captured: the graph outlives them
+                out = fn(carry, x, _unflatten(leaves[self.carry_count + self.x_count:],
+                                              consts_structure))
             if not isinstance(out, (tuple, list)) or len(out) != 2:
                 raise _error(f"the body {_name(fn)} must return (carry, y), got "
                              f"{type(out).__name__}")
@@ -82,7 +89,7 @@ class _Body:
         try:
             gm = make_fx(functionalize(flat), tracing_mode="fake",
                          decomposition_table=_backend.decompositions(),
-                         _allow_non_fake_inputs=True)(*init_leaves, *x_examples)
+                         _allow_non_fake_inputs=True)(*init_leaves, *x_examples, *consts)
         except RuntimeError as e:
             if "mutating a non-functional tensor" in str(e):
                 raise _error(f"the body {_name(fn)} writes in place into a tensor it did not "
@@ -118,9 +125,9 @@ class _Body:
                                  f"{node.args[0].name}; return the new value instead")
                 self.needs_key |= getattr(lowering_for(node.target), "needs_key", False)
 
-    def run(self, carry, x, captured, key):
+    def run(self, carry, x, consts, captured, key):
         keys = RandomKeys(key) if key is not None else None
-        outs, _ = _backend.interpret(self.gm, list(carry) + list(x), keys=keys,
+        outs, _ = _backend.interpret(self.gm, list(carry) + list(x) + list(consts), keys=keys,
                                      attrs=dict(zip(self.targets, captured)))
         outs = list(outs)
         return outs[:self.carry_count], outs[self.carry_count:]
@@ -163,23 +170,23 @@ def _all_to_torch(tensors):
 class _Loop:
     """One call's loop: which inputs are what, and how to run it on strata tensors."""
 
-    def __init__(self, body, carries, xs, length, reverse, remat, keys):
-        self.body, self.carries, self.xs = body, carries, xs
+    def __init__(self, body, carries, xs, consts, length, reverse, remat, keys):
+        self.body, self.carries, self.xs, self.consts = body, carries, xs, consts
         self.length, self.reverse, self.remat = length, reverse, remat
         self.keys = keys  # a strata key per step when the body draws random numbers
 
     def __call__(self, *inputs):
-        """inputs: init leaves, xs leaves, then the captured tensors."""
-        c, x = self.carries, self.xs
+        """inputs: init leaves, xs leaves, loop-invariant arguments, then captured tensors."""
+        c, x, k = self.carries, self.xs, self.consts
         init, xs = list(inputs[:c]), list(inputs[c:c + x])
-        captured = list(inputs[c + x:])
+        consts, captured = list(inputs[c + x:c + x + k]), list(inputs[c + x + k:])
         keys = self.keys
         step_xs = xs + ([keys] if keys is not None else [])
 
         def step(carry, x_leaves):
             x_leaves = list(x_leaves or [])
             key = x_leaves.pop() if keys is not None else None
-            return self.body.run(carry, x_leaves, captured, key)
+            return self.body.run(carry, x_leaves, consts, captured, key)
 
         carry, ys = strata.scan(step, init, step_xs if step_xs else None, length=self.length,
                                 reverse=self.reverse, remat=self.remat)
@@ -234,20 +241,40 @@ def scan(fn, init, xs=None, reverse=False, length=None, remat="carries"):
 
     Under ``torch.compile`` the call runs as its own strata loop between graphs (Dynamo does
     not trace into it)."""
+    return _scan(fn, init, xs, reverse, length, remat)
+
+
+# Traced bodies kept by their callers' keys (apply_layers: its layers and arguments' shapes).
+_BODIES = {}
+
+
+def _scan(fn, init, xs, reverse, length, remat, consts=None, cache_key=None):
+    """scan, and ``fn(carry, x, consts)`` with loop-invariant ``consts`` (a pytree of tensors)
+    passed as arguments: a body traced so can be kept under ``cache_key`` and reused by later
+    calls with other ``consts`` of the same shapes."""
     if remat not in REMATS:
         raise _error(f"remat must be one of {', '.join(REMATS)}, got {remat!r}")
     init_leaves, init_structure, init_paths = _leaves("init", init)
     xs_leaves, xs_structure, xs_paths = _leaves("xs", xs)
+    const_leaves, const_structure, _ = _leaves("consts", consts)
     n = _length(xs_leaves, xs_paths, length)
-    examples = [x[0] if n > 0 else x.new_empty(x.shape[1:]) for x in xs_leaves]
-    body = _Body(fn, init_leaves, init_structure, init_paths, examples, xs_structure)
-    inputs = init_leaves + xs_leaves + body.captured
+    body = _BODIES.get(cache_key) if cache_key is not None else None
+    if body is None:
+        examples = [x[0] if n > 0 else x.new_empty(x.shape[1:]) for x in xs_leaves]
+        body = _Body(fn, init_leaves, init_structure, init_paths, examples, xs_structure,
+                     const_leaves, const_structure if consts is not None else None)
+        if cache_key is not None:
+            if len(_BODIES) > 32:
+                _BODIES.clear()
+            _BODIES[cache_key] = body
+    inputs = init_leaves + xs_leaves + const_leaves + body.captured
     keys = None
     if body.needs_key:  # a key per step, from torch's generator (torch.manual_seed repeats a run)
         key = strata.from_dlpack(_backend._draw_key())
         keys = (strata.stack(strata.split_key(key, n)) if n > 0
                 else strata.zeros([0, 2], strata.uint64))
-    loop = _Loop(body, len(init_leaves), len(xs_leaves), n, reverse, remat, keys)
+    loop = _Loop(body, len(init_leaves), len(xs_leaves), len(const_leaves), n, reverse, remat,
+                 keys)
     outs = _ScanFunction.apply(loop, *inputs)
     carry = _unflatten(outs[:len(init_leaves)], init_structure)
     ys = _unflatten(outs[len(init_leaves):], body.y_structure)
