@@ -12,10 +12,10 @@
 
 #include "llama_bench_config.h"
 #include "strata/autograd/grad.h"
+#include "strata/compiler/compile.h"
 #include "strata/lazy/context.h"
 #include "strata/lazy/ops.h"
 #include "strata/nn/llama.h"
-#include "strata/runtime/executable.h"
 
 namespace strata {
 namespace {
@@ -64,9 +64,9 @@ CompileTimes CompileStep(nn::LlamaForCausalLM& model, const Tensor& ids, const T
   auto t1 = std::chrono::steady_clock::now();
   lazy::LoweringContext lowering(roots);
   times.lower_ms = since(t1);
-  runtime::CompileOptions options;
+  compiler::CompileOptions options;
   options.verify_input = false;  // as lazy::Context compiles what its lowering built
-  auto exe = runtime::Executable::Compile(lowering.module(), options);
+  auto exe = compiler::Compile(lowering.module(), options);
   times.total_ms = since(t0);
   for (const auto& comp : exe->module().computations())
     times.instructions += static_cast<double>(comp->instruction_count());

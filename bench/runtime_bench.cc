@@ -26,11 +26,11 @@
 #include <utility>
 #include <vector>
 
+#include "strata/compiler/compile.h"
 #include "strata/hlo/builder.h"
 #include "strata/hlo/literal.h"
 #include "strata/hlo/text.h"
 #include "strata/runtime/cpu.h"
-#include "strata/runtime/executable.h"
 
 namespace strata::runtime {
 namespace {
@@ -74,7 +74,7 @@ std::unique_ptr<Executable> CompileDot(int64_t m, int64_t k, int64_t n, int layo
   dims.lhs_contracting = {layout == 1 ? 0 : 1};
   dims.rhs_contracting = {layout == 2 ? 1 : 0};
   module.AddEntryComputation(b.Build(b.Dot(lhs, rhs, dims)));
-  return Executable::Compile(module);
+  return compiler::Compile(module);
 }
 
 // The same product of bf16 matrices into bf16 (summed in f32, as the
@@ -82,7 +82,7 @@ std::unique_ptr<Executable> CompileDot(int64_t m, int64_t k, int64_t n, int layo
 std::unique_ptr<Executable> CompileBf16Dot(int64_t m, int64_t k, int64_t n, int layout) {
   const std::string lhs = layout == 1 ? fmt::format("{},{}", k, m) : fmt::format("{},{}", m, k);
   const std::string rhs = layout == 2 ? fmt::format("{},{}", n, k) : fmt::format("{},{}", k, n);
-  return Executable::Compile(*hlo::ParseModule(fmt::format(
+  return compiler::Compile(*hlo::ParseModule(fmt::format(
       "HloModule gemm\nENTRY main {{\n  a = bf16[{}] parameter(0)\n  b = bf16[{}] parameter(1)\n"
       "  ROOT d = bf16[{},{}] dot(a, b), lhs_contracting_dims={{{}}}, "
       "rhs_contracting_dims={{{}}}\n}}\n",
@@ -317,7 +317,7 @@ std::unique_ptr<Executable> CompileBatchedDot(int64_t batch, int64_t m, int64_t 
   dims.lhs_contracting = {layout == 1 ? 1 : 2};
   dims.rhs_contracting = {layout == 2 ? 2 : 1};
   module.AddEntryComputation(b.Build(b.Dot(lhs, rhs, dims)));
-  return Executable::Compile(module);
+  return compiler::Compile(module);
 }
 
 void BM_GemmBatched(benchmark::State& state) {
@@ -487,7 +487,7 @@ void BM_ElementwiseStrata(benchmark::State& state, hlo::Opcode opcode) {
   auto* x = b.Parameter(0, shape, "x");
   auto* y = b.Parameter(1, shape, "y");
   module.AddEntryComputation(b.Build(b.Binary(opcode, x, y)));
-  auto exe = Executable::Compile(module);
+  auto exe = compiler::Compile(module);
   std::vector<Buffer> args = {FilledF32({kStreamElements}, 1.5f),
                               FilledF32({kStreamElements}, 2.0f)};
   for (auto _ : state) {
@@ -518,7 +518,7 @@ void BM_ElementwiseOp(benchmark::State& state, hlo::Opcode opcode) {
     root = b.Binary(opcode, x, y);
   }
   module.AddEntryComputation(b.Build(root));
-  auto exe = Executable::Compile(module);
+  auto exe = compiler::Compile(module);
   std::vector<Buffer> args = {FilledF32({kOpElements}, 0.75f), FilledF32({kOpElements}, 1.25f)};
   for (auto _ : state) {
     auto out = exe->Run(args);
@@ -549,9 +549,9 @@ void BM_SwiGluBackwardSiblings(benchmark::State& state) {
     auto* d_gate = b.Multiply(b.Multiply(b.Multiply(dy, up), s),
                               b.Add(one, b.Multiply(gate, b.Subtract(one, s))));
     module.AddEntryComputation(b.Build(b.Tuple({d_up, d_gate, b.Multiply(gs, up)})));
-    CompileOptions options;
+    compiler::CompileOptions options;
     options.merge_sibling_fusions = merge;
-    return Executable::Compile(module, options);
+    return compiler::Compile(module, options);
   };
   auto merged = compile(true), apart = compile(false);
   std::vector<Buffer> args = {FilledF32(dims, 0.5f), FilledF32(dims, 1.5f), FilledF32(dims, 0.25f)};
@@ -589,7 +589,7 @@ void BM_AttentionLayouts(benchmark::State& state) {
     };
     const std::string config =
         fmt::format("backend_config=\"causal=1;scale=0.125{}\"", bshd ? ";layout=bshd" : "");
-    return Executable::Compile(*hlo::ParseModule(fmt::format(
+    return compiler::Compile(*hlo::ParseModule(fmt::format(
         R"(HloModule attention
 ENTRY main {{
   q = {0} parameter(0)
@@ -776,7 +776,7 @@ std::unique_ptr<Executable> CompileRowLoop(int64_t rows, int64_t cols, int64_t i
   auto* x0 = b.Parameter(0, buf, "x0");
   auto* loop = b.While(cond, body, b.Tuple({b.ConstantScalar<int64_t>(0), x0}));
   module.AddEntryComputation(b.Build(b.GetTupleElement(loop, 1)));
-  return Executable::Compile(module);
+  return compiler::Compile(module);
 }
 
 struct RowLoopArgs {

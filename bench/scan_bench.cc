@@ -5,10 +5,10 @@
 #include <benchmark/benchmark.h>
 
 #include "strata/autograd/grad.h"
+#include "strata/compiler/compile.h"
 #include "strata/lazy/context.h"
 #include "strata/lazy/ops.h"
 #include "strata/nn/functional.h"
-#include "strata/runtime/executable.h"
 #include "strata/transforms/scan.h"
 
 namespace strata {
@@ -31,7 +31,7 @@ void BM_CompileForwardBackward(benchmark::State& state) {
     std::vector<Tensor> roots = gradients(loss, {w, h0, xs});
     roots.push_back(loss);
     lazy::LoweringContext lowering(roots);
-    auto exe = runtime::Executable::Compile(lowering.module());
+    auto exe = compiler::Compile(lowering.module());
     benchmark::DoNotOptimize(exe.get());
   }
 }

@@ -32,6 +32,7 @@
 
 #include "llama_bench_config.h"
 #include "strata/autograd/grad.h"
+#include "strata/compiler/compile.h"
 #include "strata/hlo/module.h"
 #include "strata/lazy/context.h"
 #include "strata/lazy/ops.h"
@@ -39,7 +40,6 @@
 #include "strata/nn/optim.h"
 #include "strata/nn/sharding_plan.h"
 #include "strata/runtime/device.h"
-#include "strata/runtime/executable.h"
 #include "strata/runtime/thread_pool.h"
 #include "strata/spmd/partitioner.h"
 #include "strata/train/trainer.h"
@@ -472,10 +472,9 @@ CompileTimes PartitionAndCompile(int64_t n) {
   spmd::PartitionedModule partitioned = spmd::Partition(module, mesh);
   t.partition = Seconds(start);
   start = std::chrono::steady_clock::now();
-  runtime::CompileOptions options;
+  compiler::CompileOptions options;
   options.client = &ClientFor(n);
-  std::unique_ptr<runtime::Executable> exe =
-      runtime::Executable::Compile(*partitioned.module, options);
+  std::unique_ptr<runtime::Executable> exe = compiler::Compile(*partitioned.module, options);
   t.compile = Seconds(start);
   benchmark::DoNotOptimize(exe.get());
   t.collectives = static_cast<int64_t>(partitioned.report.collectives.size());

@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "harnesses.h"
+#include "strata/compiler/compile.h"
 #include "strata/core/error.h"
 #include "strata/hlo/text.h"
 #include "strata/runtime/communicator.h"
-#include "strata/runtime/executable.h"
 
 namespace strata::fuzz {
 namespace {
@@ -223,15 +223,15 @@ void HloText(Bytes input) {
                               hlo::ToText(*reparsed)));
   }
 
-  runtime::CompileOptions optimizing;
+  compiler::CompileOptions optimizing;
   optimizing.client = &FuzzClient();
-  runtime::CompileOptions plain = optimizing;
+  compiler::CompileOptions plain = optimizing;
   plain.run_passes = false;
   plain.fuse = false;
-  auto optimized = runtime::Executable::Compile(*module, optimizing);
+  auto optimized = compiler::Compile(*module, optimizing);
   std::unique_ptr<runtime::Executable> reference;
   try {
-    reference = runtime::Executable::Compile(*module, plain);
+    reference = compiler::Compile(*module, plain);
   } catch (const InternalError&) {
     throw;
   } catch (const Error& e) {

@@ -135,10 +135,8 @@ void BindPooling(py::module_& m, const char* max_name, Pool max_pool,
       py::arg("divisor_override") = py::none());
 }
 
-}  // namespace
-
-void BindOps(py::module_& m) {
-  // ---- creation ----
+// Creation
+void BindCreation(py::module_& m) {
   auto creator = [&m](const char* name, Tensor (*make)(std::vector<int64_t>, DType)) {
     m.def(
         name,
@@ -224,8 +222,10 @@ void BindOps(py::module_& m) {
       },
       py::arg("key"), py::arg("shape"), py::arg("mean") = 0.0, py::arg("std") = 1.0,
       py::arg("dtype") = py::none());
+}
 
-  // ---- elementwise ----
+// Elementwise
+void BindElementwise(py::module_& m) {
   // The ops of the opcode rows whose api column is Api(name) (ops.h), then
   // the ones written by hand.
 #define STRATA_PY_ROW(e, name, kind, complex, ...) STRATA_PY_ROW_##kind(__VA_ARGS__)
@@ -348,8 +348,10 @@ void BindOps(py::module_& m) {
         return nn::gelu(x, approximate == "tanh");
       },
       py::arg("x"), py::arg("approximate") = "none");
+}
 
-  // ---- reductions ----
+// Reductions
+void BindReductions(py::module_& m) {
   using Reduce = Tensor (*)(const Tensor&, std::vector<int64_t>, bool);
   const std::pair<const char*, Reduce> reductions[] = {
       {"sum", &sum}, {"mean", &mean}, {"amax", &max}, {"amin", &min}};
@@ -377,8 +379,10 @@ void BindOps(py::module_& m) {
         },
         py::arg("x"), py::arg("dim") = py::none(), py::arg("keepdim") = false);
   }
+}
 
-  // ---- shape ----
+// Shape
+void BindShapeOps(py::module_& m) {
   m.def(
       "reshape", [](const Tensor& x, py::args shape) { return reshape(x, ShapeArgs(shape)); },
       py::arg("x"));
@@ -453,8 +457,10 @@ void BindOps(py::module_& m) {
         return scatter_add(x, dim, TensorArg(index).get(), src);
       },
       py::arg("x"), py::arg("dim"), py::arg("index"), py::arg("src"));
+}
 
-  // ---- sorting (the Python package wraps sort and topk's pairs as named tuples) ----
+// Sorting (the Python package wraps sort and topk's pairs as named tuples)
+void BindSorting(py::module_& m) {
   m.def(
       "_sort",
       [](const Tensor& x, int64_t dim, bool descending, bool stable) {
@@ -473,7 +479,10 @@ void BindOps(py::module_& m) {
       },
       py::arg("x"), py::arg("k"), py::arg("dim") = -1, py::arg("largest") = true,
       py::arg("sorted") = true);
-  // ---- cumulative ----
+}
+
+// Cumulative
+void BindCumulative(py::module_& m) {
   m.def("cumsum", &cumsum, py::arg("x"), py::arg("dim"));
   m.def("cumprod", &cumprod, py::arg("x"), py::arg("dim"));
   m.def("logcumsumexp", &logcumsumexp, py::arg("x"), py::arg("dim"));
@@ -532,8 +541,10 @@ void BindOps(py::module_& m) {
         return index_add(x, dim, TensorArg(index).get(), source, alpha);
       },
       py::arg("x"), py::arg("dim"), py::arg("index"), py::arg("source"), py::arg("alpha") = 1.0);
+}
 
-  // ---- functions ----
+// Functions
+void BindFunctions(py::module_& m) {
   m.def("softmax", &softmax, py::arg("x"), py::arg("dim"));
   m.def("log_softmax", &log_softmax, py::arg("x"), py::arg("dim"));
   m.def(
@@ -601,6 +612,18 @@ void BindOps(py::module_& m) {
   BindPooling(m, "max_pool1d", &max_pool1d, &max_pool1d_with_indices, "avg_pool1d", &avg_pool1d);
   BindPooling(m, "max_pool2d", &max_pool2d, &max_pool2d_with_indices, "avg_pool2d", &avg_pool2d);
   BindPooling(m, "max_pool3d", &max_pool3d, &max_pool3d_with_indices, "avg_pool3d", &avg_pool3d);
+}
+
+}  // namespace
+
+void BindOps(py::module_& m) {
+  BindCreation(m);
+  BindElementwise(m);
+  BindReductions(m);
+  BindShapeOps(m);
+  BindSorting(m);
+  BindCumulative(m);
+  BindFunctions(m);
 }
 
 }  // namespace strata::python

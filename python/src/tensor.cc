@@ -180,9 +180,8 @@ void Assign(Tensor& x, py::handle key, py::handle value) {
   x.copy_(dynamic_update_slice(x, v, starts));
 }
 
-}  // namespace
-
-void BindTensor(py::module_& m) {
+// strata.dtype: the element types, printed as torch prints its own.
+void BindDType(py::module_& m) {
   py::enum_<DType> dtype(m, "dtype");
   for (DType t :
        {DType::kPred, DType::kS8, DType::kS16, DType::kS32, DType::kS64, DType::kU8, DType::kU16,
@@ -198,7 +197,118 @@ void BindTensor(py::module_& m) {
   dtype.def_property_readonly("itemsize", [](DType t) { return DTypeSize(t); })
       .def_property_readonly("is_floating_point", [](DType t) { return IsFloating(t); })
       .def_property_readonly("name", [](DType t) { return PythonDTypeName(t); });
+}
 
+// The in-place operators, and the methods of autodiff and conversion.
+void BindTensorMethods(py::class_<Tensor>& tensor) {
+  // In place: rebinds this handle (other handles on the old value keep it).
+  // As torch: the result must fit the tensor's kind (x /= 2 on an integer x,
+  // or += 0.5, is an error, not a truncation); within a kind it is cast.
+  auto in_place = [&tensor](const char* name, Binary op) {
+    tensor.def(name, [op, name](py::object self, py::handle other) {
+      Tensor& t = self.cast<Tensor&>();
+      Tensor r = op(t, TensorArg(t, other).get());
+      auto kind = [](DType d) { return d == DType::kPred ? 0 : IsFloating(d) ? 2 : 1; };
+      if (kind(r.dtype()) > kind(t.dtype())) {
+        Fail("[{}] result type {} can't be cast to the tensor's type {} in place", name,
+             PythonDTypeName(r.dtype()), PythonDTypeName(t.dtype()));
+      }
+      t.copy_(astype(r, t.dtype()));
+      return self;
+    });
+  };
+  in_place("__iadd__", &Add);
+  in_place("__isub__", &Sub);
+  in_place("__imul__", &Mul);
+  in_place("__itruediv__", &Div);
+  in_place("__iand__", &And);
+  in_place("__ior__", &Or);
+  in_place("__ixor__", &Xor);
+  tensor
+      .def("copy_",
+           [](py::object self, py::handle source) {
+             Tensor& t = self.cast<Tensor&>();
+             t.copy_(astype(ToTensor(source), t.dtype()));
+             return self;
+           })
+      // Autograd, PyTorch's way.
+      .def_property(
+          "requires_grad", [](const Tensor& t) { return requires_grad(t); },
+          [](Tensor& t, bool value) { requires_grad_(t, value); })
+      .def(
+          "requires_grad_",
+          [](py::object self, bool value) {
+            requires_grad_(self.cast<Tensor&>(), value);
+            return self;
+          },
+          py::arg("requires_grad") = true)
+      .def_property(
+          "grad",
+          [](const Tensor& t) -> py::object {
+            Tensor g = grad(t);
+            return g.defined() ? py::cast(g) : py::none();
+          },
+          [](Tensor& t, py::object value) {
+            if (!value.is_none()) Fail("[grad] only None can be assigned to .grad");
+            zero_grad(t);
+          })
+      .def(
+          "backward",
+          [](const Tensor& t, py::object gradient) {
+            if (gradient.is_none()) {
+              backward(t);
+            } else {
+              backward(t, ToTensor(gradient, t.dtype()));
+            }
+          },
+          py::arg("gradient") = py::none())
+      .def("detach", [](const Tensor& t) { return detach(t); })
+      .def("astype", [](const Tensor& t, py::handle d) { return astype(t, DTypeArg(d)); })
+      .def("to", [](const Tensor& t, py::handle d) { return astype(t, DTypeArg(d)); });
+}
+
+// Tensors from Python data, NumPy and DLPack, and back.
+void BindInterop(py::module_& m) {
+  m.def(
+      "tensor",
+      [](py::object data, py::object dtype, bool wants_grad) {
+        Tensor t =
+            ToTensor(data, dtype.is_none() ? std::nullopt : std::optional<DType>(DTypeArg(dtype)));
+        if (py::isinstance<Tensor>(data)) t = Tensor(t.value());  // a copy, as torch.tensor
+        if (wants_grad) requires_grad_(t, true);
+        return t;
+      },
+      py::arg("data"), py::arg("dtype") = py::none(), py::arg("requires_grad") = false,
+      "A tensor holding a copy of `data` (NumPy array, scalar, nested list, tensor).");
+  m.def(
+      "from_numpy",
+      [](py::array array) {
+        // Shares the array's memory when NumPy can lend it (writable, native
+        // byte order) and it is 64-byte aligned; copies otherwise.
+        try {
+          return FromDlpack(array);
+        } catch (const py::error_already_set&) {  // NumPy would not lend it (read-only, ...)
+          return ToTensor(array);
+        } catch (const Error&) {
+          return ToTensor(array);
+        }
+      },
+      py::arg("array"));
+  m.def("from_dlpack", &FromDlpack, py::arg("source"),
+        "A tensor from any DLPack producer (torch.Tensor, NumPy), sharing its memory when it "
+        "is row-major and 64-byte aligned.");
+  m.def("to_dlpack", &ToDlpack, py::arg("tensor"));
+  // A module function as a method (x.sum(dim=1) is strata.sum(x, dim=1)):
+  // built-in functions do not bind self, instance methods do.
+  m.def("_instancemethod", [](py::function f) {
+    return py::reinterpret_steal<py::object>(PyInstanceMethod_New(f.ptr()));
+  });
+}
+
+}  // namespace
+
+void BindTensor(py::module_& m) {
+  BindDType(m);
   py::class_<Tensor> tensor(m, "Tensor", R"(A lazy tensor: ops record IR; reading values
 (numpy(), item(), sync()) compiles and runs what is pending, once per distinct graph.)");
   tensor
@@ -294,105 +404,8 @@ void BindTensor(py::module_& m) {
       .def("__le__", &Forward<le>)
       .def("__gt__", &Forward<gt>)
       .def("__ge__", &Forward<ge>);
-  // In place: rebinds this handle (other handles on the old value keep it).
-  // As torch: the result must fit the tensor's kind (x /= 2 on an integer x,
-  // or += 0.5, is an error, not a truncation); within a kind it is cast.
-  auto in_place = [&tensor](const char* name, Binary op) {
-    tensor.def(name, [op, name](py::object self, py::handle other) {
-      Tensor& t = self.cast<Tensor&>();
-      Tensor r = op(t, TensorArg(t, other).get());
-      auto kind = [](DType d) { return d == DType::kPred ? 0 : IsFloating(d) ? 2 : 1; };
-      if (kind(r.dtype()) > kind(t.dtype())) {
-        Fail("[{}] result type {} can't be cast to the tensor's type {} in place", name,
-             PythonDTypeName(r.dtype()), PythonDTypeName(t.dtype()));
-      }
-      t.copy_(astype(r, t.dtype()));
-      return self;
-    });
-  };
-  in_place("__iadd__", &Add);
-  in_place("__isub__", &Sub);
-  in_place("__imul__", &Mul);
-  in_place("__itruediv__", &Div);
-  in_place("__iand__", &And);
-  in_place("__ior__", &Or);
-  in_place("__ixor__", &Xor);
-  tensor
-      .def("copy_",
-           [](py::object self, py::handle source) {
-             Tensor& t = self.cast<Tensor&>();
-             t.copy_(astype(ToTensor(source), t.dtype()));
-             return self;
-           })
-      // Autograd, PyTorch's way.
-      .def_property(
-          "requires_grad", [](const Tensor& t) { return requires_grad(t); },
-          [](Tensor& t, bool value) { requires_grad_(t, value); })
-      .def(
-          "requires_grad_",
-          [](py::object self, bool value) {
-            requires_grad_(self.cast<Tensor&>(), value);
-            return self;
-          },
-          py::arg("requires_grad") = true)
-      .def_property(
-          "grad",
-          [](const Tensor& t) -> py::object {
-            Tensor g = grad(t);
-            return g.defined() ? py::cast(g) : py::none();
-          },
-          [](Tensor& t, py::object value) {
-            if (!value.is_none()) Fail("[grad] only None can be assigned to .grad");
-            zero_grad(t);
-          })
-      .def(
-          "backward",
-          [](const Tensor& t, py::object gradient) {
-            if (gradient.is_none()) {
-              backward(t);
-            } else {
-              backward(t, ToTensor(gradient, t.dtype()));
-            }
-          },
-          py::arg("gradient") = py::none())
-      .def("detach", [](const Tensor& t) { return detach(t); })
-      .def("astype", [](const Tensor& t, py::handle d) { return astype(t, DTypeArg(d)); })
-      .def("to", [](const Tensor& t, py::handle d) { return astype(t, DTypeArg(d)); });
-
-  m.def(
-      "tensor",
-      [](py::object data, py::object dtype, bool wants_grad) {
-        Tensor t =
-            ToTensor(data, dtype.is_none() ? std::nullopt : std::optional<DType>(DTypeArg(dtype)));
-        if (py::isinstance<Tensor>(data)) t = Tensor(t.value());  // a copy, as torch.tensor
-        if (wants_grad) requires_grad_(t, true);
-        return t;
-      },
-      py::arg("data"), py::arg("dtype") = py::none(), py::arg("requires_grad") = false,
-      "A tensor holding a copy of `data` (NumPy array, scalar, nested list, tensor).");
-  m.def(
-      "from_numpy",
-      [](py::array array) {
-        // Shares the array's memory when NumPy can lend it (writable, native
-        // byte order) and it is 64-byte aligned; copies otherwise.
-        try {
-          return FromDlpack(array);
-        } catch (const py::error_already_set&) {  // NumPy would not lend it (read-only, ...)
-          return ToTensor(array);
-        } catch (const Error&) {
-          return ToTensor(array);
-        }
-      },
-      py::arg("array"));
-  m.def("from_dlpack", &FromDlpack, py::arg("source"),
-        "A tensor from any DLPack producer (torch.Tensor, NumPy), sharing its memory when it "
-        "is row-major and 64-byte aligned.");
-  m.def("to_dlpack", &ToDlpack, py::arg("tensor"));
-  // A module function as a method (x.sum(dim=1) is strata.sum(x, dim=1)):
-  // built-in functions do not bind self, instance methods do.
-  m.def("_instancemethod", [](py::function f) {
-    return py::reinterpret_steal<py::object>(PyInstanceMethod_New(f.ptr()));
-  });
+  BindTensorMethods(tensor);
+  BindInterop(m);
 }
 
 }  // namespace strata::python

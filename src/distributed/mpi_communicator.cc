@@ -344,6 +344,8 @@ class MpiCommunicator final : public runtime::Communicator {
   }
 
   // The leader's part: every local member's output from everyone's input.
+  // Long by design: one exchange (gather the group's inputs, combine, hand
+  // each member its output) whose cases per collective share its buffers.
   void Lead(const CollectiveCall& call, const std::vector<Published>& locals) {
     const int64_t n = static_cast<int64_t>(call.group.size());
     std::vector<uint8_t*> input(n, nullptr);   // by rank: local inputs

@@ -13,6 +13,8 @@ std::string Braced(const std::vector<int64_t>& dims) {
   return fmt::format("{{{}}}", fmt::join(dims, ","));
 }
 
+// Long by design: one line per attribute, in the order XLA prints them (the
+// parser's AttributeRule table reads them back).
 std::string AttributesText(const Instruction& inst) {
   std::vector<std::string> attrs;
   auto add = [&](std::string_view key, std::string value) {

@@ -9,6 +9,7 @@
 
 namespace strata::hlo::shape_rules {
 
+// Long by design: one case per opcode of this shape rule (ShapeRule::kControl).
 Shape ControlShape(const View& inst) {
   [[maybe_unused]] const Shape& declared = inst.declared;
   switch (inst.op) {

@@ -477,6 +477,9 @@ std::string Node::OpName() const {
   }
 }
 
+// The three caches below are per process, not per context, on purpose: each
+// computation is a pure function of its key, immutable once built, and
+// graphs of every context must name it alike so their hashes agree.
 hlo::Computation* ScalarCombiner(hlo::Opcode op, DType dtype) {
   static std::mutex mutex;
   static auto* cache =

@@ -23,6 +23,7 @@ namespace {
 // (lhs_key, rhs_key, then a pair per other operand) -> lhs_key before
 // rhs_key. Float keys compare in XLA's total order, on keys whose NaNs and
 // zeros were made positive first (so NaN is the largest and -0 == +0).
+// Per process, as ir::ScalarCombiner's cache: a pure function of its key.
 hlo::Computation* KeyComparator(DType key, bool descending, const std::vector<DType>& others) {
   static std::mutex mutex;
   static auto* cache = new std::map<std::string, std::unique_ptr<hlo::Computation>>();

@@ -49,6 +49,9 @@ Isa EnvironmentIsa() {
   return isa;
 }
 
+// Per process: the kernels are chosen for the CPU this process runs on;
+// CapIsa lowers that for every context at once (a test or benchmark asking
+// for a narrower variant).
 constexpr int kNoCap = -1;
 std::atomic<int> cap{kNoCap};
 

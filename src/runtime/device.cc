@@ -202,6 +202,9 @@ Client::Client(int num_devices, int num_threads) : arenas_(std::make_shared<Aren
 
 Client::~Client() = default;
 
+// Per process: the default client owns this machine's cores (its thread
+// pool) and its CPU devices, which every context shares (a mesh larger than
+// it gets virtual devices of its own).
 Client& Client::Default() {
   static Client* client = [] {
     KernelIsa();  // a bad STRATA_ISA fails here, before any kernel runs

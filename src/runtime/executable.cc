@@ -9,102 +9,26 @@
 
 #include "kernels/kernels.h"
 #include "program.h"
-#include "strata/core/config.h"
-#include "strata/hlo/verifier.h"
 #include "strata/runtime/communicator.h"
-#include "strata/runtime/passes.h"
 #include "strata/runtime/trace.h"
 
 namespace strata::runtime {
 
 Executable::~Executable() = default;
 
-namespace {
-
-// A fusion the fused loop cannot run (FusedKernelRuns) becomes a call of
-// its computation, so it runs op by op, or is fused again by the passes,
-// after InlineCalls flattens it: the same values as XLA's fusion of any kind.
-void CallUnrunnableFusions(hlo::Module& module, ThreadPool& pool) {
-  for (const auto& computation : module.computations()) {
-    std::vector<hlo::Instruction*> unrunnable;
-    for (const auto& inst : computation->instructions()) {
-      if (inst->opcode() == hlo::Opcode::kFusion && !FusedKernelRuns(*inst, pool)) {
-        unrunnable.push_back(inst.get());
-      }
-    }
-    for (hlo::Instruction* fusion : unrunnable) {
-      auto call = std::make_unique<hlo::Instruction>(hlo::Opcode::kCall, fusion->shape(),
-                                                     fusion->operands());
-      call->called = fusion->called;
-      call->sharding = fusion->sharding;
-      call->set_name(fusion->name());
-      hlo::Instruction* added = computation->AddInstruction(std::move(call));
-      computation->ReplaceAllUsesWith(fusion, added);
-    }
-    if (!unrunnable.empty()) {
-      computation->RemoveDeadInstructions();
-      computation->SortTopologically();
-    }
+Executable::Executable(std::unique_ptr<hlo::Module> module, std::unique_ptr<Program> program,
+                       const Client* client)
+    : module_(std::move(module)), program_(std::move(program)), client_(client) {
+  for (const hlo::Instruction* p : module_->entry()->parameters()) {
+    for (const Shape& leaf : p->shape().Leaves()) parameter_shapes_.push_back(leaf);
   }
-}
-
-}  // namespace
-
-bool EnvironmentDisablesFusion() { return !GetConfig().fusion; }
-
-std::unique_ptr<Executable> Executable::Compile(const hlo::Module& module,
-                                                const CompileOptions& options) {
-  if (options.verify_input) {
-    trace::Span span("compile", "verify");
-    hlo::Verify(module);
-  }
-  std::unique_ptr<Executable> exe(new Executable());
-  exe->client_ = options.client ? options.client : &Client::Default();
-  exe->module_ = module.Clone();
-  hlo::Module& m = *exe->module_;
-  CallUnrunnableFusions(m, exe->client_->thread_pool());
-  InlineCalls(m);  // so no called function calls another when it is widened
-  WidenHalfArithmetic(m);
-  if (options.run_passes) {
-    {
-      trace::Span span("compile", "passes");
-      RunPasses(m);
-    }
-    if (options.fuse && !EnvironmentDisablesFusion()) {
-      trace::Span span("compile", "fusion");
-      // One span each: where a large graph's compile time goes.
-      auto pass = [&m](const char* name, auto run) {
-        trace::Span pass_span("compile", name);
-        run(m);
-      };
-      pass("sink index maps", SinkIndexMaps);
-      pass("fuse elementwise", FuseElementwise);
-      if (options.merge_sibling_fusions) pass("merge sibling fusions", MergeSiblingFusions);
-      pass("fuse producers", FuseProducers);
-      pass("sink updates", SinkUpdatesIntoLoops);
-    }
-  }
-  Schedule(m);
-  {
-    trace::Span span("compile", "verify");
-    hlo::Verify(m);
-  }
-  {
-    trace::Span span("compile", "kernels and buffers");
-    exe->program_ =
-        Program::Compile(*m.entry(), StorageKind::kParameter, true, exe->client_->thread_pool());
-  }
-  for (const hlo::Instruction* p : m.entry()->parameters()) {
-    for (const Shape& leaf : p->shape().Leaves()) exe->parameter_shapes_.push_back(leaf);
-  }
-  exe->result_shapes_ = m.entry()->root()->shape().Leaves();
-  exe->stats_.temp_bytes = exe->program_->arena_bytes();
-  for (const Shape& s : exe->result_shapes_) exe->stats_.output_bytes += s.byte_size();
-  exe->stats_.planned_peak_bytes = exe->stats_.temp_bytes + exe->stats_.output_bytes;
-  exe->stats_.in_place_updates = exe->program_->in_place_updates();
-  exe->stats_.placed_updates = exe->program_->placed_updates();
-  exe->stats_.kernels = exe->program_->kernel_count();
-  return exe;
+  result_shapes_ = module_->entry()->root()->shape().Leaves();
+  stats_.temp_bytes = program_->arena_bytes();
+  for (const Shape& s : result_shapes_) stats_.output_bytes += s.byte_size();
+  stats_.planned_peak_bytes = stats_.temp_bytes + stats_.output_bytes;
+  stats_.in_place_updates = program_->in_place_updates();
+  stats_.placed_updates = program_->placed_updates();
+  stats_.kernels = program_->kernel_count();
 }
 
 std::vector<Buffer> Executable::Run(const std::vector<Buffer>& arguments, const Device* device,

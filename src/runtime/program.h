@@ -8,13 +8,25 @@
 // lifetimes do not overlap share bytes.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
 #include "kernels/kernels.h"
 #include "strata/runtime/executable.h"
 
+namespace strata::compiler {
+class Planner;  // builds programs (src/compiler/planner.cc)
+}  // namespace strata::compiler
+
 namespace strata::runtime {
+
+// Arena regions start at multiples of 64 bytes (a cache line, an AVX-512
+// vector).
+constexpr int64_t kArenaAlignment = 64;
+inline int64_t AlignUp(int64_t n) {
+  return (n + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+}
 
 enum class StorageKind : uint8_t {
   kArena,      // planned offset in the arena
@@ -76,14 +88,10 @@ struct Frame {
   std::vector<size_t> operand_begin, output_begin;
 };
 
+// A kernel's program: its schedule of steps and its buffer plan, made by
+// the compiler (compiler::PlanProgram) and run here.
 class Program {
  public:
-  // `parameter_kind` is kParameter or kLoopState; `root_is_output` is true for
-  // the entry computation, whose root leaves become result buffers.
-  static std::unique_ptr<Program> Compile(const hlo::Computation& computation,
-                                          StorageKind parameter_kind, bool root_is_output,
-                                          ThreadPool& pool);
-
   // Resolves every slot's address; `parameters` are the parameter leaves.
   void Bind(Frame& frame, uint8_t* arena, const uint8_t* const* parameters,
             uint8_t* const* outputs) const;
@@ -111,7 +119,7 @@ class Program {
   }
 
  private:
-  friend class Planner;
+  friend class compiler::Planner;
   void RunWhile(const Step& step, Frame& frame, uint8_t* arena, size_t index) const;
   void RunView(const Step& step, Frame& frame, size_t index) const;
   void Place(const Placement& place, Frame& frame) const;
@@ -130,5 +138,14 @@ class Program {
   int64_t in_place_updates_ = 0;
   int64_t placed_updates_ = 0;
 };
+
+// Compiles a computation a kernel calls (a reduction's function, a
+// conditional's branches) into a program: the compiler's planner, handed down
+// so the runtime builds kernels without depending on the compiler.
+using ComputationCompiler = std::function<std::shared_ptr<const Program>(const hlo::Computation&)>;
+
+// The kernel of one instruction, by its opcode row's kernel family.
+KernelInfo MakeKernel(const hlo::Instruction& inst, ThreadPool& pool,
+                      const ComputationCompiler& compile);
 
 }  // namespace strata::runtime

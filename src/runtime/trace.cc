@@ -50,6 +50,8 @@ struct Registry {
   int64_t origin_ns = NowNs();  // ts 0 of the file
 };
 
+// Per process: a trace file is one process's time line, every thread of
+// every context on it (Chrome's trace format has one per process).
 Registry& TheRegistry() {
   static Registry* registry = new Registry;  // never destroyed: spans may end during exit
   return *registry;

@@ -356,6 +356,8 @@ class Propagation {
 
   // Forward rules only set `inst`, backward rules only its operands: once
   // those are all known, a rule has nothing left to decide.
+  // Long by design: one case per SPMD rule of the opcode table (hlo::SpmdRule,
+  // -Wswitch an error), as Backward below; split, the rules would scatter.
   void Forward(const Instruction& inst, bool all_ops) {
     if (Known(inst)) return;
     current_ = &inst;
@@ -544,6 +546,7 @@ class Propagation {
     }
   }
 
+  // Long by design: one case per SPMD rule, as Forward.
   void Backward(const Instruction& inst, bool all_ops) {
     if (std::all_of(inst.operands().begin(), inst.operands().end(),
                     [&](const Instruction* o) { return Known(*o); }))

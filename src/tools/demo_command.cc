@@ -6,10 +6,10 @@
 #include <chrono>
 
 #include "commands.h"
+#include "strata/compiler/compile.h"
 #include "strata/hlo/builder.h"
 #include "strata/hlo/text.h"
 #include "strata/runtime/cpu.h"
-#include "strata/runtime/executable.h"
 
 namespace strata::tools {
 
@@ -64,7 +64,7 @@ int RunDemo() {
 
   fmt::print("{}\n", hlo::ToText(m));
   auto start = std::chrono::steady_clock::now();
-  auto exe = runtime::Executable::Compile(m);
+  auto exe = compiler::Compile(m);
   auto compiled = std::chrono::steady_clock::now();
   const runtime::Device* device = runtime::Client::Default().device(0);
   std::vector<float> xv = {1, -1, 0.5f, 2};

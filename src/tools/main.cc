@@ -8,6 +8,7 @@
 #include "strata/core/error.h"
 #include "strata/distributed/mpi.h"
 
+// Long by design: the command line, one block of options per subcommand.
 int main(int argc, char** argv) {
   // A file-size limit (RLIMIT_FSIZE) must fail the write that crosses it
   // (EFBIG, reported with the file's name), not kill the process silently.

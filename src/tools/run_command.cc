@@ -4,10 +4,10 @@
 #include <sstream>
 
 #include "commands.h"
+#include "strata/compiler/compile.h"
 #include "strata/core/error.h"
 #include "strata/hlo/text.h"
 #include "strata/io/safetensors.h"
-#include "strata/runtime/executable.h"
 
 namespace strata::tools {
 namespace {
@@ -41,7 +41,7 @@ int RunProgram(const RunOptions& options) {
   } catch (const Error& e) {
     Fail("{}: {}", options.program, e.what());
   }
-  auto exe = runtime::Executable::Compile(*module);
+  auto exe = compiler::Compile(*module);
   const runtime::Device* device = runtime::Client::Default().device(0);
   std::vector<runtime::Buffer> arguments;
   auto parameters = module->entry()->parameters();

@@ -180,6 +180,94 @@ std::string BundledCorpus() {
       (exe.parent_path().parent_path() / STRATA_INSTALLED_CORPUS).string(), STRATA_SOURCE_CORPUS);
 }
 
+// What the run is: the model, the data, the optimizer, the devices.
+void PrintRunHeader(const train::TrainOptions& o, const TrainCommandOptions& options,
+                    const train::Trainer& trainer, int64_t processes,
+                    const std::string& corpus_path, size_t train_bytes, size_t heldout_bytes,
+                    const fs::path& checkpoints) {
+  const int64_t tokens_per_step = o.batch * o.seq;
+  const io::LlamaConfig config = o.ModelConfig();
+  fmt::print(
+      "strata train: Llama, {} layers ({}), hidden {}, {} heads ({} kv), MLP {}, "
+      "{:.2f}M parameters\n",
+      o.num_layers, o.layers == "scan" ? "apply_layers" : "unrolled", o.hidden, o.heads, o.kv_heads,
+      config.intermediate_size, static_cast<double>(trainer.parameter_count()) / 1e6);
+  fmt::print(
+      "  data: {} ({} training / {} held-out bytes), batch {} x {} = {} tokens per step\n"
+      "  AdamW lr {:g} (warm-up {}, cosine to {:g}), weight decay {:g}, clip {:g}, seed {}\n",
+      corpus_path, train_bytes, heldout_bytes, o.batch, o.seq, tokens_per_step, o.lr, o.warmup,
+      o.min_lr, o.weight_decay, o.clip, o.seed);
+  if (o.dtype == "bf16")
+    fmt::print("  mixed precision: bf16 activations and products (summed in f32), f32 weights\n");
+  if (std::optional<ir::Mesh> mesh = o.Mesh()) {
+    if (processes > 1) {
+      fmt::print("  SPMD: {} devices ({}) over {} processes, sharding {}\n", mesh->size(),
+                 mesh->ToString(), processes, o.sharding);
+    } else {
+      fmt::print("  SPMD: {} in-process devices ({}), sharding {}\n", mesh->size(),
+                 mesh->ToString(), o.sharding);
+    }
+  }
+  if (options.resume)
+    fmt::print("  resumed from step {} ({})\n", trainer.step(), checkpoints.string());
+  std::fflush(stdout);
+}
+
+// What the run did: losses, samples, where its time and memory went.
+void PrintSummary(const train::TrainOptions& o, const TrainCommandOptions& options,
+                  const train::Trainer& trainer, const Progress& progress, int64_t first,
+                  float held, const std::string& greedy, const std::string& sampled,
+                  int64_t sampling_compiles, double train_seconds, double total_seconds,
+                  const fs::path& svg, const std::string& last_checkpoint) {
+  const auto& metrics = lazy::Context::Get().metrics();
+  const int64_t tokens_per_step = o.batch * o.seq;
+  const auto& history = trainer.history();
+  if (!history.empty()) {
+    const train::StepStats& last = history.back();
+    fmt::print("loss {:.4f} -> {:.4f} (training), held-out {:.4f} at step {}\n",
+               history.front().loss, last.loss, held, last.step);
+  }
+  if (options.sample_tokens > 0) {
+    fmt::print("\n--- greedy ---\n{}{}\n", Printable(options.prompt), Printable(greedy));
+    fmt::print("\n--- temperature {:g} ---\n{}{}\n\n", options.temperature,
+               Printable(options.prompt), Printable(sampled));
+  }
+  const int64_t steps_run = trainer.step() - first;
+  auto ms = [](int64_t ns) { return static_cast<double>(ns) / 1e9; };
+  const double build = trainer.build_seconds(), walk = ms(metrics.trace_ns.load()),
+               lower = ms(metrics.lower_ns.load()), compile = ms(metrics.compile_ns.load()),
+               execute = ms(metrics.execute_ns.load());
+  const double other = total_seconds - build - walk - lower - compile - execute;
+  auto pct = [&](double part) { return 100 * part / total_seconds; };
+  fmt::print("summary: {} steps, {} tokens in {} ({} tok/s after the first step)\n", steps_run,
+             steps_run * tokens_per_step, Duration(train_seconds),
+             progress.timed_steps() > 0
+                 ? Rate(static_cast<double>(tokens_per_step * progress.timed_steps()) /
+                        progress.timed_seconds())
+                 : std::string("-"));
+  fmt::print("  graphs: {} compiled, {} cache hits ({} compiled while sampling {} tokens twice)\n",
+             metrics.compiles.load(), metrics.cache_hits.load(), sampling_compiles,
+             options.sample_tokens);
+  fmt::print(
+      "  time: trace {:.2f} s ({:.1f}%: model code {:.2f} s, graph walk {:.2f} s), lower {:.2f} "
+      "s "
+      "({:.1f}%), compile {:.2f} s ({:.1f}%), execute {:.2f} s ({:.1f}%), other {:.2f} s "
+      "({:.1f}%: data, evaluation reads, checkpoints, sampling)\n",
+      build + walk, pct(build + walk), build, walk, lower, pct(lower), compile, pct(compile),
+      execute, pct(execute), other, pct(other));
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  fmt::print(
+      "  memory: peak RSS {:.0f} MiB; each step wrote its new weights and moments over the old "
+      "ones ({:.1f} MiB per step donated)\n",
+      static_cast<double>(usage.ru_maxrss) / 1024.0,
+      steps_run > 0 ? static_cast<double>(metrics.bytes_donated.load()) / (1 << 20) /
+                          static_cast<double>(steps_run)
+                    : 0.0);
+  fmt::print("  wrote {} (loss curve) and {} (resume with --resume)\n", svg.string(),
+             last_checkpoint);
+}
+
 int RunTrain(const TrainCommandOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   train::TrainOptions o = options.train;
@@ -225,34 +313,10 @@ int RunTrain(const TrainCommandOptions& options) {
   if (writes && !trainer->resume_note().empty())
     fmt::print(stderr, "strata: warning: {}\n", trainer->resume_note());
   const int64_t tokens_per_step = o.batch * o.seq;
-  const io::LlamaConfig config = o.ModelConfig();
   const bool say = !options.quiet && writes;
   if (say) {
-    fmt::print(
-        "strata train: Llama, {} layers ({}), hidden {}, {} heads ({} kv), MLP {}, "
-        "{:.2f}M parameters\n",
-        o.num_layers, o.layers == "scan" ? "apply_layers" : "unrolled", o.hidden, o.heads,
-        o.kv_heads, config.intermediate_size,
-        static_cast<double>(trainer->parameter_count()) / 1e6);
-    fmt::print(
-        "  data: {} ({} training / {} held-out bytes), batch {} x {} = {} tokens per step\n"
-        "  AdamW lr {:g} (warm-up {}, cosine to {:g}), weight decay {:g}, clip {:g}, seed {}\n",
-        corpus_path, train_bytes, heldout_bytes, o.batch, o.seq, tokens_per_step, o.lr, o.warmup,
-        o.min_lr, o.weight_decay, o.clip, o.seed);
-    if (o.dtype == "bf16")
-      fmt::print("  mixed precision: bf16 activations and products (summed in f32), f32 weights\n");
-    if (std::optional<ir::Mesh> mesh = o.Mesh()) {
-      if (job.size > 1) {
-        fmt::print("  SPMD: {} devices ({}) over {} processes, sharding {}\n", mesh->size(),
-                   mesh->ToString(), job.size, o.sharding);
-      } else {
-        fmt::print("  SPMD: {} in-process devices ({}), sharding {}\n", mesh->size(),
-                   mesh->ToString(), o.sharding);
-      }
-    }
-    if (options.resume)
-      fmt::print("  resumed from step {} ({})\n", trainer->step(), checkpoints.string());
-    std::fflush(stdout);
+    PrintRunHeader(o, options, *trainer, job.size, corpus_path, train_bytes, heldout_bytes,
+                   checkpoints);
   }
 
   Progress progress(o.steps, tokens_per_step, !say);
@@ -326,52 +390,8 @@ int RunTrain(const TrainCommandOptions& options) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   if (say) {
-    const auto& history = trainer->history();
-    if (!history.empty()) {
-      const train::StepStats& last = history.back();
-      fmt::print("loss {:.4f} -> {:.4f} (training), held-out {:.4f} at step {}\n",
-                 history.front().loss, last.loss, held, last.step);
-    }
-    if (options.sample_tokens > 0) {
-      fmt::print("\n--- greedy ---\n{}{}\n", Printable(options.prompt), Printable(greedy));
-      fmt::print("\n--- temperature {:g} ---\n{}{}\n\n", options.temperature,
-                 Printable(options.prompt), Printable(sampled));
-    }
-    const int64_t steps_run = trainer->step() - first;
-    auto ms = [](int64_t ns) { return static_cast<double>(ns) / 1e9; };
-    const double build = trainer->build_seconds(), walk = ms(metrics.trace_ns.load()),
-                 lower = ms(metrics.lower_ns.load()), compile = ms(metrics.compile_ns.load()),
-                 execute = ms(metrics.execute_ns.load());
-    const double other = total_seconds - build - walk - lower - compile - execute;
-    auto pct = [&](double part) { return 100 * part / total_seconds; };
-    fmt::print("summary: {} steps, {} tokens in {} ({} tok/s after the first step)\n", steps_run,
-               steps_run * tokens_per_step, Duration(train_seconds),
-               progress.timed_steps() > 0
-                   ? Rate(static_cast<double>(tokens_per_step * progress.timed_steps()) /
-                          progress.timed_seconds())
-                   : std::string("-"));
-    fmt::print(
-        "  graphs: {} compiled, {} cache hits ({} compiled while sampling {} tokens twice)\n",
-        metrics.compiles.load(), metrics.cache_hits.load(), sampling_compiles,
-        options.sample_tokens);
-    fmt::print(
-        "  time: trace {:.2f} s ({:.1f}%: model code {:.2f} s, graph walk {:.2f} s), lower {:.2f} "
-        "s "
-        "({:.1f}%), compile {:.2f} s ({:.1f}%), execute {:.2f} s ({:.1f}%), other {:.2f} s "
-        "({:.1f}%: data, evaluation reads, checkpoints, sampling)\n",
-        build + walk, pct(build + walk), build, walk, lower, pct(lower), compile, pct(compile),
-        execute, pct(execute), other, pct(other));
-    rusage usage{};
-    getrusage(RUSAGE_SELF, &usage);
-    fmt::print(
-        "  memory: peak RSS {:.0f} MiB; each step wrote its new weights and moments over the old "
-        "ones ({:.1f} MiB per step donated)\n",
-        static_cast<double>(usage.ru_maxrss) / 1024.0,
-        steps_run > 0 ? static_cast<double>(metrics.bytes_donated.load()) / (1 << 20) /
-                            static_cast<double>(steps_run)
-                      : 0.0);
-    fmt::print("  wrote {} (loss curve) and {} (resume with --resume)\n", svg.string(),
-               last_checkpoint);
+    PrintSummary(o, options, *trainer, progress, first, held, greedy, sampled, sampling_compiles,
+                 train_seconds, total_seconds, svg, last_checkpoint);
   }
   return 0;
 }

@@ -7,10 +7,10 @@
 
 #include "gradient_check.h"
 #include "strata/autograd/grad.h"
+#include "strata/compiler/compile.h"
 #include "strata/hlo/text.h"
 #include "strata/lazy/context.h"
 #include "strata/lazy/ops.h"
-#include "strata/runtime/executable.h"
 
 namespace strata {
 namespace {
@@ -98,7 +98,7 @@ std::unique_ptr<runtime::Executable> BackwardProgram(bool use_checkpoint) {
   std::vector<Tensor> roots = gradients(loss, ws);
   roots.push_back(loss);  // as a training step would (else the last forward is dead code)
   lazy::LoweringContext lowering(roots);
-  return runtime::Executable::Compile(lowering.module());
+  return compiler::Compile(lowering.module());
 }
 
 int64_t Count(const hlo::Module& module, hlo::Opcode opcode) {

@@ -7,10 +7,10 @@
 
 #include "gradient_check.h"
 #include "strata/autograd/grad.h"
+#include "strata/compiler/compile.h"
 #include "strata/ir/lowering.h"
 #include "strata/lazy/context.h"
 #include "strata/lazy/ops.h"
-#include "strata/runtime/executable.h"
 
 namespace strata {
 namespace {
@@ -220,7 +220,7 @@ TEST(Gradients, SoftmaxBackwardReadsOnlyItsResultAndDifferentiatesAgain) {
   Tensor x = C(xs, {2, 4}), w = C(ws, {2, 4});
   Tensor y = softmax(x, -1);
   Tensor g = gradients(sum(y * w), {x})[0];
-  auto exe = runtime::Executable::Compile(lazy::LoweringContext({y, g}).module());
+  auto exe = compiler::Compile(lazy::LoweringContext({y, g}).module());
   int64_t exps = 0, divides = 0, reduces = 0;
   for (const auto& c : exe->module().computations()) {
     for (const auto& inst : c->instructions()) {

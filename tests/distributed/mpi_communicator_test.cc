@@ -13,10 +13,10 @@
 #include <random>
 #include <thread>
 
+#include "strata/compiler/compile.h"
 #include "strata/core/error.h"
 #include "strata/distributed/mpi.h"
 #include "strata/hlo/text.h"
-#include "strata/runtime/executable.h"
 #include "strata/runtime/sharded_buffer.h"
 #include "strata/spmd/partitioner.h"
 
@@ -252,9 +252,9 @@ ENTRY main {{
     spmd::Mesh mesh = spmd::Mesh::Line(n);
     spmd::PartitionedModule partitioned = spmd::Partition(*module, mesh);
     runtime::Client client(static_cast<int>(n), 1);
-    runtime::CompileOptions options;
+    compiler::CompileOptions options;
     options.client = &client;
-    auto exe = runtime::Executable::Compile(*partitioned.module, options);
+    auto exe = compiler::Compile(*partitioned.module, options);
     std::vector<const runtime::Device*> devices;
     for (int64_t p = 0; p < n; ++p) devices.push_back(client.device(static_cast<int>(p)));
     std::vector<std::vector<runtime::Buffer>> arguments(n);

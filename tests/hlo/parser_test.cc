@@ -12,11 +12,11 @@
 #include <random>
 #include <set>
 
+#include "strata/compiler/compile.h"
 #include "strata/core/error.h"
 #include "strata/hlo/builder.h"
 #include "strata/hlo/text.h"
 #include "strata/runtime/device.h"
-#include "strata/runtime/executable.h"
 
 namespace strata::hlo {
 namespace {
@@ -993,7 +993,7 @@ ENTRY %main.5 (Arg_0.1: f32[8,4]) -> f32[8,4] {
   EXPECT_EQ(annotated->opcode(), Opcode::kCopy);
   EXPECT_EQ(annotated->sharding, "{devices=[2,1]0,1}");
   // It runs: x * x, element by element.
-  auto exe = runtime::Executable::Compile(*m);
+  auto exe = compiler::Compile(*m);
   std::vector<float> x(32);
   for (int i = 0; i < 32; ++i) x[i] = static_cast<float>(i) - 10;
   auto out = exe->Run(

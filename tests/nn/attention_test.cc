@@ -6,10 +6,10 @@
 
 #include "gradient_check.h"
 #include "strata/autograd/grad.h"
+#include "strata/compiler/compile.h"
 #include "strata/hlo/text.h"
 #include "strata/lazy/context.h"
 #include "strata/nn/functional.h"
-#include "strata/runtime/executable.h"
 
 namespace strata {
 namespace {
@@ -159,7 +159,7 @@ TEST(FusedAttention, MatchesTheCompositeInDoublesWithItsGradients) {
     };
     std::vector<Tensor> fused = run(DType::kF32), reference = run(DType::kF64);
     // (Before the values are read, which makes them data.)
-    auto exe = runtime::Executable::Compile(lazy::LoweringContext(fused).module());
+    auto exe = compiler::Compile(lazy::LoweringContext(fused).module());
     int calls = 0;
     for (const auto& c : exe->module().computations()) {
       for (const auto& inst : c->instructions()) {
@@ -202,7 +202,7 @@ TEST(FusedAttention, PositionsBeforeHeadsMatchesTheCompositeWithItsGradients) {
     SCOPED_TRACE(fused ? "fused" : "composite");
     std::vector<Tensor> got = run(DType::kF32, true, fused);
     if (fused) {
-      auto exe = runtime::Executable::Compile(lazy::LoweringContext(got).module());
+      auto exe = compiler::Compile(lazy::LoweringContext(got).module());
       int calls = 0, transposes = 0;
       for (const auto& c : exe->module().computations()) {
         for (const auto& inst : c->instructions()) {

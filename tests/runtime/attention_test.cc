@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "runtime/test_util.h"
+#include "strata/compiler/compile.h"
 #include "strata/hlo/text.h"
 
 namespace strata::runtime {
@@ -237,13 +238,13 @@ void Check(const Case& c) {
     return std::vector<double>(back.begin(), back.end());
   };
 
-  auto forward = Executable::Compile(*hlo::ParseModule(ForwardModule(c)));
+  auto forward = compiler::Compile(*hlo::ParseModule(ForwardModule(c)));
   std::vector<Buffer> o = forward->Run({in(q, c.h), in(k, c.kv), in(v, c.kv)});
   ASSERT_EQ(o.size(), 2u);
   ExpectClose(out(o[0], c.h), want.o, tolerance, "o");
   ExpectClose(FromBuffer(o[1]), want.lse, c.bf16 ? 1e-4 : 1e-6, "lse");
 
-  auto backward = Executable::Compile(*hlo::ParseModule(GradModule(c)));
+  auto backward = compiler::Compile(*hlo::ParseModule(GradModule(c)));
   std::vector<Buffer> grads = backward->Run({in(q, c.h), in(k, c.kv), in(v, c.kv), in(dout, c.h)});
   ASSERT_EQ(grads.size(), 3u);
   ExpectClose(out(grads[0], c.h), want.dq, grad_tolerance, "dq");
@@ -281,7 +282,7 @@ TEST(FusedAttention, NaNInAQueryReachesItsRowOnly) {
   const Case c{1, 1, 1, 3, 4, true};
   auto q = Random(12, 1, false), k = Random(12, 2, false), v = Random(12, 3, false);
   q[1 * 4 + 2] = NAN;  // query row 1
-  auto out = Executable::Compile(*hlo::ParseModule(ForwardModule(c)))
+  auto out = compiler::Compile(*hlo::ParseModule(ForwardModule(c)))
                  ->Run({ToBuffer(q, {1, 1, 3, 4}, false), ToBuffer(k, {1, 1, 3, 4}, false),
                         ToBuffer(v, {1, 1, 3, 4}, false)});
   std::vector<double> o = FromBuffer(out[0]);
@@ -294,7 +295,7 @@ TEST(FusedAttention, NaNInAQueryReachesItsRowOnly) {
 
 void ExpectRejected(const std::string& text, const std::string& message) {
   try {
-    Executable::Compile(*hlo::ParseModule(text));
+    compiler::Compile(*hlo::ParseModule(text));
     ADD_FAILURE() << "accepted:\n" << text;
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();

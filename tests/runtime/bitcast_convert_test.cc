@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "strata/compiler/compile.h"
 #include "strata/core/error.h"
 #include "strata/hlo/text.h"
 #include "test_util.h"
@@ -16,7 +17,7 @@ using test::Arg;
 using ::testing::HasSubstr;
 
 std::vector<Buffer> RunHlo(const std::string& entry, const std::vector<Buffer>& args) {
-  return Executable::Compile(*hlo::ParseModule("HloModule m\nENTRY main {\n" + entry + "}\n"))
+  return compiler::Compile(*hlo::ParseModule("HloModule m\nENTRY main {\n" + entry + "}\n"))
       ->Run(args);
 }
 

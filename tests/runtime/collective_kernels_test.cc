@@ -3,10 +3,10 @@
 // by hand from the collective's definition.
 #include <gtest/gtest.h>
 
+#include "strata/compiler/compile.h"
 #include "strata/core/error.h"
 #include "strata/hlo/text.h"
 #include "strata/runtime/communicator.h"
-#include "strata/runtime/executable.h"
 
 namespace strata::runtime {
 namespace {
@@ -24,9 +24,9 @@ ENTRY main {
   x = f32[2,4] parameter(0)
 )" + body + "\n}\n";
   Client client(n, 1);
-  CompileOptions options;
+  compiler::CompileOptions options;
   options.client = &client;
-  auto exe = Executable::Compile(*hlo::ParseModule(text), options);
+  auto exe = compiler::Compile(*hlo::ParseModule(text), options);
   std::vector<std::vector<Buffer>> args(n);
   std::vector<const Device*> devices;
   for (int p = 0; p < n; ++p) {
@@ -100,7 +100,7 @@ TEST(CollectiveKernels, ErrorsNameTheProblem) {
 ENTRY main {
   ROOT id = u32[] partition-id()
 })");
-  auto exe = Executable::Compile(*m);
+  auto exe = compiler::Compile(*m);
   try {
     exe->Run({});
     FAIL() << "a partitioned program needs RunPartitioned";

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "strata/compiler/compile.h"
 #include "strata/core/error.h"
 #include "strata/hlo/text.h"
-#include "strata/runtime/executable.h"
 #include "test_util.h"
 
 namespace strata::runtime {
@@ -60,10 +60,10 @@ template <typename Check>
 void RunBoth(const std::string& text, const std::vector<Buffer>& args, const Check& check) {
   for (bool passes : {false, true}) {
     SCOPED_TRACE(passes ? "passes on" : "passes off");
-    CompileOptions options;
+    compiler::CompileOptions options;
     options.run_passes = passes;
     std::unique_ptr<hlo::Module> m = hlo::ParseModule(text);
-    std::vector<Buffer> out = Executable::Compile(*m, options)->Run(args);
+    std::vector<Buffer> out = compiler::Compile(*m, options)->Run(args);
     check(out);
   }
 }
@@ -424,7 +424,7 @@ ENTRY e {
   EXPECT_THAT(printed, HasSubstr("(1, 2), (-0.5, 3)"));
   EXPECT_THAT(printed, HasSubstr("(0, -1e-300), (inf, nan)"));
   EXPECT_EQ(hlo::ToText(*hlo::ParseModule(printed)), printed);  // reads back to itself
-  std::vector<Buffer> out = Executable::Compile(*m)->Run({});
+  std::vector<Buffer> out = compiler::Compile(*m)->Run({});
   const std::vector<Wide> v = ComplexValues(out[0]);
   EXPECT_EQ(v[0], Wide(1, 2));
   EXPECT_EQ(v[1], Wide(-0.5, 3));

@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "strata/compiler/compile.h"
 #include "strata/core/error.h"
 #include "strata/hlo/text.h"
 #include "test_util.h"
@@ -16,9 +17,9 @@ namespace {
 using test::Arg;
 
 std::vector<Buffer> RunHlo(const std::string& text, const std::vector<Buffer>& args, bool passes) {
-  CompileOptions options;
+  compiler::CompileOptions options;
   options.run_passes = passes;
-  return Executable::Compile(*hlo::ParseModule(text), options)->Run(args);
+  return compiler::Compile(*hlo::ParseModule(text), options)->Run(args);
 }
 
 // jax.lax.cond(p, lambda ops: (ops[0] * 2, ops[1]), lambda ops: (ops[0] - 1, ops[1] + 1), (x, n)):

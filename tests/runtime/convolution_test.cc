@@ -7,11 +7,11 @@
 
 #include <random>
 
+#include "strata/compiler/compile.h"
 #include "strata/core/error.h"
 #include "strata/hlo/convolution.h"
 #include "strata/hlo/text.h"
 #include "strata/runtime/device.h"
-#include "strata/runtime/executable.h"
 
 namespace strata {
 namespace {
@@ -115,7 +115,7 @@ void CheckAgainstReference(const std::string& text) {
   const Shape& ks = conv.operand(1)->shape();
   const std::vector<double> x = Random(xs.num_elements(), 1), k = Random(ks.num_elements(), 2);
   const std::vector<double> expected = Reference(conv, x, k);
-  auto exe = runtime::Executable::Compile(*m);
+  auto exe = compiler::Compile(*m);
   if (xs.dtype() == DType::kF64) {
     ExpectRunGives<double>(*exe, x, xs, k, ks, expected);
   } else {
@@ -350,7 +350,7 @@ ENTRY main {
   k = s32[1,1,2] parameter(1)
   ROOT c = s32[1,1,3] convolution(x, k), window={size=2}, dim_labels=bf0_oi0->bf0
 })");
-  auto exe = runtime::Executable::Compile(*m);
+  auto exe = compiler::Compile(*m);
   const auto* device = runtime::Client::Default().device(0);
   auto out = exe->Run({runtime::Buffer::FromVector<int32_t>({1, 2, 3, 4}, {1, 1, 4}, device),
                        runtime::Buffer::FromVector<int32_t>({10, -1}, {1, 1, 2}, device)});

@@ -6,8 +6,8 @@
 #include <numeric>
 #include <thread>
 
+#include "strata/compiler/compile.h"
 #include "strata/hlo/builder.h"
-#include "strata/runtime/executable.h"
 #include "strata/runtime/thread_pool.h"
 
 namespace strata::runtime {
@@ -32,7 +32,7 @@ TEST(Executable, RunsOnTheArgumentsDeviceAndRejectsMixedDevices) {
   auto* x = b.Parameter(0, s, "x");
   auto* y = b.Parameter(1, s, "y");
   m.AddEntryComputation(b.Build(b.Add(x, y)));
-  auto exe = Executable::Compile(m, {.client = &client});
+  auto exe = compiler::Compile(m, {.client = &client});
   auto on = [&](int d, std::vector<float> v) {
     return Buffer::FromVector(v, {3}, client.device(d));
   };
@@ -84,7 +84,7 @@ std::unique_ptr<Executable> TanhSinProgram(int64_t n, const Client& client) {
   auto* x = b.Parameter(0, Shape(DType::kF32, {n}), "x");
   m.AddEntryComputation(
       b.Build(b.Add(b.Multiply(b.Unary(hlo::Opcode::kTanh, x), b.Unary(hlo::Opcode::kSin, x)), x)));
-  return Executable::Compile(m, {.run_passes = false, .client = &client});
+  return compiler::Compile(m, {.run_passes = false, .client = &client});
 }
 
 TEST(Client, ProgramsShareOnePoolOfArenas) {

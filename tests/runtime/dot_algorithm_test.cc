@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "host_values.h"
+#include "strata/compiler/compile.h"
 #include "strata/core/error.h"
 #include "strata/hlo/text.h"
 #include "test_util.h"
@@ -29,7 +30,7 @@ ENTRY main {{
 
 std::vector<float> RunDot(const std::string& algorithm, const std::vector<float>& a,
                           const std::vector<float>& b) {
-  auto exe = Executable::Compile(*hlo::ParseModule(DotModule(algorithm)));
+  auto exe = compiler::Compile(*hlo::ParseModule(DotModule(algorithm)));
   return test::ToHost<float>(exe->Run({Arg(a, {2, 3}), Arg(b, {3, 2})})[0]);
 }
 

@@ -27,11 +27,11 @@
 
 #include "host_values.h"
 #include "opcode_list.h"
+#include "strata/compiler/compile.h"
 #include "strata/core/error.h"
 #include "strata/hlo/opcode.h"
 #include "strata/hlo/text.h"
 #include "strata/runtime/communicator.h"
-#include "strata/runtime/executable.h"
 
 namespace strata::runtime {
 namespace {
@@ -259,12 +259,12 @@ class Sweep {
     const bool rejected_at_compile = In(expected->compile_rejects, t);
     for (bool passes : {false, true}) {
       SCOPED_TRACE(passes ? "passes on" : "passes off (nothing folded)");
-      CompileOptions options;
+      compiler::CompileOptions options;
       options.run_passes = passes;
       if (module->num_partitions() > 1) options.client = &Mesh();
       std::unique_ptr<Executable> exe;
       try {
-        exe = Executable::Compile(*module, options);
+        exe = compiler::Compile(*module, options);
       } catch (const InternalError& e) {
         ADD_FAILURE() << "an internal check fired instead of a strata::Error: " << e.what();
         continue;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "host_values.h"
+#include "strata/compiler/compile.h"
 #include "strata/core/error.h"
 #include "strata/hlo/opcode.h"
 #include "test_util.h"
@@ -260,10 +261,10 @@ std::unique_ptr<Executable> CompileOneOp(Opcode op, DType dtype, int64_t n, bool
   } else {
     text += "ENTRY e {\n" + params + "  ROOT r = " + t + " " + call + "\n}\n";
   }
-  CompileOptions as_written;
+  compiler::CompileOptions as_written;
   as_written.run_passes = false;
   try {
-    return Executable::Compile(*hlo::ParseModule(text), as_written);
+    return compiler::Compile(*hlo::ParseModule(text), as_written);
   } catch (const Error& e) {
     ADD_FAILURE() << "the shape rule accepts it but it does not compile: " << e.what();
     return nullptr;

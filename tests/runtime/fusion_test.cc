@@ -11,6 +11,7 @@
 #include <functional>
 
 #include "host_values.h"
+#include "strata/compiler/compile.h"
 #include "test_util.h"
 
 namespace strata::runtime {
@@ -434,9 +435,9 @@ ENTRY main {
   x = f32[4] parameter(0)
   ROOT f = f32[4] fusion(x), kind=kLoop, calls=body
 })");
-  CompileOptions as_written;
+  compiler::CompileOptions as_written;
   as_written.run_passes = false;
-  auto exe = Executable::Compile(*module, as_written);
+  auto exe = compiler::Compile(*module, as_written);
   auto out = exe->Run({Arg(std::vector<float>{1, 2, 3, 4}, {4})})[0].ToVector<float>();
   EXPECT_EQ(out, (std::vector<float>{2, 3, 4, 5}));
 }

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "host_values.h"
+#include "strata/compiler/compile.h"
 #include "strata/core/error.h"
 #include "strata/hlo/text.h"
 #include "strata/runtime/cpu.h"
@@ -22,9 +23,9 @@ using host::HalfBuffer;
 using host::HalfValues;
 
 std::vector<Buffer> RunHlo(const std::string& text, const std::vector<Buffer>& args, bool passes) {
-  CompileOptions options;
+  compiler::CompileOptions options;
   options.run_passes = passes;
-  return Executable::Compile(*hlo::ParseModule(text), options)->Run(args);
+  return compiler::Compile(*hlo::ParseModule(text), options)->Run(args);
 }
 
 // 4096 ones summed: in f16 step by step the sum would stop at 2048 (2048 + 1
@@ -206,7 +207,7 @@ ENTRY e {
 TEST(HalfPrecision, BadResultTypesAndCallsInAReducerAreErrors) {
   auto error = [](const std::string& text) -> std::string {
     try {
-      Executable::Compile(*hlo::ParseModule(text));
+      compiler::Compile(*hlo::ParseModule(text));
     } catch (const Error& e) {
       return e.what();
     }

@@ -16,11 +16,11 @@
 #include <vector>
 
 #include "opcode_list.h"
+#include "strata/compiler/compile.h"
 #include "strata/hlo/module.h"
 #include "strata/hlo/opcode.h"
 #include "strata/hlo/text.h"
 #include "strata/runtime/communicator.h"
-#include "strata/runtime/executable.h"
 
 namespace strata::runtime {
 namespace {
@@ -107,11 +107,11 @@ TEST(OpcodeCoverage, EveryOpcodeCompilesToAKernelAndTheModuleRuns) {
   all->set_name("everything");
   entry.set_root(entry.AddInstruction(std::move(all)));
   static Client client(2, 1);
-  CompileOptions options;
+  compiler::CompileOptions options;
   options.run_passes = false;  // keep every instruction: nothing folded or removed
   options.client = &client;
   // Throws naming the instruction when an opcode has no kernel.
-  std::unique_ptr<Executable> exe = Executable::Compile(*m, options);
+  std::unique_ptr<Executable> exe = compiler::Compile(*m, options);
   const std::vector<std::vector<float>> xs = {{1, 2, 3, 4}, {5, 6, 7, 8}};
   std::vector<std::vector<Buffer>> args(2);
   const std::vector<uint8_t> pred = {1, 0, 1, 0};

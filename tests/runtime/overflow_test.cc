@@ -4,8 +4,8 @@
 
 #include <limits>
 
+#include "strata/compiler/compile.h"
 #include "strata/hlo/builder.h"
-#include "strata/runtime/executable.h"
 
 namespace strata::runtime {
 namespace {
@@ -17,7 +17,7 @@ TEST(IntegerOverflow, ReduceAddWraps) {
   hlo::Builder b("main");
   auto* x = b.Parameter(0, Shape(DType::kS32, {2}), "x");
   m.AddEntryComputation(b.Build(b.Reduce(x, b.ConstantScalar<int32_t>(0), {0}, add)));
-  auto exe = Executable::Compile(m);
+  auto exe = compiler::Compile(m);
   const int32_t max = std::numeric_limits<int32_t>::max();
   auto out = exe->Run({Buffer::FromVector<int32_t>({max, 1}, {2}, Client::Default().device(0))});
   EXPECT_EQ(out[0].ToVector<int32_t>()[0], std::numeric_limits<int32_t>::min());  // max + 1 wraps
@@ -36,7 +36,7 @@ TEST(IntegerOverflow, ScatterAddWraps) {
   dims.scatter_dims_to_operand_dims = {0};
   dims.index_vector_dim = 1;
   m.AddEntryComputation(b.Build(b.Scatter(operand, indices, updates, dims, add)));
-  auto exe = Executable::Compile(m);
+  auto exe = compiler::Compile(m);
   auto* cpu = Client::Default().device(0);
   const int32_t max = std::numeric_limits<int32_t>::max();
   auto out = exe->Run({Buffer::FromVector<int32_t>({max}, {1}, cpu),

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "strata/compiler/compile.h"
 #include "strata/hlo/module.h"
 #include "strata/hlo/text.h"
 #include "strata/runtime/communicator.h"
-#include "strata/runtime/executable.h"
 #include "strata/runtime/profile.h"
 
 namespace strata::runtime {
@@ -34,10 +34,10 @@ ENTRY main {
 
 std::unique_ptr<Executable> CompileFor(const Client& client, const char* text = kProgram) {
   std::unique_ptr<hlo::Module> module = hlo::ParseModule(text);
-  CompileOptions options;
+  compiler::CompileOptions options;
   options.client = &client;
   options.fuse = false;
-  return Executable::Compile(*module, options);
+  return compiler::Compile(*module, options);
 }
 
 std::vector<Buffer> Arguments(const Client& client) {

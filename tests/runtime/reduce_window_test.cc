@@ -6,10 +6,10 @@
 #include <functional>
 #include <limits>
 
+#include "strata/compiler/compile.h"
 #include "strata/core/error.h"
 #include "strata/hlo/text.h"
 #include "strata/runtime/device.h"
-#include "strata/runtime/executable.h"
 
 namespace strata {
 namespace {
@@ -63,7 +63,7 @@ std::vector<std::vector<int64_t>> WindowElements(const hlo::Instruction& inst, c
 }
 
 std::vector<float> Run(const hlo::Module& m, const std::vector<std::vector<float>>& args) {
-  auto exe = runtime::Executable::Compile(m);
+  auto exe = compiler::Compile(m);
   const auto* device = runtime::Client::Default().device(0);
   std::vector<runtime::Buffer> buffers;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -294,7 +294,7 @@ ENTRY e { x = s32[7,3] parameter(0)
   for (int j = 0; j < 21; ++j) xi[j] = (j * 7) % 11 - 5;
   auto m = hlo::ParseModule(suffix_max);
   const auto* device = runtime::Client::Default().device(0);
-  auto out = runtime::Executable::Compile(*m)
+  auto out = compiler::Compile(*m)
                  ->Run({runtime::Buffer::FromVector<int32_t>(xi, {7, 3}, device)})[0]
                  .ToVector<int32_t>();
   for (int c = 0; c < 3; ++c) {

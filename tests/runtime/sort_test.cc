@@ -10,6 +10,7 @@
 #include <numeric>
 #include <random>
 
+#include "strata/compiler/compile.h"
 #include "strata/core/error.h"
 #include "strata/hlo/text.h"
 #include "test_util.h"
@@ -25,7 +26,7 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 
 std::vector<Buffer> RunText(const std::string& text, const std::vector<Buffer>& args) {
   std::unique_ptr<hlo::Module> m = hlo::ParseModule(text);
-  return Executable::Compile(*m)->Run(args);
+  return compiler::Compile(*m)->Run(args);
 }
 
 // XLA's total order, written from its definition: -NaN, -inf, negative
@@ -356,7 +357,7 @@ ENTRY main {{
   {}
 }})",
                                          root);
-    EXPECT_THAT([&] { Executable::Compile(*hlo::ParseModule(text)); },
+    EXPECT_THAT([&] { compiler::Compile(*hlo::ParseModule(text)); },
                 testing::ThrowsMessage<Error>(testing::HasSubstr(
                     std::string(root).find("sort") != std::string::npos
                         ? "rows of 1000000000000000 elements need more than 2^40 bytes"

@@ -15,9 +15,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "strata/compiler/compile.h"
 #include "strata/hlo/builder.h"
 #include "strata/hlo/text.h"
-#include "strata/runtime/executable.h"
 
 namespace strata::runtime::test {
 
@@ -68,10 +68,10 @@ struct Graph {
   }
   std::unique_ptr<Executable> Compile(hlo::Instruction* root, bool run_passes = true) {
     module.AddEntryComputation(b.Build(root));
-    CompileOptions options;
+    compiler::CompileOptions options;
     options.run_passes = run_passes;
     options.fuse = fuse;
-    return Executable::Compile(module, options);
+    return compiler::Compile(module, options);
   }
   std::vector<Buffer> Run(hlo::Instruction* root, const std::vector<Buffer>& args,
                           bool run_passes = true) {
@@ -222,7 +222,7 @@ std::vector<T> Tabulate(const std::vector<int64_t>& dims, F value_at) {
 // fire), "no error" when it compiles.
 inline std::string CompileError(const std::string& text) {
   try {
-    Executable::Compile(*hlo::ParseModule(text));
+    compiler::Compile(*hlo::ParseModule(text));
   } catch (const InternalError& e) {
     return std::string("internal error: ") + e.what();
   } catch (const Error& e) {

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "strata/compiler/compile.h"
 #include "strata/core/error.h"
 #include "strata/hlo/text.h"
-#include "strata/runtime/executable.h"
 #include "test_util.h"
 
 namespace strata::runtime {
@@ -18,9 +18,9 @@ namespace {
 using ::testing::HasSubstr;
 
 std::vector<Buffer> RunText(const std::string& text, const std::vector<Buffer>& args, bool passes) {
-  CompileOptions options;
+  compiler::CompileOptions options;
   options.run_passes = passes;
-  return Executable::Compile(*hlo::ParseModule(text), options)->Run(args);
+  return compiler::Compile(*hlo::ParseModule(text), options)->Run(args);
 }
 
 // add-dependency gives its first operand, an array or a tuple, unchanged.

@@ -1,9 +1,9 @@
 // While loops: summing 1..N, nested loops, and loop state updated in place.
 #include <gtest/gtest.h>
 
+#include "strata/compiler/compile.h"
 #include "strata/hlo/builder.h"
 #include "strata/hlo/text.h"
-#include "strata/runtime/executable.h"
 
 namespace strata::runtime {
 namespace {
@@ -36,7 +36,7 @@ TEST(While, SumsOneToN) {
     auto* init = b.Tuple({b.ConstantScalar<int64_t>(1), b.ConstantScalar<int64_t>(0)});
     auto* loop = b.While(cond, body, init);
     m.AddEntryComputation(b.Build(b.GetTupleElement(loop, 1)));
-    auto exe = Executable::Compile(m);
+    auto exe = compiler::Compile(m);
     auto out = exe->Run({});
     int64_t expected = 0;
     for (int64_t k = 1; k <= n; ++k) expected += k;
@@ -93,7 +93,7 @@ TEST(While, NestedLoopsCountPairs) {
   int64_t expected = 0;
   for (int64_t i = 0; i < 5; ++i)
     for (int64_t j = 0; j < i; ++j) expected += i * j;
-  auto exe = Executable::Compile(m);
+  auto exe = compiler::Compile(m);
   EXPECT_EQ(exe->Run({})[0].ToVector<int64_t>()[0], expected);
 }
 
@@ -125,7 +125,7 @@ TEST(While, RowUpdatesHappenInPlace) {
   auto* x0 = b.Parameter(0, buf, "x0");
   auto* loop = b.While(cond, body, b.Tuple({b.ConstantScalar<int64_t>(0), x0}));
   m.AddEntryComputation(b.Build(b.GetTupleElement(loop, 1)));
-  auto exe = Executable::Compile(m);
+  auto exe = compiler::Compile(m);
   std::vector<float> init(rows * cols, -1.0f);
   auto out = exe->Run({Buffer::FromVector(init, {rows, cols}, Client::Default().device(0))});
   auto v = out[0].ToVector<float>();
@@ -170,7 +170,7 @@ TEST(While, AnUpdateStaysInPlaceWhenOtherStateIsReadAfterIt) {
   auto* a0 = b.Parameter(1, acc, "a0");
   auto* loop = b.While(cond, body, b.Tuple({b.ConstantScalar<int64_t>(0), x0, a0}));
   m.AddEntryComputation(b.Build(b.Tuple({b.GetTupleElement(loop, 1), b.GetTupleElement(loop, 2)})));
-  auto exe = Executable::Compile(m);
+  auto exe = compiler::Compile(m);
   const Device* cpu = Client::Default().device(0);
   auto out =
       exe->Run({Buffer::FromVector(std::vector<float>(rows * cols, -1.0f), {rows, cols}, cpu),

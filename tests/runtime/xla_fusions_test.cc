@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "host_values.h"
+#include "strata/compiler/compile.h"
 #include "strata/core/error.h"
 #include "strata/hlo/module.h"
 #include "strata/hlo/text.h"
-#include "strata/runtime/executable.h"
 #include "test_util.h"
 
 namespace strata::runtime {
@@ -23,9 +23,9 @@ namespace {
 
 std::vector<Buffer> RunText(const std::string& text, const std::vector<Buffer>& args,
                             bool run_passes) {
-  CompileOptions options;
+  compiler::CompileOptions options;
   options.run_passes = run_passes;
-  return Executable::Compile(*hlo::ParseModule(text), options)->Run(args);
+  return compiler::Compile(*hlo::ParseModule(text), options)->Run(args);
 }
 
 // Runs with the passes and without them (the fusion then runs exactly as

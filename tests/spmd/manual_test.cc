@@ -7,6 +7,7 @@
 
 #include "error_of.h"
 #include "spmd_test_util.h"
+#include "strata/compiler/compile.h"
 #include "strata/core/error.h"
 
 namespace strata::spmd {
@@ -199,10 +200,10 @@ ENTRY main {
 // shape is an Error at compile; one that keeps it is the identity.
 TEST(SpmdManual, UnpartitionedBoundariesThatChangeTheShapeAreErrors) {
   runtime::Client client(1, 1);
-  runtime::CompileOptions compile;
+  compiler::CompileOptions compile;
   compile.client = &client;
   auto module = hlo::ParseModule(kSquarePlusColumnSums);
-  EXPECT_THAT(ErrorOf([&] { runtime::Executable::Compile(*module, compile); }),
+  EXPECT_THAT(ErrorOf([&] { compiler::Compile(*module, compile); }),
               HasSubstr("custom-call SPMDFullToShardShape (custom-call.3) turns f32[8,4] into "
                         "f32[4,4]: a manual region runs only in a program partitioned"));
 }

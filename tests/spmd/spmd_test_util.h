@@ -6,9 +6,9 @@
 
 #include <random>
 
+#include "strata/compiler/compile.h"
 #include "strata/hlo/text.h"
 #include "strata/runtime/communicator.h"
-#include "strata/runtime/executable.h"
 #include "strata/runtime/sharded_buffer.h"
 #include "strata/spmd/partitioner.h"
 
@@ -64,14 +64,14 @@ inline SpmdRun RunBoth(const std::string& text, const Mesh& mesh,
   uint32_t seed = 1;
   for (const hlo::Instruction* p : module->entry()->parameters())
     inputs.push_back(RandomBuffer(p->shape(), seed++, devices[0]));
-  runtime::CompileOptions compile;
+  compiler::CompileOptions compile;
   compile.client = &client;
   auto reference = reference_text.empty() ? nullptr : hlo::ParseModule(reference_text);
-  run.reference = runtime::Executable::Compile(reference ? *reference : *module, compile)
-                      ->Run(inputs, devices[0]);
+  run.reference =
+      compiler::Compile(reference ? *reference : *module, compile)->Run(inputs, devices[0]);
 
   run.partition = Partition(*module, mesh, options);
-  auto exe = runtime::Executable::Compile(*run.partition.module, compile);
+  auto exe = compiler::Compile(*run.partition.module, compile);
   std::vector<std::vector<runtime::Buffer>> arguments(mesh.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     auto shards =

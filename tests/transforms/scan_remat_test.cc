@@ -5,10 +5,10 @@
 #include <cmath>
 
 #include "strata/autograd/grad.h"
+#include "strata/compiler/compile.h"
 #include "strata/hlo/text.h"
 #include "strata/lazy/context.h"
 #include "strata/lazy/ops.h"
-#include "strata/runtime/executable.h"
 #include "strata/transforms/scan.h"
 
 namespace strata {
@@ -73,7 +73,7 @@ std::unique_ptr<runtime::Executable> Backward(Remat remat, int64_t length, int64
   std::vector<Tensor> roots = gradients(loss, {w, xs});
   roots.push_back(loss);
   lazy::LoweringContext lowering(roots);
-  return runtime::Executable::Compile(lowering.module());
+  return compiler::Compile(lowering.module());
 }
 
 int64_t Count(const hlo::Module& m, hlo::Opcode op, const std::string& prefix = "") {
@@ -133,7 +133,7 @@ int64_t DotsAndCheck(const Tensor& loss, const Tensor& ref, const std::vector<Te
   int64_t dots = 0;
   {
     lazy::LoweringContext lowering(got);
-    dots = Count(runtime::Executable::Compile(lowering.module())->module(), hlo::Opcode::kDot);
+    dots = Count(compiler::Compile(lowering.module())->module(), hlo::Opcode::kDot);
   }
   EXPECT_NEAR(loss.item<double>(), ref.item<double>(), 1e-10 * std::abs(ref.item<double>()));
   for (size_t i = 0; i < got.size(); ++i) {
@@ -246,7 +246,7 @@ TEST(ScanRemat, LoopStateHoldsScalarsAndTablesNotTheirBroadcasts) {
   Tensor weights = arange(1, length + 1, 1, DType::kF64);
   Tensor loss = sum(sum(ys.leaf(), {1, 2}) * weights);
   std::vector<Tensor> got = gradients(loss, {h0, xs});
-  auto exe = runtime::Executable::Compile(lazy::LoweringContext(got).module());
+  auto exe = compiler::Compile(lazy::LoweringContext(got).module());
   int64_t loops = 0;
   for (const auto& c : exe->module().computations()) {
     for (const auto& inst : c->instructions()) {
@@ -301,7 +301,7 @@ TEST(ScanRemat, MixedPrecisionLoopsScanTheMasterWeightsNotABf16Copy) {
   std::vector<Tensor> got = gradients(loss, {h0, w});
   std::vector<Tensor> all = got;
   all.push_back(loss);
-  auto exe = runtime::Executable::Compile(lazy::LoweringContext(all).module());
+  auto exe = compiler::Compile(lazy::LoweringContext(all).module());
   int64_t loops = 0;
   for (const auto& inst : exe->module().entry()->instructions()) {
     loops += inst->opcode() == hlo::Opcode::kWhile;

@@ -1,8 +1,5 @@
-// Compiling a program-IR module for the CPU, and running it.
-//
-// Compile = verify -> passes (inline calls, algebraic simplification,
-// constant folding, CSE, DCE) -> schedule -> buffer plan -> kernels. The
-// result is immutable: Run may be called from several threads at once.
+// A compiled program-IR module (compiler::Compile makes one), and running
+// it. It is immutable: Run may be called from several threads at once.
 #pragma once
 
 #include <memory>
@@ -13,27 +10,6 @@
 #include "strata/runtime/device.h"
 
 namespace strata::runtime {
-
-// STRATA_NO_FUSION in the environment (read at each compile): loop fusion
-// off everywhere, for comparisons. The lazy context's cache key includes it,
-// so a program compiled before the switch is not reused after it.
-bool EnvironmentDisablesFusion();
-
-struct CompileOptions {
-  bool run_passes = true;
-  // Loop fusion of elementwise chains (with the passes), unless
-  // EnvironmentDisablesFusion().
-  bool fuse = true;
-  // With `fuse`: loop fusions over the same dims that read a common array
-  // become one multi-output fusion (MergeSiblingFusions).
-  bool merge_sibling_fusions = true;
-  // Verify the module before compiling it. The module after the passes is
-  // always verified; a caller whose module comes from a verified source
-  // (the lazy lowering: every shape computed by the shape rules when its
-  // node was built) skips the first check.
-  bool verify_input = true;
-  const Client* client = nullptr;  // default: Client::Default()
-};
 
 struct PlanStats {
   int64_t temp_bytes = 0;          // the arena: temporaries, loop state, scratch
@@ -50,8 +26,10 @@ struct RunContext;
 
 class Executable {
  public:
-  static std::unique_ptr<Executable> Compile(const hlo::Module& module,
-                                             const CompileOptions& options = {});
+  // `module` after the passes, and the program compiler::Compile planned
+  // for its entry computation.
+  Executable(std::unique_ptr<hlo::Module> module, std::unique_ptr<Program> program,
+             const Client* client);
   ~Executable();
 
   // Arguments are the entry parameters' array leaves, in parameter order.
@@ -93,7 +71,6 @@ class Executable {
   const std::vector<Shape>& result_shapes() const { return result_shapes_; }
 
  private:
-  Executable() = default;
   std::vector<Buffer> RunWith(const std::vector<Buffer>& arguments, const Device* device,
                               const std::vector<bool>& donated, const RunContext& context) const;
   std::unique_ptr<hlo::Module> module_;

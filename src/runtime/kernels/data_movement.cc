@@ -192,6 +192,89 @@ bool CanRunInPlace(const hlo::Instruction& inst, int64_t index) {
   }
 }
 
+namespace {
+
+// iota: runs of `stride` equal values, counting 0..size-1, repeated.
+KernelInfo IotaKernel(const hlo::Instruction& inst) {
+  const Shape& out = inst.shape();
+  const std::vector<int64_t> out_dims = out.dims();
+  const std::vector<int64_t> out_strides = RowMajorStrides(out_dims);
+  int64_t dim = inst.dimensions[0];
+  int64_t stride = out_strides[dim], size = out_dims[dim], n = out.num_elements();
+  return {DispatchAnyType(out.dtype(), [&](auto tag) -> Kernel {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, bool>) {
+      UnsupportedType(inst, out.dtype());
+    } else {
+      // Runs of `stride` equal values, counting 0..size-1, repeated: a
+      // fill per run, no division per element.
+      const bool f16 = out.dtype() == DType::kF16;
+      return [=](const KernelArgs& a) {
+        if (n == 0) return;
+        T* o = reinterpret_cast<T*>(a.outputs[0]);
+        std::vector<T> values(size);
+        for (int64_t v = 0; v < size; ++v) {
+          if constexpr (std::is_same_v<T, HalfBits>) {  // f16 / bf16, exact below 2^24
+            const auto f = static_cast<float>(v);
+            values[v] = HalfBits{f16 ? hlo::FloatToHalf(f) : hlo::FloatToBFloat16(f)};
+          } else {
+            values[v] = static_cast<T>(v);
+          }
+        }
+        for (int64_t i = 0; i < n;) {
+          for (int64_t v = 0; v < size; ++v, i += stride) std::fill_n(o + i, stride, values[v]);
+        }
+      };
+    }
+  })};
+}
+
+// broadcast: a fill split over the pool when one value goes everywhere, else
+// a strided copy that reads each source element along its kept dims.
+KernelInfo BroadcastKernel(const hlo::Instruction& inst, ThreadPool* pool) {
+  const Shape& out = inst.shape();
+  const Shape& in = inst.operand(0)->shape();
+  const int64_t es = DTypeSize(out.dtype());
+  const std::vector<int64_t> out_dims = out.dims();
+  const std::vector<int64_t> out_strides = RowMajorStrides(out_dims);
+  const std::vector<int64_t> in_strides = RowMajorStrides(in.dims());
+  if (in.num_elements() == 1) {  // one value everywhere: a fill, split over the pool
+    const int64_t n = out.num_elements();
+    auto fill = [n, pool](auto tag) -> Kernel {
+      using W = typename decltype(tag)::type;
+      return [n, pool](const KernelArgs& a) {
+        W v;
+        std::memcpy(&v, a.operands[0], sizeof v);
+        W* o = reinterpret_cast<W*>(a.outputs[0]);
+        pool->ParallelFor(n, kElementwiseGrain,
+                          [&](int64_t lo, int64_t hi) { std::fill(o + lo, o + hi, v); });
+      };
+    };
+    switch (es) {
+      case 1:
+        return {fill(TypeTag<uint8_t>{})};
+      case 2:
+        return {fill(TypeTag<uint16_t>{})};
+      case 4:
+        return {fill(TypeTag<uint32_t>{})};
+      case 8:
+        return {fill(TypeTag<uint64_t>{})};
+      case 16:
+        return {fill(TypeTag<Element16>{})};
+      default:
+        break;
+    }
+  }
+  std::vector<int64_t> src_strides(out_dims.size(), 0);
+  for (size_t k = 0; k < inst.dimensions.size(); ++k)
+    src_strides[inst.dimensions[k]] = in_strides[k];
+  return {[=](const KernelArgs& a) {
+    CopyStrided(es, out_dims, a.operands[0], src_strides, a.outputs[0], out_strides, pool);
+  }};
+}
+
+}  // namespace
+
 KernelInfo MakeDataMovementKernel(const hlo::Instruction& inst, ThreadPool& pool_ref) {
   ThreadPool* pool = &pool_ref;
   const Shape& out = inst.shape();
@@ -203,71 +286,10 @@ KernelInfo MakeDataMovementKernel(const hlo::Instruction& inst, ThreadPool& pool
   const std::vector<int64_t> in_strides =
       in.is_array() ? RowMajorStrides(in.dims()) : std::vector<int64_t>{};
   switch (inst.opcode()) {
-    case Opcode::kIota: {
-      int64_t dim = inst.dimensions[0];
-      int64_t stride = out_strides[dim], size = out_dims[dim], n = out.num_elements();
-      return {DispatchAnyType(out.dtype(), [&](auto tag) -> Kernel {
-        using T = typename decltype(tag)::type;
-        if constexpr (std::is_same_v<T, bool>) {
-          UnsupportedType(inst, out.dtype());
-        } else {
-          // Runs of `stride` equal values, counting 0..size-1, repeated: a
-          // fill per run, no division per element.
-          const bool f16 = out.dtype() == DType::kF16;
-          return [=](const KernelArgs& a) {
-            if (n == 0) return;
-            T* o = reinterpret_cast<T*>(a.outputs[0]);
-            std::vector<T> values(size);
-            for (int64_t v = 0; v < size; ++v) {
-              if constexpr (std::is_same_v<T, HalfBits>) {  // f16 / bf16, exact below 2^24
-                const auto f = static_cast<float>(v);
-                values[v] = HalfBits{f16 ? hlo::FloatToHalf(f) : hlo::FloatToBFloat16(f)};
-              } else {
-                values[v] = static_cast<T>(v);
-              }
-            }
-            for (int64_t i = 0; i < n;) {
-              for (int64_t v = 0; v < size; ++v, i += stride) std::fill_n(o + i, stride, values[v]);
-            }
-          };
-        }
-      })};
-    }
-    case Opcode::kBroadcast: {
-      if (in.num_elements() == 1) {  // one value everywhere: a fill, split over the pool
-        const int64_t n = out.num_elements();
-        auto fill = [n, pool](auto tag) -> Kernel {
-          using W = typename decltype(tag)::type;
-          return [n, pool](const KernelArgs& a) {
-            W v;
-            std::memcpy(&v, a.operands[0], sizeof v);
-            W* o = reinterpret_cast<W*>(a.outputs[0]);
-            pool->ParallelFor(n, kElementwiseGrain,
-                              [&](int64_t lo, int64_t hi) { std::fill(o + lo, o + hi, v); });
-          };
-        };
-        switch (es) {
-          case 1:
-            return {fill(TypeTag<uint8_t>{})};
-          case 2:
-            return {fill(TypeTag<uint16_t>{})};
-          case 4:
-            return {fill(TypeTag<uint32_t>{})};
-          case 8:
-            return {fill(TypeTag<uint64_t>{})};
-          case 16:
-            return {fill(TypeTag<Element16>{})};
-          default:
-            break;
-        }
-      }
-      std::vector<int64_t> src_strides(out_dims.size(), 0);
-      for (size_t k = 0; k < inst.dimensions.size(); ++k)
-        src_strides[inst.dimensions[k]] = in_strides[k];
-      return {[=](const KernelArgs& a) {
-        CopyStrided(es, out_dims, a.operands[0], src_strides, a.outputs[0], out_strides, pool);
-      }};
-    }
+    case Opcode::kIota:
+      return IotaKernel(inst);
+    case Opcode::kBroadcast:
+      return BroadcastKernel(inst, pool);
     case Opcode::kTranspose: {
       std::vector<int64_t> src_strides;
       for (int64_t p : inst.dimensions) src_strides.push_back(in_strides[p]);

@@ -464,6 +464,7 @@ std::vector<int64_t> BroadcastStrides(const Instruction& broadcast) {
 
 // The fused computation as a list of ops, parameters and broadcasts folded
 // into the ops that read them.
+// Long by design: one case per op a fused loop runs, all sharing `value`.
 std::vector<Op> Translate(const hlo::Computation& fused, int64_t elements, int64_t row,
                           std::vector<int64_t>& outputs) {
   std::vector<Op> ops;

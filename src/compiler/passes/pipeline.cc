@@ -1,8 +1,8 @@
 #include <unordered_set>
 
-#include "strata/runtime/passes.h"
+#include "strata/compiler/passes.h"
 
-namespace strata::runtime {
+namespace strata::compiler {
 
 void RunPasses(hlo::Module& module) {
   InlineCalls(module);
@@ -49,4 +49,4 @@ void Schedule(hlo::Module& module) {
   }
 }
 
-}  // namespace strata::runtime
+}  // namespace strata::compiler

@@ -1,6 +1,6 @@
-#include "strata/runtime/passes.h"
+#include "strata/compiler/passes.h"
 
-namespace strata::runtime {
+namespace strata::compiler {
 
 bool EliminateDeadCode(hlo::Module& module) {
   int64_t removed = 0;
@@ -10,4 +10,4 @@ bool EliminateDeadCode(hlo::Module& module) {
   return removed > 0 || module.computations().size() != before;
 }
 
-}  // namespace strata::runtime
+}  // namespace strata::compiler

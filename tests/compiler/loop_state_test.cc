@@ -10,16 +10,20 @@
 #include <cstring>
 
 #include "runtime/test_util.h"
+#include "strata/compiler/compile.h"
 #include "strata/hlo/text.h"
 
-namespace strata::runtime {
+namespace strata::compiler {
 namespace {
+
+using namespace runtime;
+using namespace runtime::test;
 
 constexpr int64_t kLayers = 4, kWidth = 32, kRows = 2;
 constexpr int64_t kStackBytes = kLayers * kWidth * kWidth * 4;
 
 std::unique_ptr<Executable> Compile(const std::string& text) {
-  return Executable::Compile(*hlo::ParseModule(text));
+  return compiler::Compile(*hlo::ParseModule(text));
 }
 
 // h = tanh(h · W[i]) for i = 0..3, in doubles; `round` maps each weight first.
@@ -362,4 +366,4 @@ ENTRY main {
 }
 
 }  // namespace
-}  // namespace strata::runtime
+}  // namespace strata::compiler

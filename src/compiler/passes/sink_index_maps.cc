@@ -17,9 +17,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "strata/runtime/passes.h"
+#include "strata/compiler/passes.h"
 
-namespace strata::runtime {
+namespace strata::compiler {
 namespace {
 
 using hlo::Instruction;
@@ -129,4 +129,4 @@ bool SinkIndexMaps(hlo::Module& module) {
   return changed;
 }
 
-}  // namespace strata::runtime
+}  // namespace strata::compiler

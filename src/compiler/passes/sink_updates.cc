@@ -29,9 +29,12 @@
 
 #include "kernels/kernels.h"
 #include "passes/loop_state.h"
-#include "strata/runtime/passes.h"
+#include "strata/compiler/passes.h"
 
-namespace strata::runtime {
+namespace strata::compiler {
+
+using runtime::FusionOutputShape;
+using runtime::IsPlainLoopFusion;
 namespace {
 
 using hlo::Computation;
@@ -325,6 +328,8 @@ class Sinker {
     return module_.AddComputationBefore(std::move(out), &body_);
   }
 
+  // Long by design: one rewrite of the loop (new state, new body root, new
+  // uses outside) whose steps share the maps from old values to new ones.
   void Rebuild(const std::vector<Sinkable>& found) {
     Instruction* init = loop_->operand(0);
     Instruction* state = body_.parameter(0);
@@ -535,4 +540,4 @@ bool SinkUpdatesIntoLoops(hlo::Module& module) {
   return changed;
 }
 
-}  // namespace strata::runtime
+}  // namespace strata::compiler

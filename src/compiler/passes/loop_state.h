@@ -7,7 +7,7 @@
 
 #include "strata/hlo/module.h"
 
-namespace strata::runtime {
+namespace strata::compiler {
 
 // The instructions of `c` that read `of`, each once.
 std::vector<hlo::Instruction*> UsersOf(const hlo::Computation& c, const hlo::Instruction* of);
@@ -46,4 +46,4 @@ bool ForEachLoop(hlo::Module& module, Move move) {
   return changed;
 }
 
-}  // namespace strata::runtime
+}  // namespace strata::compiler

@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "passes/loop_state.h"
-#include "strata/runtime/passes.h"
+#include "strata/compiler/passes.h"
 
-namespace strata::runtime {
+namespace strata::compiler {
 namespace {
 
 using hlo::Computation;
@@ -202,4 +202,4 @@ bool HoistConvertsOutOfLoops(hlo::Module& module) { return ForEachLoop(module, H
 
 bool SinkConvertsIntoLoops(hlo::Module& module) { return ForEachLoop(module, SinkInto); }
 
-}  // namespace strata::runtime
+}  // namespace strata::compiler

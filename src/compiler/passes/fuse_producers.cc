@@ -19,9 +19,14 @@
 #include <vector>
 
 #include "kernels/kernels.h"
-#include "strata/runtime/passes.h"
+#include "strata/compiler/passes.h"
 
-namespace strata::runtime {
+namespace strata::compiler {
+
+using runtime::FusionComputeType;
+using runtime::FusionOutputShape;
+using runtime::FusionReadsElementwise;
+using runtime::IsPlainLoopFusion;
 namespace {
 
 using hlo::Instruction;
@@ -169,4 +174,4 @@ bool FuseProducers(hlo::Module& module) {
   return changed;
 }
 
-}  // namespace strata::runtime
+}  // namespace strata::compiler

@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <numeric>
 
-#include "strata/runtime/passes.h"
+#include "strata/compiler/passes.h"
 
-namespace strata::runtime {
+namespace strata::compiler {
 namespace {
 
 using hlo::Instruction;
@@ -189,4 +189,4 @@ bool SimplifyAlgebra(hlo::Module& module) {
   return changed;
 }
 
-}  // namespace strata::runtime
+}  // namespace strata::compiler

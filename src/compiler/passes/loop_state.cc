@@ -1,6 +1,6 @@
 #include "passes/loop_state.h"
 
-namespace strata::runtime {
+namespace strata::compiler {
 
 using hlo::Computation;
 using hlo::Instruction;
@@ -52,4 +52,4 @@ bool StateMayChange(const Computation& c, const Instruction* loop,
   return true;
 }
 
-}  // namespace strata::runtime
+}  // namespace strata::compiler

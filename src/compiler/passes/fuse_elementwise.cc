@@ -49,10 +49,16 @@
 #include <unordered_set>
 
 #include "kernels/fusion_view.h"
+#include "strata/compiler/passes.h"
 #include "strata/hlo/builder.h"
-#include "strata/runtime/passes.h"
 
-namespace strata::runtime {
+namespace strata::compiler {
+
+using runtime::IsIndexMap;
+using runtime::MovesElements;
+using runtime::OperandView;
+using runtime::ViewBase;
+using runtime::ViewOf;
 namespace {
 
 using hlo::Instruction;
@@ -647,4 +653,4 @@ bool FuseElementwise(hlo::Module& module) {
   return changed;
 }
 
-}  // namespace strata::runtime
+}  // namespace strata::compiler

@@ -17,9 +17,13 @@
 #include <vector>
 
 #include "kernels/kernels.h"
-#include "strata/runtime/passes.h"
+#include "strata/compiler/passes.h"
 
-namespace strata::runtime {
+namespace strata::compiler {
+
+using runtime::FusionComputeType;
+using runtime::FusionOutputShape;
+using runtime::IsPlainLoopFusion;
 namespace {
 
 using hlo::Instruction;
@@ -212,4 +216,4 @@ bool MergeSiblingFusions(hlo::Module& module) {
   return changed;
 }
 
-}  // namespace strata::runtime
+}  // namespace strata::compiler

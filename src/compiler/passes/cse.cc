@@ -3,10 +3,10 @@
 // is deterministic; rng-bit-generator is a pure function of its state).
 #include <unordered_map>
 
+#include "strata/compiler/passes.h"
 #include "strata/hlo/text.h"
-#include "strata/runtime/passes.h"
 
-namespace strata::runtime {
+namespace strata::compiler {
 namespace {
 
 // Identity of the value an instruction computes: its text without the name.
@@ -43,4 +43,4 @@ bool EliminateCommonSubexpressions(hlo::Module& module) {
   return changed;
 }
 
-}  // namespace strata::runtime
+}  // namespace strata::compiler

@@ -4,11 +4,13 @@
 // anything larger than kMaxFoldedElements.
 #include <fmt/format.h>
 
+#include "strata/compiler/compile.h"
+#include "strata/compiler/passes.h"
 #include "strata/hlo/builder.h"
-#include "strata/runtime/executable.h"
-#include "strata/runtime/passes.h"
 
-namespace strata::runtime {
+namespace strata::compiler {
+
+using runtime::Buffer;
 namespace {
 
 constexpr int64_t kMaxFoldedElements = 1 << 16;
@@ -50,7 +52,7 @@ hlo::Literal Evaluate(const hlo::Instruction& inst) {
   m.AddEntryComputation(b.Build(b.Add(std::move(copy))));
   CompileOptions options;
   options.run_passes = false;
-  auto exe = Executable::Compile(m, options);
+  auto exe = Compile(m, options);
   std::vector<Buffer> out = exe->Run({});
   const uint8_t* data = out[0].data();
   return hlo::Literal(inst.shape(), std::vector<uint8_t>(data, data + inst.shape().byte_size()));
@@ -88,4 +90,4 @@ bool FoldConstants(hlo::Module& module) {
   return changed;
 }
 
-}  // namespace strata::runtime
+}  // namespace strata::compiler

@@ -4,9 +4,9 @@
 
 #include <unordered_map>
 
-#include "strata/runtime/passes.h"
+#include "strata/compiler/passes.h"
 
-namespace strata::runtime {
+namespace strata::compiler {
 namespace {
 
 // Clones `callee` into `caller` with its parameters bound to `arguments`;
@@ -56,4 +56,4 @@ bool InlineCalls(hlo::Module& module) {
   return changed;
 }
 
-}  // namespace strata::runtime
+}  // namespace strata::compiler

@@ -11,9 +11,13 @@
 #include <cmath>
 
 #include "runtime/test_util.h"
+#include "strata/compiler/compile.h"
 
-namespace strata::runtime {
+namespace strata::compiler {
 namespace {
+
+using namespace runtime;
+using namespace runtime::test;
 
 constexpr int64_t kLayers = 5, kRows = 4, kWidth = 8;
 
@@ -70,9 +74,9 @@ struct Result {
 
 Result Run(const std::string& text, const std::vector<float>& x0, const std::vector<float>& w,
            const std::vector<float>& stack0) {
-  CompileOptions options;
+  compiler::CompileOptions options;
   options.run_passes = false;  // the order as written
-  auto exe = Executable::Compile(*hlo::ParseModule(text), options);
+  auto exe = compiler::Compile(*hlo::ParseModule(text), options);
   auto out = exe->Run({test::Arg(x0, {kRows, kWidth}), test::Arg(w, {kWidth, kWidth}),
                        test::Arg(stack0, {kLayers, kRows, kWidth})});
   return {out[0].ToVector<float>(), out[1].ToVector<float>(), exe->stats().placed_updates};
@@ -198,9 +202,9 @@ ENTRY main {
 }
 )";
   Inputs in;
-  CompileOptions options;
+  compiler::CompileOptions options;
   options.run_passes = false;
-  auto exe = Executable::Compile(*hlo::ParseModule(text), options);
+  auto exe = compiler::Compile(*hlo::ParseModule(text), options);
   auto out = exe->Run({test::Arg(in.x0, {kRows, kWidth}), test::Arg(in.w, {kWidth, kWidth}),
                        test::Arg(in.stack0, {kRows, kLayers, kWidth})});
   // The plain loop over the same stack laid out [layer, row, col].
@@ -250,9 +254,9 @@ ENTRY main {
 }
 )";
   Inputs in;
-  CompileOptions options;
+  compiler::CompileOptions options;
   options.run_passes = false;
-  auto exe = Executable::Compile(*hlo::ParseModule(text), options);
+  auto exe = compiler::Compile(*hlo::ParseModule(text), options);
   auto out = exe->Run({test::Arg(in.x0, {kRows, kWidth}), test::Arg(in.w, {kWidth, kWidth})});
   // t = y + sum(y) (the stack holds y and zeros).
   std::vector<double> want(kRows * kWidth, 0.0);
@@ -269,4 +273,4 @@ ENTRY main {
 }
 
 }  // namespace
-}  // namespace strata::runtime
+}  // namespace strata::compiler

@@ -5,7 +5,7 @@
 
 #include "strata/hlo/module.h"
 
-namespace strata::runtime {
+namespace strata::compiler {
 
 bool InlineCalls(hlo::Module& module);
 // f16 / bf16 arithmetic run in f32: converts around each op that computes on
@@ -55,4 +55,4 @@ std::vector<hlo::Computation*> ProgramComputations(const hlo::Module& module);
 // values are consumed soon after they are made.
 void Schedule(hlo::Module& module);
 
-}  // namespace strata::runtime
+}  // namespace strata::compiler

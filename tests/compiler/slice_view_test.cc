@@ -8,11 +8,15 @@
 #include <optional>
 
 #include "runtime/test_util.h"
+#include "strata/compiler/compile.h"
 #include "strata/hlo/text.h"
 #include "strata/runtime/profile.h"
 
-namespace strata::runtime {
+namespace strata::compiler {
 namespace {
+
+using namespace runtime;
+using namespace runtime::test;
 
 int64_t Runs(const KernelProfile& profile, const std::string& opcode) {
   int64_t n = 0;
@@ -22,9 +26,9 @@ int64_t Runs(const KernelProfile& profile, const std::string& opcode) {
 
 std::unique_ptr<Executable> Compile(const Client& client, const std::string& text) {
   std::unique_ptr<hlo::Module> module = hlo::ParseModule(text);
-  CompileOptions options;
+  compiler::CompileOptions options;
   options.client = &client;
-  return Executable::Compile(*module, options);
+  return compiler::Compile(*module, options);
 }
 
 // A scan over 4 stacked [8, 8] weights: h = tanh(h · W[i]), i = 0..3. The
@@ -147,4 +151,4 @@ ENTRY main {
 }
 
 }  // namespace
-}  // namespace strata::runtime
+}  // namespace strata::compiler

@@ -20,11 +20,11 @@
 #include <unordered_map>
 #include <utility>
 
+#include "strata/compiler/passes.h"
 #include "strata/core/error.h"
 #include "strata/hlo/dot_algorithm.h"
-#include "strata/runtime/passes.h"
 
-namespace strata::runtime {
+namespace strata::compiler {
 namespace {
 
 using hlo::Computation;
@@ -268,4 +268,4 @@ class Widener {
 
 bool WidenHalfArithmetic(hlo::Module& module) { return Widener(module).Run(); }
 
-}  // namespace strata::runtime
+}  // namespace strata::compiler

@@ -6,8 +6,11 @@
 
 #include "runtime/test_util.h"
 
-namespace strata::runtime::test {
+namespace strata::compiler {
 namespace {
+
+using namespace runtime;
+using namespace runtime::test;
 
 using hlo::Builder;
 using hlo::Instruction;
@@ -332,4 +335,4 @@ TEST(Passes, MixedProgramKeepsItsNumbers) {
 }
 
 }  // namespace
-}  // namespace strata::runtime::test
+}  // namespace strata::compiler

@@ -10,10 +10,14 @@
 #include <cmath>
 
 #include "runtime/test_util.h"
-#include "strata/runtime/passes.h"
+#include "strata/compiler/compile.h"
+#include "strata/compiler/passes.h"
 
-namespace strata::runtime {
+namespace strata::compiler {
 namespace {
+
+using namespace runtime;
+using namespace runtime::test;
 
 constexpr int64_t kLayers = 5, kRows = 4, kWidth = 8;
 constexpr float kLr = 0.125f;
@@ -174,7 +178,7 @@ TEST(SinkUpdates, TheUpdateRunsInTheLoopAndNoGradientStackIsLeft) {
 
     const Inputs in;
     const Expected want = PlainLoop(in, descending);
-    auto exe = Executable::Compile(*hlo::ParseModule(text));
+    auto exe = compiler::Compile(*hlo::ParseModule(text));
     // The update writes w and m straight into their stacks' slices, though
     // it reads those very slices (element by element).
     EXPECT_EQ(exe->stats().placed_updates, 2);
@@ -207,7 +211,7 @@ TEST(SinkUpdates, AStackAlsoReadWholeStays) {
   const Inputs in;
   const Expected want = PlainLoop(in, true);
   auto out =
-      Executable::Compile(*hlo::ParseModule(text))
+      compiler::Compile(*hlo::ParseModule(text))
           ->Run({test::Arg(in.x0, {kRows, kWidth}), test::Arg(in.w, {kLayers, kWidth, kWidth}),
                  test::Arg(in.m, {kLayers, kWidth, kWidth}),
                  test::Arg(std::vector<float>{kLr}, {})});
@@ -236,7 +240,7 @@ TEST(SinkUpdates, AWeightReadAtAnotherLayerIsCopiedNotOverwritten) {
   const Inputs in;
   const Expected want = PlainLoop(in, true, /*square_of_layer0=*/true);
   auto out =
-      Executable::Compile(*hlo::ParseModule(text))
+      compiler::Compile(*hlo::ParseModule(text))
           ->Run(
               {test::Arg(in.x0, {kRows, kWidth}), test::Arg(in.w, {kLayers, kWidth, kWidth}),
                test::Arg(in.m, {kLayers, kWidth, kWidth}), test::Arg(std::vector<float>{kLr}, {})},
@@ -256,4 +260,4 @@ TEST(SinkUpdates, ALoopThatSkipsSlicesStays) {
 }
 
 }  // namespace
-}  // namespace strata::runtime
+}  // namespace strata::compiler
