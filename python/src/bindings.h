@@ -29,6 +29,18 @@ std::string PythonDTypeName(DType dtype);  // "float32", as NumPy and PyTorch na
 // list (copied; Python floats become float32 and ints int64, as
 // torch.tensor makes them). `dtype` converts.
 Tensor ToTensor(py::handle value, std::optional<DType> dtype = std::nullopt);
+// An Error unless the Python number `value` (an int or a float, truncated)
+// fits integer `dtype`, naming `op`, the value and the range: torch refuses
+// torch.tensor([300], dtype=int8) and full(nan, dtype=int32).
+void CheckIntegerRange(py::handle value, DType dtype, std::string_view op);
+// torch.full's fill: `value` (bool, int or float) checked against `dtype`,
+// exact for every int64; with no dtype, bool, int64 or float32 as the
+// value's kind.
+Tensor FullOf(std::vector<int64_t> dims, py::handle value, std::optional<DType> dtype,
+              std::string_view op);
+// torch refuses integer ** negative Python int ("Integers to negative
+// integer powers are not allowed"); an Error here too.
+void CheckIntegerPower(const Tensor& base, py::handle exponent);
 // An operand: the Python tensor itself (no copy: copying a handle makes a
 // new registered TensorImpl) or a tensor made from the Python value.
 class TensorArg {

@@ -4,6 +4,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "bindings.h"
@@ -154,6 +155,54 @@ void GatherStrided(const uint8_t* base, const std::vector<int64_t>& dims,
   }
 }
 
+// Why nested Python data is not a numeric array: the first leaf (in
+// order) that is not a number or that no int64 holds, or a ragged nesting.
+struct BadData {
+  std::string message;
+  bool wrong_type = false;  // a leaf that is no number: a TypeError, as torch
+};
+
+[[noreturn]] void ThrowBadData(const BadData& bad) {
+  if (bad.wrong_type) ThrowType("strata.tensor: " + bad.message);
+  Fail("[tensor] {}", bad.message);
+}
+
+std::optional<BadData> BadLeaf(py::handle value, const std::string& path) {
+  const std::string at = path.empty() ? "" : " at " + path;
+  if (py::isinstance<py::bool_>(value) || py::isinstance<py::float_>(value)) return std::nullopt;
+  if (py::isinstance<py::int_>(value)) {
+    int overflow = 0;
+    PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
+    if (overflow == 0) return std::nullopt;
+    return BadData{fmt::format("the integer {}{} does not fit in 64 bits",
+                               py::str(value).cast<std::string>(), at)};
+  }
+  if (py::isinstance<py::array>(value) || py::hasattr(value, "__dlpack__")) return std::nullopt;
+  if (!py::isinstance<py::sequence>(value) || py::isinstance<py::str>(value) ||
+      py::isinstance<py::bytes>(value)) {
+    return BadData{fmt::format("the element{} is {} of type {}, not a number", at,
+                               std::string(py::repr(value)), TypeName(value)),
+                   true};
+  }
+  py::sequence items = py::reinterpret_borrow<py::sequence>(value);
+  std::optional<size_t> length;
+  for (size_t i = 0; i < items.size(); ++i) {
+    py::object item = items[i];
+    const std::string item_path = fmt::format("{}[{}]", path, i);
+    if (auto bad = BadLeaf(item, item_path)) return bad;
+    const bool nested = py::isinstance<py::sequence>(item) && !py::isinstance<py::str>(item);
+    const size_t n = nested ? py::len(item) : 0;
+    if (i == 0) length = nested ? std::optional<size_t>(n) : std::nullopt;
+    if (length.has_value() != nested || (nested && n != *length)) {
+      return BadData{fmt::format("the nesting is ragged{}: {} holds {} where {} holds {}", at,
+                                 item_path, nested ? fmt::format("{} items", n) : "a number",
+                                 path + "[0]",
+                                 length ? fmt::format("{} items", *length) : "a number")};
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string PythonDTypeName(DType dtype) {
@@ -199,13 +248,32 @@ Tensor ToTensor(py::handle value, std::optional<DType> dtype) {
   // Python data (scalars, lists) follows torch.tensor: floats are float32.
   const bool python_data = !py::isinstance<py::array>(value) && !py::hasattr(value, "dtype");
   py::module_ np = py::module_::import("numpy");
-  py::array array = np.attr("asarray")(value);
+  py::array array;
+  try {
+    array = np.attr("asarray")(value);
+  } catch (const py::error_already_set&) {
+    // NumPy refuses ragged nestings outright: say where.
+    if (std::optional<BadData> bad = BadLeaf(value, "")) ThrowBadData(*bad);
+    throw;
+  }
   if (array.dtype().kind() == 'O' || array.dtype().kind() == 'U' || array.dtype().kind() == 'S') {
+    if (std::optional<BadData> bad = BadLeaf(value, "")) ThrowBadData(*bad);
     ThrowType(fmt::format("strata.tensor: cannot make a tensor of {} (NumPy reads it as {})",
                           TypeName(value), std::string(py::str(py::object(array.dtype())))));
   }
   DType source = FromNumpyDType(array.dtype());
+  if (python_data && source == DType::kU64 && dtype != DType::kU64) {
+    // NumPy reads ints in [2^63, 2^64) as uint64; torch.tensor refuses them.
+    Fail("[tensor] {} holds an integer beyond int64's range ({}); give dtype=uint64 to keep it",
+         TypeName(value), std::string(py::str(array.attr("max")())));
+  }
   if (python_data && source == DType::kF64) source = DType::kF32;
+  // Python numbers must fit the dtype asked for (torch.tensor([300],
+  // dtype=int8) is an error, not 44); NumPy arrays convert as NumPy does.
+  if (python_data && dtype && IsInteger(*dtype) && array.size() > 0) {
+    CheckIntegerRange(array.attr("min")(), *dtype, "tensor");
+    CheckIntegerRange(array.attr("max")(), *dtype, "tensor");
+  }
   // bfloat16 has no NumPy type: come through float32.
   DType read = dtype && *dtype != DType::kBF16 ? *dtype : source;
   if (dtype == DType::kBF16 && !IsFloating(source)) read = DType::kF32;
@@ -216,6 +284,85 @@ Tensor ToTensor(py::handle value, std::optional<DType> dtype) {
       Shape(read, dims), std::span<const uint8_t>(static_cast<const uint8_t*>(contiguous.data()),
                                                   static_cast<size_t>(contiguous.nbytes())));
   return dtype && *dtype != read ? astype(t, *dtype) : t;
+}
+
+void CheckIntegerRange(py::handle number, DType dtype, std::string_view op) {
+  // A NumPy scalar (an array's min or max) as the Python number it holds.
+  py::object value = py::hasattr(number, "item") && !py::isinstance<py::int_>(number) &&
+                             !py::isinstance<py::float_>(number)
+                         ? number.attr("item")()
+                         : py::reinterpret_borrow<py::object>(number);
+  const std::string text = py::str(value);
+  if (dtype == DType::kPred) return;  // any number is a truth value
+  if (py::isinstance<py::float_>(value)) {
+    const double d = value.cast<double>();
+    if (!std::isfinite(d)) {
+      Fail(
+          "[{}] {} cannot be converted to {} (integers have no NaN or infinity; torch refuses "
+          "it too)",
+          op, text, PythonDTypeName(dtype));
+    }
+  }
+  // Compared as Python numbers: exact for every int and float.
+  py::object low, high;
+  if (IsSignedInteger(dtype)) {
+    const int bits = static_cast<int>(DTypeSize(dtype)) * 8;
+    low = py::int_(-(py::int_(1).attr("__lshift__")(bits - 1)));
+    high = py::int_(py::int_(1).attr("__lshift__")(bits - 1)) - py::int_(1);
+  } else {
+    const int bits = static_cast<int>(DTypeSize(dtype)) * 8;
+    low = py::int_(0);
+    high = py::int_(py::int_(1).attr("__lshift__")(bits)) - py::int_(1);
+  }
+  // Floats truncate toward zero, as a C cast (torch: 2.5 fills an int as 2).
+  py::object whole = py::int_(py::module_::import("math").attr("trunc")(value));
+  if (whole < low || whole > high) {
+    Fail("[{}] {} does not fit in {} (its range is [{}, {}]; torch refuses it too)", op, text,
+         PythonDTypeName(dtype), py::str(low).cast<std::string>(),
+         py::str(high).cast<std::string>());
+  }
+}
+
+Tensor FullOf(std::vector<int64_t> dims, py::handle value, std::optional<DType> dtype,
+              std::string_view op) {
+  const bool is_bool = py::isinstance<py::bool_>(value);
+  const bool is_int = !is_bool && py::isinstance<py::int_>(value);
+  if (!is_bool && !is_int && !py::isinstance<py::float_>(value)) {
+    py::object number = py::reinterpret_steal<py::object>(PyNumber_Float(value.ptr()));
+    if (!number) {
+      PyErr_Clear();
+      ThrowType(
+          fmt::format("strata.{}: the fill value must be a number, got {}", op, TypeName(value)));
+    }
+    return FullOf(std::move(dims), number, dtype, op);
+  }
+  // As torch.full: the dtype follows the value when none is given.
+  const DType t = dtype.value_or(is_bool ? DType::kPred : is_int ? DType::kS64 : DType::kF32);
+  if (!IsInteger(t)) {
+    // A float (or an int) into a float or bool dtype: Python's own
+    // OverflowError for an int no double holds.
+    return full(std::move(dims),
+                py::float_(py::reinterpret_borrow<py::object>(value)).cast<double>(), t);
+  }
+  CheckIntegerRange(value, t, op);
+  if (is_int && t == DType::kU64 && value > py::int_(std::numeric_limits<int64_t>::max())) {
+    // The bit pattern of a uint64 beyond int64.
+    const auto bits = PyLong_AsUnsignedLongLong(value.ptr());
+    return integer_full(std::move(dims), static_cast<int64_t>(bits), t);
+  }
+  if (is_int || is_bool) return integer_full(std::move(dims), Int64Arg(value, op), t);
+  return full(std::move(dims), value.cast<double>(), t);
+}
+
+void CheckIntegerPower(const Tensor& base, py::handle exponent) {
+  if (!IsInteger(base.dtype()) || py::isinstance<py::bool_>(exponent) ||
+      !py::isinstance<py::int_>(exponent)) {
+    return;
+  }
+  if (exponent < py::int_(0)) {
+    Fail("[pow] integers to negative integer powers are not allowed (as torch): {} ** {}",
+         base.shape().ToString(), py::str(exponent).cast<std::string>());
+  }
 }
 
 TensorArg::TensorArg(py::handle value, std::optional<DType> dtype) {
@@ -238,7 +385,13 @@ TensorArg::TensorArg(const Tensor& like, py::handle value) {
     DType t = like.dtype();
     if (is_float && !IsFloating(t)) t = DType::kF32;
     if (is_int && t == DType::kPred) t = DType::kS64;
-    owned_ = scalar(value.cast<double>(), t);
+    if (is_int && IsInteger(t)) {
+      // Exact, and wrapped into a narrower dtype as torch does
+      // (uint8_tensor + 256 adds 0); beyond 64 bits an Error.
+      owned_ = integer_scalar(Int64Arg(value, "operand"), t);
+    } else {
+      owned_ = scalar(py::float_(py::reinterpret_borrow<py::object>(value)).cast<double>(), t);
+    }
   } else {
     owned_ = ToTensor(value);
   }

@@ -149,8 +149,8 @@ void BindCreation(py::module_& m) {
   creator("ones", &ones);
   m.def(
       "full",
-      [](py::object shape, double value, py::object dtype) {
-        return full(DimsArg(shape), value, OptionalDType(dtype).value_or(DType::kF32));
+      [](py::object shape, py::object value, py::object dtype) {
+        return FullOf(DimsArg(shape), value, OptionalDType(dtype), "full");
       },
       py::arg("shape"), py::arg("fill_value"), py::arg("dtype") = py::none());
   m.def(
@@ -167,8 +167,9 @@ void BindCreation(py::module_& m) {
       py::arg("x"), py::arg("dtype") = py::none());
   m.def(
       "full_like",
-      [](const Tensor& x, double value, py::object dtype) {
-        return full(x.shape().dims(), value, OptionalDType(dtype).value_or(x.dtype()));
+      [](const Tensor& x, py::object value, py::object dtype) {
+        return FullOf(x.shape().dims(), value, OptionalDType(dtype).value_or(x.dtype()),
+                      "full_like");
       },
       py::arg("x"), py::arg("fill_value"), py::arg("dtype") = py::none());
   m.def(
@@ -201,8 +202,12 @@ void BindCreation(py::module_& m) {
       "A scalar baked into the program (changing it recompiles).");
   m.def(
       "scalar",
-      [](double v, py::object dtype) {
-        return scalar(v, OptionalDType(dtype).value_or(DType::kF32));
+      [](py::object v, py::object dtype) {
+        const DType t = OptionalDType(dtype).value_or(DType::kF32);
+        if (!IsInteger(t)) return scalar(py::float_(v).cast<double>(), t);
+        CheckIntegerRange(v, t, "scalar");
+        if (py::isinstance<py::int_>(v)) return integer_scalar(Int64Arg(v, "scalar"), t);
+        return scalar(v.cast<double>(), t);
       },
       py::arg("value"), py::arg("dtype") = py::none(),
       "A scalar that is a program parameter (changing it never recompiles).");
@@ -271,8 +276,9 @@ void BindElementwise(py::module_& m) {
       {"subtract", [](const Tensor& a, const Tensor& b) { return a - b; }},
       {"multiply", [](const Tensor& a, const Tensor& b) { return a * b; }},
       {"divide", [](const Tensor& a, const Tensor& b) { return a / b; }},
-      {"pow", [](const Tensor& a, const Tensor& b) { return pow(a, b); }},
       {"remainder", &remainder},
+      {"floor_divide", &floor_divide},
+      {"trunc_divide", &trunc_divide},
       {"eq", &eq},
       {"ne", &ne},
       {"lt", &lt},
@@ -314,6 +320,14 @@ void BindElementwise(py::module_& m) {
         },
         py::arg("a"), py::arg("b"));
   }
+  m.def(
+      "pow",
+      [](py::handle a, py::handle b) {
+        Operands o(a, b);
+        CheckIntegerPower(o.first.get(), b);
+        return pow(o.first.get(), o.second.get());
+      },
+      py::arg("a"), py::arg("b"));
   m.def(
       "where",
       [](py::handle c, py::handle a, py::handle b) {

@@ -43,9 +43,38 @@ ir::PartitionSpec SpecArg(const ir::Mesh& mesh, py::handle spec) {
   return out;
 }
 
+// A strata.Tensor argument, or a TypeError naming what came instead.
+Tensor& TensorOf(py::handle value, std::string_view op) {
+  if (!py::isinstance<Tensor>(value)) {
+    throw py::type_error(fmt::format(
+        "strata.{} takes a strata.Tensor (it annotates the tensor itself), got {}; make one "
+        "with strata.tensor(...) first",
+        op, std::string(py::str(py::type::of(value).attr("__name__")))));
+  }
+  return value.cast<Tensor&>();
+}
+
 std::vector<Tensor> Tensors(const py::args& tensors) {
   std::vector<Tensor> out;
-  for (py::handle t : tensors) out.push_back(t.cast<Tensor>());
+  for (py::handle t : tensors) out.push_back(TensorOf(t, "partition_report"));
+  return out;
+}
+
+// A sequence of ints (device ids, the mesh's shape), or a TypeError naming
+// the argument and the first item that is not one.
+std::vector<int64_t> IntsOf(py::handle value, std::string_view what) {
+  if (!py::isinstance<py::sequence>(value) || py::isinstance<py::str>(value)) {
+    throw py::type_error(fmt::format("strata.Mesh: {} must be a sequence of ints, got {}", what,
+                                     std::string(py::str(py::type::of(value).attr("__name__")))));
+  }
+  std::vector<int64_t> out;
+  for (py::handle item : value) {
+    if (!py::isinstance<py::int_>(item) || py::isinstance<py::bool_>(item)) {
+      throw py::type_error(fmt::format("strata.Mesh: {} must be ints, got {} at position {}", what,
+                                       std::string(py::repr(item)), out.size()));
+    }
+    out.push_back(Int64Arg(item, "Mesh"));
+  }
   return out;
 }
 
@@ -53,13 +82,24 @@ std::vector<Tensor> Tensors(const py::args& tensors) {
 
 void BindSharding(py::module_& m) {
   py::class_<ir::Mesh>(m, "Mesh", "Devices laid out row-major over named axes.")
-      .def(py::init([](std::vector<int64_t> ids, std::vector<int64_t> shape, py::object names) {
+      .def(py::init([](py::handle id_list, py::handle shape_list, py::object names) {
+             std::vector<int64_t> ids = IntsOf(id_list, "device_ids");
+             std::vector<int64_t> shape = IntsOf(shape_list, "mesh_shape");
              std::vector<std::string> axis_names;
              if (names.is_none()) {
                for (size_t i = 0; i < shape.size(); ++i)
                  axis_names.push_back("axis" + std::to_string(i));
+             } else if (!py::isinstance<py::sequence>(names) || py::isinstance<py::str>(names)) {
+               throw py::type_error("strata.Mesh: axis_names must be a sequence of strings");
              } else {
-               axis_names = names.cast<std::vector<std::string>>();
+               for (py::handle n : names) {
+                 if (!py::isinstance<py::str>(n)) {
+                   throw py::type_error(
+                       fmt::format("strata.Mesh: axis_names must be strings, got {} at position {}",
+                                   std::string(py::repr(n)), axis_names.size()));
+                 }
+                 axis_names.push_back(n.cast<std::string>());
+               }
              }
              return ir::Mesh(std::move(ids), std::move(shape), std::move(axis_names));
            }),
@@ -73,7 +113,7 @@ void BindSharding(py::module_& m) {
   m.def(
       "mark_sharding",
       [](py::object tensor, const ir::Mesh& mesh, py::handle spec) {
-        Tensor& t = tensor.cast<Tensor&>();
+        Tensor& t = TensorOf(tensor, "mark_sharding");
         mark_sharding(t, mesh, SpecArg(mesh, spec));
         return tensor;
       },
@@ -83,7 +123,7 @@ void BindSharding(py::module_& m) {
   m.def(
       "clear_sharding",
       [](py::object tensor) {
-        clear_sharding(tensor.cast<Tensor&>());
+        clear_sharding(TensorOf(tensor, "clear_sharding"));
         return tensor;
       },
       py::arg("tensor"));

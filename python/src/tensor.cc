@@ -33,6 +33,12 @@ Tensor And(const Tensor& a, const Tensor& b) { return bitwise_and(a, b); }
 Tensor Or(const Tensor& a, const Tensor& b) { return bitwise_or(a, b); }
 Tensor Xor(const Tensor& a, const Tensor& b) { return bitwise_xor(a, b); }
 
+Tensor FloorDiv(const Tensor& a, const Tensor& b) { return floor_divide(a, b); }
+Tensor PowOf(const Tensor& a, py::handle b) {
+  CheckIntegerPower(a, b);
+  return pow(a, TensorArg(a, b).get());
+}
+
 int64_t Length(const Tensor& t) {
   if (t.rank() == 0) throw py::type_error("len() of a 0-d tensor");
   return t.dim(0);
@@ -382,8 +388,10 @@ void BindTensor(py::module_& m) {
       .def("__rmul__", &Reflected<Mul>)
       .def("__truediv__", &Forward<Div>)
       .def("__rtruediv__", &Reflected<Div>)
-      .def("__pow__", &Forward<Pow>)
+      .def("__pow__", &PowOf)
       .def("__rpow__", &Reflected<Pow>)
+      .def("__floordiv__", &Forward<FloorDiv>)
+      .def("__rfloordiv__", &Reflected<FloorDiv>)
       .def("__mod__", &Forward<Rem>)
       .def("__rmod__", &Reflected<Rem>)
       .def("__matmul__", &Forward<MatMul>)

@@ -107,8 +107,9 @@ min = amin  # noqa: A001,F405
 
 
 def _iter(self):
-    for i in range(len(self)):
-        yield self[i]
+    if self.ndim == 0:  # as torch: a 0-d tensor is not a sequence
+        raise TypeError("iteration over a 0-d tensor")
+    return (self[i] for i in range(len(self)))
 
 
 def _repr(self):

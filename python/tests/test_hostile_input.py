@@ -179,3 +179,227 @@ def test_a_bad_path_in_save_pretrained_is_a_strata_error(tmp_path):
     model = strata.nn.LlamaForCausalLM(LLAMA, key=strata.random_key(3))
     with pytest.raises(strata.Error):
         model.save_pretrained(str(blocker / "model"))
+
+
+# ---- Python numbers that do not fit the dtype (the second probe) -----------------------------
+
+@pytest.mark.parametrize("data,dtype", [([300], "int8"), ([256], "uint8"), ([2**40], "int32"),
+                                        ([1.5e10], "int32"), ([float("nan")], "int32")])
+def test_python_data_that_does_not_fit_the_dtype_is_refused_as_torch_refuses_it(data, dtype):
+    with pytest.raises(RuntimeError, match="overflow"):
+        torch.tensor(data, dtype=getattr(torch, dtype))
+    with pytest.raises(strata.Error, match=f"does not fit in {dtype}|cannot be converted to {dtype}"):
+        strata.tensor(data, dtype=dtype)
+
+
+def test_a_negative_int_into_an_unsigned_dtype_is_refused():
+    # torch wraps -1 into uint8 as 255 here (NumPy 2 refuses it): a clear
+    # error is preferred over the guess.
+    with pytest.raises(strata.Error, match=r"-1 does not fit in uint8 \(its range is \[0, 255\]"):
+        strata.tensor([-1], dtype="uint8")
+    with pytest.raises(strata.Error, match=r"-1 does not fit in uint8"):
+        strata.full((2,), -1, dtype="uint8")
+
+
+def test_python_data_that_fits_converts_as_torch_converts_it():
+    for data, dtype in [([127, -128], "int8"), ([255, 0], "uint8"), ([1.9, -1.9], "int32"),
+                        ([True, False], "int64"), ([2**63 - 1], "int64")]:
+        want = torch.tensor(data, dtype=getattr(torch, dtype)).numpy()
+        got = strata.tensor(data, dtype=dtype).numpy()
+        assert got.dtype == want.dtype and (got == want).all(), (data, dtype, got, want)
+    # A NumPy array converts as NumPy converts it (wrapping), as torch.tensor(array) does.
+    a = np.array([300])
+    assert strata.tensor(a, dtype="int8").numpy().tolist() == \
+        torch.tensor(a, dtype=torch.int8).tolist() == [44]
+
+
+@pytest.mark.parametrize("value,dtype", [(float("nan"), "int32"), (300, "int8"),
+                                         (float("inf"), "int64"), (256, "uint8")])
+def test_full_refuses_a_fill_value_the_dtype_cannot_hold(value, dtype):
+    with pytest.raises(RuntimeError, match="overflow"):
+        torch.full((2,), value, dtype=getattr(torch, dtype))
+    with pytest.raises(strata.Error, match=dtype):
+        strata.full((2,), value, dtype=dtype)
+
+
+def test_full_is_exact_for_every_int64_and_infers_the_dtype_as_torch():
+    big = 2**62 + 1  # no double holds it
+    assert strata.full((2,), big, dtype="int64").numpy().tolist() == [big, big]
+    for value in (3, 2.5, True):
+        want = torch.full((2,), value)
+        got = strata.full((2,), value)
+        assert str(got.dtype).removeprefix("strata.") == str(want.dtype).removeprefix("torch.")
+        assert got.numpy().tolist() == want.tolist()
+    assert strata.full((2,), 2.9, dtype="int32").numpy().tolist() == \
+        torch.full((2,), 2.9, dtype=torch.int32).tolist()
+
+
+@pytest.mark.parametrize("dtype,value", [("uint8", 256), ("uint8", 300), ("int8", 1000),
+                                         ("int16", -70000), ("int64", 2**62 + 1)])
+def test_a_python_int_next_to_an_integer_tensor_wraps_as_in_torch(dtype, value):
+    t = torch.tensor([1, 7], dtype=getattr(torch, dtype))
+    s = strata.tensor([1, 7], dtype=dtype)
+    for op in (lambda a: a + value, lambda a: a - value, lambda a: value + a, lambda a: a * value):
+        assert op(s).numpy().tolist() == op(t).tolist()
+
+
+def test_arange_into_a_narrow_integer_dtype_wraps_as_torch():
+    for args, dtype in [((0, 300), "int8"), ((250, 260), "uint8"), ((-5, 5, 3), "uint8")]:
+        want = torch.arange(*args, dtype=getattr(torch, dtype)).tolist()
+        assert strata.arange(*args, dtype=dtype).numpy().tolist() == want, (args, dtype)
+
+
+def test_integers_to_negative_integer_powers_are_refused_as_in_torch():
+    x = strata.tensor([2, 3])
+    with pytest.raises(RuntimeError, match="negative integer powers"):
+        torch.tensor([2, 3]) ** -1
+    with pytest.raises(strata.Error, match="negative integer powers"):
+        x ** -1
+    with pytest.raises(strata.Error, match="negative integer powers"):
+        strata.pow(x, -2)
+    # A negative float exponent promotes, and tensor exponents follow torch.
+    close(x ** -1.0, torch.tensor([2, 3]) ** -1.0)
+    assert (x ** strata.tensor([-1, 2])).numpy().tolist() == \
+        (torch.tensor([2, 3]) ** torch.tensor([-1, 2])).tolist()
+
+
+# ---- integer division by zero: torch's ZeroDivisionError ------------------------------------
+
+@pytest.mark.parametrize("op", ["remainder", "floor_divide", "trunc_divide"])
+def test_integer_division_by_zero_is_an_error_from_the_sync(op):
+    a, b = strata.tensor([5, 6]), strata.tensor([2, 0])
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        torch.remainder(torch.tensor([5, 6]), torch.tensor([2, 0]))
+    y = getattr(strata, op)(a, b)
+    with pytest.raises(strata.Error, match=r"integer division by zero.*at \[1\] of the divisor"):
+        y.numpy()
+    with pytest.raises(strata.Error, match="integer division by zero"):
+        getattr(strata, op)(a, 0).numpy()
+
+
+def test_floor_and_trunc_division_match_torch_on_every_sign():
+    a = [7, -7, 7, -7, 6, -6, 0, 2**62]
+    b = [2, 2, -2, -2, 3, 3, 5, -1]
+    ta, tb = torch.tensor(a), torch.tensor(b)
+    sa, sb = strata.tensor(a), strata.tensor(b)
+    assert strata.floor_divide(sa, sb).numpy().tolist() == torch.floor_divide(ta, tb).tolist()
+    assert (sa // sb).numpy().tolist() == (ta // tb).tolist()
+    assert strata.trunc_divide(sa, sb).numpy().tolist() == \
+        torch.div(ta, tb, rounding_mode="trunc").tolist()
+    assert strata.remainder(sa, sb).numpy().tolist() == torch.remainder(ta, tb).tolist()
+    # INT64_MIN // -1 overflows: torch's CPU kernel dies of SIGFPE there; strata
+    # wraps, as NumPy does.
+    with np.errstate(over="ignore"):
+        want = (np.array([-(2**63)]) // np.array([-1])).tolist()
+    assert strata.floor_divide(strata.tensor([-(2**63)]), strata.tensor([-1])).numpy().tolist() \
+        == want
+    fa, fb = torch.tensor([7.5, -7.5, 1.0]), torch.tensor([2.0, 2.0, 0.0])
+    close(strata.floor_divide(strata.tensor(fa.numpy()), strata.tensor(fb.numpy())),
+          torch.floor_divide(fa, fb))
+
+
+def test_a_float_divisor_of_zero_is_not_an_error():
+    # inf and NaN, as torch: only integer division raises.
+    close(strata.remainder(strata.tensor([5.0]), 0.0), torch.remainder(torch.tensor([5.0]), 0.0))
+    close(strata.remainder(strata.tensor([5]), strata.tensor([0.0])),
+          torch.remainder(torch.tensor([5]), torch.tensor([0.0])))
+
+
+def test_compiled_integer_division_by_zero_raises_as_eager_torch():
+    def f(x, y):
+        return x // y, torch.remainder(x, y)
+
+    fn = torch.compile(f, backend="strata", fullgraph=True)
+    x = torch.tensor([7, -7, 9])
+    for y in (torch.tensor([2, -3, 4]), torch.tensor([-2, 2, 5])):
+        for got, want in zip(fn(x, y), f(x, y)):
+            assert got.tolist() == want.tolist()
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        f(x, torch.tensor([0, 1, 1]))
+    with pytest.raises(Exception, match="integer division by zero"):
+        fn(x, torch.tensor([0, 1, 1]))
+
+
+def test_compiled_softmax_of_integers_raises_as_eager_torch():
+    def f(x):
+        return torch.softmax(x, -1)
+
+    x = torch.tensor([[1, 2, 3]])
+    with pytest.raises(NotImplementedError, match="not implemented for 'Long'"):
+        f(x)
+    with pytest.raises(Exception, match="not implemented for 'Long'"):
+        torch.compile(f, backend="strata")(x)
+
+
+def test_grad_of_an_integer_output_is_an_error_not_zeros():
+    x = strata.tensor([1.0, -2.0])
+    with pytest.raises(strata.Error, match="only a floating-point output has gradients"):
+        strata.grad(lambda v: strata.sum(v > 0))(x)
+    with pytest.raises(strata.Error, match="only a floating-point output has gradients"):
+        strata.grad(lambda v: strata.sum(v.astype(strata.int32)))(x)
+
+
+# ---- clear errors ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("data,match", [
+    ([2**64], "the integer 18446744073709551616 at \\[0\\] does not fit in 64 bits"),
+    ([1, [2**70]], "1180591620717411303424"),
+    ([1.0, None], "the element at \\[1\\] is None of type NoneType, not a number"),
+    ([[1, 2], [3]], "ragged"),
+    (["a"], "not a number"),
+])
+def test_python_data_numpy_reads_as_objects_says_which_element(data, match):
+    with pytest.raises((strata.Error, TypeError), match=match):
+        strata.tensor(data)
+
+
+def test_an_int64_index_list_beyond_64_bits_says_so():
+    with pytest.raises(strata.Error, match="does not fit in 64 bits"):
+        strata.zeros(3, 4)[[2**65]]
+
+
+def test_a_0d_tensor_is_not_iterable_and_others_iterate_their_rows():
+    with pytest.raises(TypeError, match="iteration over a 0-d tensor"):
+        list(torch.tensor(3))
+    with pytest.raises(TypeError, match="iteration over a 0-d tensor"):
+        list(strata.tensor(3))
+    rows = list(strata.tensor([[1, 2], [3, 4]]))
+    assert [r.numpy().tolist() for r in rows] == [[1, 2], [3, 4]]
+
+
+def test_mesh_and_mark_sharding_name_the_argument_that_is_wrong():
+    with pytest.raises(TypeError, match="axis_names must be strings, got 5 at position 0"):
+        strata.Mesh([0, 1], [2], (5,))
+    with pytest.raises(TypeError, match="mesh_shape must be ints, got 2.0 at position 0"):
+        strata.Mesh([0, 1], [2.0], ("a",))
+    mesh = strata.Mesh([0, 1], [2], ("a",))
+    with pytest.raises(TypeError, match="takes a strata.Tensor .* got ndarray"):
+        strata.mark_sharding(np.ones(4), mesh, ("a",))
+
+
+def test_a_nul_byte_in_a_path_keeps_the_whole_message(tmp_path):
+    with pytest.raises(strata.Error) as e:
+        strata.load_safetensors(str(tmp_path / "a\0b.safetensors"))
+    assert "\\x00b.safetensors" in str(e.value)
+
+
+# ---- strata.torch.scan misuse ----------------------------------------------------------------
+
+def test_item_in_a_torch_scan_body_says_why_it_cannot_be():
+    from strata.torch import scan
+    with pytest.raises(strata.Error, match=r"reads a tensor's value as a Python number \(.item\(\)"):
+        scan(lambda c, x: (c + x.item(), None), torch.zeros(()), torch.arange(3.0))
+
+
+def test_a_torch_scan_nested_in_a_scan_body_is_a_clear_error():
+    from strata.torch import scan
+
+    def outer(c, x):
+        inner, _ = scan(lambda c2, x2: (c2 + x2, None), c, x)
+        return inner, None
+
+    with pytest.raises(strata.Error, match="a scan inside another scan's body"):
+        scan(outer, torch.zeros(()), torch.ones(3, 2))
+    # The failed trace leaves nothing behind: a plain scan still runs.
+    got, _ = scan(lambda c, x: (c + x, None), torch.zeros(()), torch.arange(4.0))
+    assert float(got) == 6.0

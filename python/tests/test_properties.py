@@ -897,7 +897,7 @@ def test_creation(arange_args, n, dtype):
                lambda: torch.zeros(n, 2, dtype=torch_dtype))
     like_torch(lambda: strata.ones(2, n, dtype=dtype), lambda: torch.ones(2, n, dtype=torch_dtype))
     like_torch(lambda: strata.full((n, 1), 3, dtype=dtype),
-               lambda: torch.full((n, 1), 3, dtype=torch_dtype or torch.float32))
+               lambda: torch.full((n, 1), 3, dtype=torch_dtype))
 
 
 @PROPERTY

@@ -24,8 +24,8 @@ void backward(const Tensor& output) {
     Fail("[backward] needs a scalar output, got {}; pass a cotangent for other shapes",
          output.shape().ToString());
   }
-  backward(output,
-           ones(output.shape().dims(), IsFloating(output.dtype()) ? output.dtype() : DType::kF32));
+  CheckFloatingOutput("backward", output);
+  backward(output, ones(output.shape().dims(), output.dtype()));
 }
 
 void backward(const Tensor& output, const Tensor& cotangent) {

@@ -26,8 +26,9 @@ ValueAuxAndGrad ValueAuxAndGradOf(const std::function<std::pair<Tensor, Tree>(co
     Fail("[grad] the function must return a tensor with one element, got {}",
          out.defined() ? out.shape().ToString() : "an undefined tensor");
   }
+  CheckFloatingOutput("grad", out);
   std::vector<Tensor> inputs = x.leaves();
-  Tensor seed = ones(out.shape().dims(), IsFloating(out.dtype()) ? out.dtype() : DType::kF32);
+  Tensor seed = ones(out.shape().dims(), out.dtype());
   std::vector<Tensor> grads = VjpImpl({out}, {seed}, inputs, /*fill_zeros=*/true);
   return {out, std::move(aux), primals.spec().Unflatten(std::move(grads))};
 }

@@ -346,6 +346,16 @@ void CheckInputs(std::string_view op, const std::vector<Tensor>& inputs) {
 
 }  // namespace
 
+void CheckFloatingOutput(std::string_view op, const Tensor& output) {
+  if (!IsFloating(output.dtype())) {
+    Fail(
+        "[{}] the output is {}: only a floating-point output has gradients (as in torch and "
+        "JAX; an integer or bool result is piecewise constant, so convert it with astype if "
+        "zero gradients are what you mean)",
+        op, output.shape().ToString());
+  }
+}
+
 std::vector<Tensor> vjp(const Tensor& output, const Tensor& cotangent,
                         const std::vector<Tensor>& inputs) {
   CheckInputs("vjp", inputs);
@@ -366,11 +376,9 @@ std::vector<Tensor> gradients(const Tensor& output, const std::vector<Tensor>& i
     Fail("[grad] gradients needs a scalar output, got {}; pass a cotangent to vjp instead",
          output.shape().ToString());
   }
+  CheckFloatingOutput("grad", output);
   CheckInputs("gradients", inputs);
-  return VjpImpl(
-      {output},
-      {ones(output.shape().dims(), IsFloating(output.dtype()) ? output.dtype() : DType::kF32)},
-      inputs, true);
+  return VjpImpl({output}, {ones(output.shape().dims(), output.dtype())}, inputs, true);
 }
 
 }  // namespace strata

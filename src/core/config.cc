@@ -2,8 +2,10 @@
 #include "strata/core/config.h"
 
 #include <atomic>
+#include <cctype>
 #include <cstdlib>
 #include <mutex>
+#include <string>
 #include <string_view>
 
 #include "strata/core/error.h"
@@ -25,6 +27,16 @@ long long Integer(const char* name, long long low, long long high, const char* w
   return n;
 }
 
+// A switch: "1" / "true" / "yes" / "on" or "0" / "false" / "no" / "off"
+// (any case); anything else is an error rather than a guess.
+bool Switch(const char* name) {
+  std::string v = Env(name);
+  for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (v == "1" || v == "true" || v == "yes" || v == "on") return true;
+  if (v == "0" || v == "false" || v == "no" || v == "off") return false;
+  Fail("[config] {} must be 1 or 0 (true/false, yes/no, on/off), got '{}'", name, Env(name));
+}
+
 std::mutex config_mutex;
 Config* process_config = nullptr;  // never freed: read until exit
 std::atomic<bool> process_settings_read{false};
@@ -41,8 +53,16 @@ Config Config::FromEnvironment() {
   if (Env("STRATA_CPU_DEVICES"))
     c.cpu_devices =
         static_cast<int>(Integer("STRATA_CPU_DEVICES", 1, 1024, "an integer in [1, 1024]"));
-  c.profile = Env("STRATA_PROFILE") != nullptr;
-  c.fusion = Env("STRATA_NO_FUSION") == nullptr;
+  if (Env("STRATA_PROFILE")) c.profile = Switch("STRATA_PROFILE");
+  // Fusion has two spellings: STRATA_FUSION=0 and STRATA_NO_FUSION=1.
+  if (Env("STRATA_NO_FUSION")) c.fusion = !Switch("STRATA_NO_FUSION");
+  if (Env("STRATA_FUSION")) {
+    const bool fusion = Switch("STRATA_FUSION");
+    if (Env("STRATA_NO_FUSION") && fusion != c.fusion)
+      Fail("[config] STRATA_FUSION='{}' and STRATA_NO_FUSION='{}' disagree", Env("STRATA_FUSION"),
+           Env("STRATA_NO_FUSION"));
+    c.fusion = fusion;
+  }
   if (const char* v = Env("STRATA_TRACE")) c.trace_path = v;
   if (const char* v = Env("STRATA_ISA")) c.isa = v;
   if (Env("STRATA_COLLECTIVE_TIMEOUT_MS")) {
@@ -50,11 +70,11 @@ Config Config::FromEnvironment() {
         Integer("STRATA_COLLECTIVE_TIMEOUT_MS", 1, 1LL << 40, "a positive number of milliseconds"));
   }
   if (const char* v = Env("STRATA_DUMP_DIR")) c.dump_dir = v;
-  if (const char* v = Env("STRATA_INDEX_CHECKS")) c.index_checks = std::string_view(v) != "0";
+  if (Env("STRATA_INDEX_CHECKS")) c.index_checks = Switch("STRATA_INDEX_CHECKS");
   if (Env("STRATA_DEVICE_THREADS"))
     c.device_threads =
         static_cast<int>(Integer("STRATA_DEVICE_THREADS", 1, 1024, "an integer in [1, 1024]"));
-  c.spmd_trace = Env("STRATA_SPMD_TRACE") != nullptr;
+  if (Env("STRATA_SPMD_TRACE")) c.spmd_trace = Switch("STRATA_SPMD_TRACE");
   if (const char* v = Env("OMPI_COMM_WORLD_RANK")) {
     c.launcher_rank = v;
   } else if (const char* p = Env("PMI_RANK")) {

@@ -25,6 +25,15 @@ Literal Literal::ScalarOf(DType dtype, double value) {
   return lit;
 }
 
+Literal Literal::IntegerOf(DType dtype, int64_t value) {
+  if (!IsInteger(dtype)) return ScalarOf(dtype, static_cast<double>(value));
+  Literal lit(Shape::Scalar(dtype));
+  // Little-endian: the low DTypeSize bytes of the value are its wrapped form.
+  const auto bits = static_cast<uint64_t>(value);
+  std::memcpy(lit.bytes_.data(), &bits, static_cast<size_t>(DTypeSize(dtype)));
+  return lit;
+}
+
 template <typename T>
 static T Load(const uint8_t* p) {
   T v;

@@ -72,7 +72,8 @@ CompiledGraph::CompiledGraph(const std::vector<Tensor>& inputs, const std::vecto
     fixed_arguments_.push_back(it == input_of.end() ? BufferOfLeaf(*p) : runtime::Buffer());
   }
   for (const ir::IndexCheck* check : graph.checks) {
-    checks_.push_back(ir::IndexCheck{{}, check->op, check->range, check->index_shape});
+    checks_.push_back(
+        ir::IndexCheck{{}, check->op, check->range, check->index_shape, check->divisor});
   }
   checks_from_ = graph.checks_from;
 }

@@ -120,6 +120,10 @@ void Context::ThrowOnIndexErrors(const ir::Graph& graph,
       at[d] = dims[d] > 0 ? rest % dims[d] : 0;
       rest = dims[d] > 0 ? rest / dims[d] : 0;
     }
+    if (check.divisor) {
+      Fail("[{}] integer division by zero (torch's ZeroDivisionError), at [{}] of the divisor {}",
+           check.op, fmt::join(at, ", "), check.index_shape.ToString());
+    }
     Fail("[{}] index {} is out of range {}, at [{}] of the index {}", check.op, found[1],
          check.range, fmt::join(at, ", "), check.index_shape.ToString());
   }

@@ -134,10 +134,13 @@ Tensor arange(double start, double end, double step, DType dtype) {
         start, end, step);
   }
   auto n = static_cast<int64_t>(length);
-  // As torch, element i is start + i * step computed in double, then cast.
+  // As torch, element i is start + i * step computed in double, then cast;
+  // a narrow integer dtype gets it through int64, so it wraps as torch's
+  // arange(0, 300, dtype=int8) does rather than saturating.
   ir::Value i = Iota(DType::kF64, {n}, 0);
   ir::Value scaled = Op(Opcode::kMultiply, {i, ScalarValue(step, DType::kF64, {n})});
   ir::Value shifted = Op(Opcode::kAdd, {scaled, ScalarValue(start, DType::kF64, {n})});
+  if (IsInteger(dtype) && dtype != DType::kS64) shifted = lazy::ConvertValue(shifted, DType::kS64);
   return Wrap(lazy::ConvertValue(shifted, dtype));
 }
 
@@ -156,6 +159,17 @@ Tensor constant(double value, DType dtype) {
 
 Tensor scalar(double value, DType dtype) {
   return Wrap(ir::Value{ir::Node::MakeScalar(hlo::Literal::ScalarOf(dtype, value))});
+}
+
+Tensor integer_scalar(int64_t value, DType dtype) {
+  return Wrap(ir::Value{ir::Node::MakeScalar(hlo::Literal::IntegerOf(dtype, value))});
+}
+
+Tensor integer_full(std::vector<int64_t> dims, int64_t value, DType dtype) {
+  CheckDims("full", dims);
+  if (!IsInteger(dtype)) return full(std::move(dims), static_cast<double>(value), dtype);
+  ir::Value v{ir::Node::MakeScalar(hlo::Literal::IntegerOf(dtype, value))};
+  return Wrap(dims.empty() ? v : lazy::BroadcastValue(v, dims));
 }
 
 Tensor random_key(uint64_t seed) { return Tensor::FromVector<uint64_t>({seed, 0}, {2}); }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 
+#include "strata/lazy/index_check.h"
 #include "strata/lazy/op_builder.h"
 
 namespace strata::lazy {
@@ -239,6 +240,10 @@ Tensor operator-(const Tensor& a) {
 }
 Tensor pow(const Tensor& a, const Tensor& b) { return BinaryOp("pow", Opcode::kPower, a, b); }
 Tensor pow(const Tensor& a, double exponent) {
+  if (IsInteger(a.dtype()) && exponent < 0 && std::floor(exponent) == exponent) {
+    Fail("[pow] integers to negative integer powers are not allowed (as torch): {} ** {:g}",
+         a.shape().ToString(), exponent);
+  }
   if (exponent == 2) return a * a;
   return pow(a, ScalarFor(a, exponent));
 }
@@ -247,7 +252,24 @@ Tensor remainder(const Tensor& a, const Tensor& b) {
   Tensor r = BinaryOp("remainder", Opcode::kRemainder, a, b);
   Tensor zero = zeros({}, r.dtype());
   Tensor fix = logical_and(ne(r, zero), ne(lt(r, zero), lt(b, zero)));
-  return where(fix, r + b, r);
+  return lazy::WithDivisorCheck(where(fix, r + b, r), b, "remainder");
+}
+Tensor trunc_divide(const Tensor& a, const Tensor& b) {
+  if (IsFloating(lazy::ResultType(a, b))) {
+    Tensor q = a / b;
+    return where(lt(q, zeros({}, q.dtype())), ceil(q), floor(q));
+  }
+  // HLO's integer divide rounds toward zero.
+  return lazy::WithDivisorCheck(BinaryOp("trunc_divide", Opcode::kDivide, a, b), b, "trunc_divide");
+}
+Tensor floor_divide(const Tensor& a, const Tensor& b) {
+  if (IsFloating(lazy::ResultType(a, b))) return floor(a / b);
+  Tensor q = BinaryOp("floor_divide", Opcode::kDivide, a, b);
+  // One down where the division was inexact and the signs differ.
+  Tensor zero = zeros({}, q.dtype());
+  Tensor inexact = ne(q * b, a);
+  Tensor fix = logical_and(inexact, ne(lt(a, zero), lt(b, zero)));
+  return lazy::WithDivisorCheck(where(fix, q - integer_scalar(1, q.dtype()), q), b, "floor_divide");
 }
 
 // The ops of the rows whose api column is Api(name), as ops.h declares them.

@@ -2,11 +2,40 @@
 #include <fmt/core.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <climits>
 #include <csignal>
+#include <cstdlib>
+#include <new>
 
 #include "commands.h"
 #include "strata/core/error.h"
 #include "strata/distributed/mpi.h"
+
+namespace {
+
+// An integer option read as text, before CLI11 converts it (CLI11 saturates
+// an integer beyond 64 bits, so 99999999999999999999999 steps would run
+// forever): whole, in [low, high], or an error naming the range.
+CLI::Validator IntegerIn(long long low, long long high) {
+  return CLI::Validator(
+      [low, high](std::string& text) -> std::string {
+        errno = 0;
+        char* end = nullptr;
+        const long long n = std::strtoll(text.c_str(), &end, 10);
+        if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE || n < low ||
+            n > high) {
+          return fmt::format("must be an integer in [{}, {}], got '{}'", low, high, text);
+        }
+        return "";
+      },
+      fmt::format("INT in [{}, {}]", low, high));
+}
+
+constexpr long long kSizeLimit = 1LL << 24;   // widths, batch, sequence length
+constexpr long long kCountLimit = 1LL << 40;  // steps and intervals
+
+}  // namespace
 
 // Long by design: the command line, one block of options per subcommand.
 int main(int argc, char** argv) {
@@ -55,12 +84,20 @@ int main(int argc, char** argv) {
                     "share/strata/corpus.txt beside the program)");
   train->add_option("--out", train_options.out, "directory for checkpoints/ and loss.svg")
       ->capture_default_str();
-  train->add_option("--hidden", t.hidden, "model width")->capture_default_str();
-  train->add_option("--num-layers", t.num_layers, "decoder layers")->capture_default_str();
-  train->add_option("--heads", t.heads, "attention heads")->capture_default_str();
+  train->add_option("--hidden", t.hidden, "model width")
+      ->check(IntegerIn(0, kSizeLimit))
+      ->capture_default_str();
+  train->add_option("--num-layers", t.num_layers, "decoder layers")
+      ->check(IntegerIn(0, 1 << 16))
+      ->capture_default_str();
+  train->add_option("--heads", t.heads, "attention heads")
+      ->check(IntegerIn(0, kSizeLimit))
+      ->capture_default_str();
   train->add_option("--kv-heads", t.kv_heads, "key/value heads (grouped-query attention)")
+      ->check(IntegerIn(0, kSizeLimit))
       ->capture_default_str();
   train->add_option("--intermediate", t.intermediate, "MLP width (0: 8/3 hidden, rounded to 32)")
+      ->check(IntegerIn(0, kSizeLimit))
       ->capture_default_str();
   train->add_option("--layers", t.layers, "scan (apply_layers) or unrolled")
       ->check(CLI::IsMember({"scan", "unrolled"}))
@@ -81,20 +118,28 @@ int main(int argc, char** argv) {
   train->add_option("--mesh", t.mesh,
                     "SPMD device mesh, e.g. data=2 or data=2,model=2: the step runs partitioned "
                     "on that many in-process devices (default: one device)");
-  train->add_option("--devices", train_options.devices, "shorthand for --mesh data=N");
+  train->add_option("--devices", train_options.devices, "shorthand for --mesh data=N")
+      ->check(IntegerIn(1, 1024));
   train
       ->add_option("--sharding", t.sharding,
                    "how the mesh splits the model: dp (batch), fsdp (batch and weights), tp "
                    "(Megatron, on 'model'), fsdp+tp (a data x model mesh)")
       ->check(CLI::IsMember({"dp", "fsdp", "tp", "fsdp+tp"}))
       ->capture_default_str();
-  train->add_option("--batch", t.batch, "windows per step")->capture_default_str();
+  train->add_option("--batch", t.batch, "windows per step")
+      ->check(IntegerIn(0, kSizeLimit))
+      ->capture_default_str();
   train->add_option("--seq", t.seq, "tokens per window (and the sampling context)")
+      ->check(IntegerIn(0, kSizeLimit))
       ->capture_default_str();
   train->add_option("--heldout", t.heldout, "fraction of the corpus held out (its end)")
       ->capture_default_str();
-  train->add_option("--steps", t.steps, "training steps")->capture_default_str();
-  train->add_option("--warmup", t.warmup, "linear warm-up steps")->capture_default_str();
+  train->add_option("--steps", t.steps, "training steps")
+      ->check(IntegerIn(0, kCountLimit))
+      ->capture_default_str();
+  train->add_option("--warmup", t.warmup, "linear warm-up steps")
+      ->check(IntegerIn(0, kCountLimit))
+      ->capture_default_str();
   train->add_option("--lr", t.lr, "peak learning rate")->capture_default_str();
   train->add_option("--min-lr", t.min_lr, "learning rate at the end of the cosine")
       ->capture_default_str();
@@ -105,14 +150,18 @@ int main(int argc, char** argv) {
   train->add_option("--clip", t.clip, "clip the global gradient norm to this (0: off)")
       ->capture_default_str();
   train->add_option("--seed", t.seed, "seeds the weights, the batches and sampling")
+      ->check(IntegerIn(0, LLONG_MAX))
       ->capture_default_str();
   train->add_option("--eval-every", t.eval_every, "held-out loss every N steps (0: at the end)")
+      ->check(IntegerIn(0, kCountLimit))
       ->capture_default_str();
   train->add_option("--eval-batches", t.eval_batches, "held-out batches per evaluation")
+      ->check(IntegerIn(0, kSizeLimit))
       ->capture_default_str();
   train
       ->add_option("--checkpoint-every", train_options.checkpoint_every,
                    "checkpoint every N steps (0: at the end only)")
+      ->check(IntegerIn(0, kCountLimit))
       ->capture_default_str();
   train->add_flag("--resume", train_options.resume,
                   "continue from the latest checkpoint in <out>/checkpoints");
@@ -122,6 +171,7 @@ int main(int argc, char** argv) {
   train
       ->add_option("--sample-tokens", train_options.sample_tokens,
                    "bytes to generate at the end (greedy, then with --temperature)")
+      ->check(IntegerIn(0, kSizeLimit))
       ->capture_default_str();
   train->add_option("--temperature", train_options.temperature, "sampling temperature")
       ->capture_default_str();
@@ -153,6 +203,12 @@ int main(int argc, char** argv) {
     }
   } catch (const strata::Error& e) {
     fmt::print(stderr, "strata: error: {}\n", e.what());
+    strata::distributed::EndJobOnError(1);
+    return 1;
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr,
+               "strata: error: out of memory: the run needs more than this machine has (lower "
+               "--batch, --seq, --hidden or --num-layers, or give inputs that are smaller)\n");
     strata::distributed::EndJobOnError(1);
     return 1;
   } catch (const std::exception& e) {

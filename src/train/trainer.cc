@@ -206,7 +206,21 @@ void TrainOptions::Validate() const {
   require(eval_every >= 0, "--eval-every must not be negative (0 turns evaluation off)",
           eval_every);
   require(eval_batches > 0, "--eval-batches must be positive", eval_batches);
-  if (std::optional<ir::Mesh> m = Mesh()) nn::LlamaShardingPlan(sharding, *m);  // names a bad plan
+  if (std::optional<ir::Mesh> m = Mesh()) {
+    nn::LlamaShardingPlan(sharding, *m);  // names a bad plan
+    // Megatron splits attention by heads: each device holds whole heads.
+    const std::vector<std::string>& names = m->axis_names();
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (names[i] != "model" || sharding.find("tp") == std::string::npos) continue;
+      const int64_t model = m->shape()[i];
+      if (heads % model != 0 || kv_heads % model != 0) {
+        Fail(
+            "[train] --sharding {} splits attention heads over the 'model' axis: --heads ({}) and "
+            "--kv-heads ({}) must both be multiples of its size {}",
+            sharding, heads, kv_heads, model);
+      }
+    }
+  }
 }
 
 std::optional<ir::Mesh> TrainOptions::Mesh() const {

@@ -184,6 +184,7 @@ Tree Conditional(const Tensor& selector, const std::vector<BranchFn>& fns,
           .op = fmt::format("{} in {}", check.op, names[k]),
           .range = check.range,
           .index_shape = check.index_shape,
+          .divisor = check.divisor,
       }));
     }
   }

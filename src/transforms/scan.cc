@@ -52,6 +52,7 @@ std::shared_ptr<const ir::IndexCheck> OverSteps(const ir::IndexCheck& body, cons
       .op = body.op + " in a scan body",
       .range = body.range,
       .index_shape = Shape(body.index_shape.dtype(), dims),
+      .divisor = body.divisor,
   });
 }
 

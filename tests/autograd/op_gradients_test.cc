@@ -785,9 +785,10 @@ TEST(OpGradients, PrimitivesOutsideOps) {
 TEST(OpGradients, IntegerAndBoolValuesCarryNoGradient) {
   std::vector<double> xs = {1.5, -2.5, 0.25, -0.75, 3.0, 0.5};
   Tensor x = D(xs, {2, 3});
-  // An integer output: nothing flows, and it is no error.
-  std::vector<Tensor> g = gradients(sum(astype(x, DType::kS64) * 2.0), {x});
-  EXPECT_EQ(g[0].to_vector<double>(), std::vector<double>(6, 0.0));
+  // An integer output is an error, as in torch and JAX (its gradient would
+  // be zeros: piecewise constant), not a silent zero.
+  EXPECT_THROW(gradients(sum(astype(x, DType::kS64) * 2.0), {x}), Error);
+  std::vector<Tensor> g;
   // Through an integer round trip only the direct use of x counts:
   // d/dx sum(float(int(x)) * x) = float(int(x)).
   Tensor truncated = astype(astype(x, DType::kS64), DType::kF64);

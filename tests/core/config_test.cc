@@ -78,6 +78,36 @@ TEST(Config, AMalformedValueNamesTheVariableWhatItMustBeAndWhatItIs) {
   EXPECT_THROW(Config::FromEnvironment(), Error);
 }
 
+// A switch is on or off, never a guess: STRATA_NO_FUSION=0 once turned fusion
+// off (any value did), and STRATA_INDEX_CHECKS=maybe turned checks on.
+TEST(Config, SwitchesReadOnAndOffAndRejectTheRest) {
+  {
+    ScopedEnv fusion("STRATA_NO_FUSION", "0");
+    EXPECT_TRUE(Config::FromEnvironment().fusion);
+  }
+  {
+    ScopedEnv fusion("STRATA_FUSION", "off");
+    EXPECT_FALSE(Config::FromEnvironment().fusion);
+  }
+  {
+    ScopedEnv fusion("STRATA_FUSION", "1");
+    ScopedEnv no_fusion("STRATA_NO_FUSION", "1");
+    EXPECT_THROW(Config::FromEnvironment(), Error);
+  }
+  for (const char* name : {"STRATA_FUSION", "STRATA_NO_FUSION", "STRATA_INDEX_CHECKS",
+                           "STRATA_PROFILE", "STRATA_SPMD_TRACE"}) {
+    ScopedEnv bad(name, "maybe");
+    try {
+      Config::FromEnvironment();
+      FAIL() << name << "=maybe accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), "[config] " + std::string(name) +
+                                           " must be 1 or 0 (true/false, yes/no, on/off), got "
+                                           "'maybe'");
+    }
+  }
+}
+
 TEST(Config, PerProcessSettingsAreFixedOnceReadTheOthersNot) {
   const Config before = GetConfig();
   MarkProcessSettingsRead();  // as the default client does

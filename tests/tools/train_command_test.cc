@@ -194,6 +194,34 @@ TEST_F(TrainCommand, BadInputIsAnErrorThatSaysWhat) {
   EXPECT_NE(err.find("has 9 bytes"), std::string::npos) << err;
 }
 
+// Numbers no run can use are refused while the command line is read: an
+// integer beyond 64 bits once saturated (99999999999999999999999 steps ran
+// forever), a negative seed wrapped, --devices 0 was taken as "not given".
+TEST_F(TrainCommand, IntegersOutOfRangeAreRefusedBeforeAnyWork) {
+  std::string out, err;
+  const std::string rest = " --out " + Path("x").string();
+  for (const char* bad :
+       {"--steps 99999999999999999999999", "--steps 1e3", "--batch 100000000000", "--seed -1",
+        "--devices 0", "--devices -1", "--hidden 2x", "--eval-every -5"}) {
+    EXPECT_NE(Run(std::string(bad) + rest, &out, &err), 0) << bad;
+    EXPECT_NE(err.find("must be an integer in ["), std::string::npos) << bad << ": " << err;
+    EXPECT_EQ(out.find("step "), std::string::npos) << bad << ": " << out;
+  }
+  EXPECT_FALSE(std::filesystem::exists(Path("x"))) << "a refused run made its --out";
+}
+
+// Tensor parallelism keeps whole heads on each device.
+TEST_F(TrainCommand, TensorParallelismOverMoreDevicesThanHeadsIsRefused) {
+  std::string out, err;
+  EXPECT_EQ(Run("--sharding tp --mesh model=4 --heads 2 --kv-heads 2 --hidden 64 --out " +
+                    Path("x").string(),
+                &out, &err),
+            1);
+  EXPECT_NE(err.find("--heads (2) and --kv-heads (2) must both be multiples of its size 4"),
+            std::string::npos)
+      << err;
+}
+
 // An --out that cannot hold the run is refused before the first step, not
 // at the first checkpoint with the steps before it lost.
 TEST_F(TrainCommand, AnUnwritableOutIsRefusedBeforeTheFirstStep) {

@@ -3,6 +3,7 @@
 // Users call autograd/grad.h instead.
 #pragma once
 
+#include <string_view>
 #include <vector>
 
 #include "strata/ir/node.h"
@@ -15,6 +16,10 @@ namespace strata {
 std::vector<Tensor> VjpImpl(const std::vector<Tensor>& outputs,
                             const std::vector<Tensor>& cotangents,
                             const std::vector<Tensor>& inputs, bool fill_zeros);
+
+// An Error unless `output` (what grad / backward seed with ones) is
+// floating: an integer output would give zero gradients, silently.
+void CheckFloatingOutput(std::string_view op, const Tensor& output);
 
 // Where an opcode's reverse-mode rule lives: its row's vjp column
 // (hlo::VjpRuleOf).

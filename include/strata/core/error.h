@@ -12,7 +12,23 @@ namespace strata {
 
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& message) : std::runtime_error(message) {}
+  explicit Error(const std::string& message) : std::runtime_error(WithoutNul(message)) {}
+
+ private:
+  // what() is a C string: a NUL byte in a message (from a path or a name a
+  // user gave) would end it there, so NUL is written as \x00.
+  static std::string WithoutNul(const std::string& message) {
+    if (message.find('\0') == std::string::npos) return message;
+    std::string out;
+    for (char c : message) {
+      if (c == '\0') {
+        out += "\\x00";
+      } else {
+        out += c;
+      }
+    }
+    return out;
+  }
 };
 
 class InternalError : public Error {

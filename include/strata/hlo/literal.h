@@ -34,6 +34,10 @@ class Literal {
   }
   // A scalar of any dtype from a double (integers truncate, pred is value != 0).
   static Literal ScalarOf(DType dtype, double value);
+  // A scalar from an integer, exact: an integer dtype keeps its low bits (two's
+  // complement wrap-around, as C++ and torch narrow), pred is value != 0, a
+  // floating dtype rounds.
+  static Literal IntegerOf(DType dtype, int64_t value);
 
   const Shape& shape() const { return shape_; }
   const uint8_t* data() const { return bytes_.data(); }

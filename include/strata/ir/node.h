@@ -44,12 +44,14 @@ struct Value {
 // position of the first index out of range, or -1; that index}. A node
 // carrying one (Node::WithIndexCheck) adds it to every program that computes
 // the node, and the sync that runs it throws an Error naming `op`, the index
-// and the range.
+// and the range. A divisor check is the same over an integer divisor, whose
+// "index out of range" is a zero (torch's ZeroDivisionError).
 struct IndexCheck {
   Value value;
   std::string op;     // "index_select", "one_hot", ...
   std::string range;  // "[0, 256) (dimension 0 of f32[256,32])"
   Shape index_shape;  // where the position points
+  bool divisor = false;
 };
 
 // kPlaceholder stands for a value inside a loop body (one carry, one slice

@@ -24,4 +24,10 @@ Tensor WithIndexCheck(const Tensor& result, const Tensor& index, int64_t bound,
                       const std::string& op, const std::string& range,
                       std::optional<int64_t> allowed = std::nullopt);
 
+// `result`, an integer division or remainder by `divisor`, carrying a check
+// that no element of `divisor` is 0: torch raises ZeroDivisionError where
+// XLA answers x / 0 = -1 and x % 0 = x. A floating `result` is not checked
+// (it holds inf or NaN, as everywhere). Off with the index checks.
+Tensor WithDivisorCheck(const Tensor& result, const Tensor& divisor, const std::string& op);
+
 }  // namespace strata::lazy

@@ -28,6 +28,10 @@ Tensor eye(int64_t n, DType dtype = DType::kF32);
 Tensor constant(double value, DType dtype = DType::kF32);
 // A scalar that is a program parameter (changing it never recompiles).
 Tensor scalar(double value, DType dtype = DType::kF32);
+// The same from an integer, exact beyond 2^53; an integer dtype narrower than
+// 64 bits keeps the low bits (wraps, as torch's `uint8_tensor + 256`).
+Tensor integer_scalar(int64_t value, DType dtype = DType::kS64);
+Tensor integer_full(std::vector<int64_t> dims, int64_t value, DType dtype = DType::kS64);
 
 // Random numbers from an explicit key (Philox-4x32-10; the same key gives
 // the same numbers everywhere). A key is a u64[2] tensor; split a key to get
@@ -60,6 +64,12 @@ Tensor operator-(const Tensor& a);
 Tensor pow(const Tensor& a, const Tensor& b);
 Tensor pow(const Tensor& a, double exponent);
 Tensor remainder(const Tensor& a, const Tensor& b);  // sign of the divisor, as torch.remainder
+// torch.div's rounding modes: the quotient rounded toward -inf (floor, also
+// torch.floor_divide and Python's //) or toward zero (trunc). Integers divide
+// exactly in their own dtype; an integer divisor of 0 is an Error from the
+// sync (torch's ZeroDivisionError), as in remainder.
+Tensor floor_divide(const Tensor& a, const Tensor& b);
+Tensor trunc_divide(const Tensor& a, const Tensor& b);
 
 // The elementwise ops of the opcode rows whose api column is Api(name)
 // (include/strata/hlo/opcode.h): `Tensor name(const Tensor& x)` for a unary

@@ -72,12 +72,18 @@ class LoweringError(Exception):
         self.node = node
 
 
+_FLOATING = (strata.float16, strata.bfloat16, strata.float32, strata.float64)
+
+
 def _check(node, value):
     """A lowered result against torch's own metadata: its dtype made to match,
-    its shape the same (else the lowering is wrong: an error, not a number)."""
+    its shape the same (else the lowering is wrong: an error, not a number).
+    Floats where torch has integers are refused rather than truncated."""
     expected = node.meta.get("val")
     if isinstance(expected, torch.Tensor) and isinstance(value, strata.Tensor):
         want = strata_dtype(expected.dtype)
+        if value.dtype in _FLOATING and want not in _FLOATING:
+            raise LoweringError(node, f"gave {value.dtype}, torch's is {want}")
         if value.dtype != want:
             value = strata.astype(value, want)
         # Sizes torch traced symbolically (dynamic=True) are checked by rank

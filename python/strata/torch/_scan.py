@@ -21,6 +21,11 @@ from ._lowerings.random import RandomKeys
 REMATS = ("carries", "all", "dots", "dots_no_batch")
 
 
+# How many scan bodies are being traced now: a scan called inside one is
+# nested, which the body's tracing cannot take yet.
+_tracing = 0
+
+
 def _error(message):
     return strata.Error(f"[strata.torch.scan] {message}")
 
@@ -86,7 +91,9 @@ class _Body:
             y_leaves, self.y_structure = _body_leaves(fn, "y", y)
             return (*carry_leaves, *y_leaves)
 
+        global _tracing
         try:
+            _tracing += 1
             gm = make_fx(functionalize(flat), tracing_mode="fake",
                          decomposition_table=_backend.decompositions(),
                          _allow_non_fake_inputs=True)(*init_leaves, *x_examples, *consts)
@@ -96,6 +103,8 @@ class _Body:
                              "get as an argument (a side effect outside the loop); return the "
                              "new value in the carry instead") from None
             raise
+        finally:
+            _tracing -= 1
         if carry_structure[0] != init_structure:
             raise _error(f"the body {_name(fn)} returns a carry of structure "
                          f"{carry_structure[0][0]}, but init is {init_structure[0]}")
@@ -120,6 +129,11 @@ class _Body:
                     self.captured.append(value)
                     self.targets.append(node.target)
             elif node.op == "call_function":
+                if node.target is torch.ops.aten._local_scalar_dense.default:
+                    raise _error(f"the body {_name(fn)} reads a tensor's value as a Python "
+                                 "number (.item(), int(), float() or bool() of a tensor): the "
+                                 "body is traced once for every step, so no step's value is "
+                                 "known then; keep it a tensor (torch.where for an if)")
                 if node.target is torch.ops.aten.copy_.default and node.args[0] in placeholders:
                     raise _error(f"the body {_name(fn)} writes in place into its argument "
                                  f"{node.args[0].name}; return the new value instead")
@@ -252,6 +266,10 @@ def _scan(fn, init, xs, reverse, length, remat, consts=None, cache_key=None):
     """scan, and ``fn(carry, x, consts)`` with loop-invariant ``consts`` (a pytree of tensors)
     passed as arguments: a body traced so can be kept under ``cache_key`` and reused by later
     calls with other ``consts`` of the same shapes."""
+    if _tracing:
+        raise _error("a scan inside another scan's body (or inside apply_layers' layers) is not "
+                     "supported yet; nest the loops as one scan over a flattened xs, or unroll "
+                     "the inner one")
     if remat not in REMATS:
         raise _error(f"remat must be one of {', '.join(REMATS)}, got {remat!r}")
     init_leaves, init_structure, init_paths = _leaves("init", init)

@@ -57,8 +57,25 @@ def _tensor(x, like=None):
     if isinstance(x, strata.Tensor):
         return x
     if like is not None and _fits(x, like.dtype):
-        return strata.scalar(x, like.dtype)
+        return strata.scalar(_wrapped(x, like.dtype), like.dtype)
     return strata.scalar(x)
+
+
+_INTEGER_BITS = {
+    strata.int8: (8, True), strata.int16: (16, True), strata.int32: (32, True),
+    strata.int64: (64, True), strata.uint8: (8, False), strata.uint16: (16, False),
+    strata.uint32: (32, False), strata.uint64: (64, False),
+}
+
+
+def _wrapped(x, dtype):
+    """A Python int next to an integer tensor wraps into its dtype, as torch's
+    uint8 tensor + 256 adds 0."""
+    if isinstance(x, bool) or not isinstance(x, int) or dtype not in _INTEGER_BITS:
+        return x
+    bits, signed = _INTEGER_BITS[dtype]
+    x %= 1 << bits
+    return x - (1 << bits) if signed and x >= 1 << (bits - 1) else x
 
 
 def _fits(value, dtype):

@@ -52,7 +52,7 @@ def _binary(fn):
         if alpha is not None and alpha != 1:
             b = b * alpha
         if not isinstance(a, strata.Tensor):
-            a = strata.scalar(a, b.dtype if _fits(a, b.dtype) else None)
+            a = _tensor(a, b)
         return fn(a, b)
     return apply
 
@@ -102,19 +102,15 @@ def _div_mode(a, b, *, rounding_mode=None):
         a = strata.scalar(a)
     if rounding_mode is None:
         return a / b
-    floating = a.dtype in (strata.float16, strata.bfloat16, strata.float32, strata.float64)
-    if not floating and not (isinstance(b, strata.Tensor) and b.dtype in (
-            strata.float16, strata.bfloat16, strata.float32, strata.float64)) \
-            and not isinstance(b, float):
-        q = strata.floor(a.astype(strata.float64) / b) if rounding_mode == "floor" else None
-        if rounding_mode == "trunc":
-            qf = a.astype(strata.float64) / b
-            q = strata.where(qf < 0, strata.ceil(qf), strata.floor(qf))
-        return q.astype(a.dtype)
-    q = a / b
-    if rounding_mode == "floor":
-        return strata.floor(q)
-    return strata.where(q < 0, strata.ceil(q), strata.floor(q))
+    # Integers divide exactly in their dtype; a zero divisor raises at the
+    # sync, as torch's ZeroDivisionError.
+    return (strata.floor_divide if rounding_mode == "floor" else strata.trunc_divide)(
+        a, _tensor(b, a))
+
+
+@lower(aten.floor_divide)
+def _floor_divide(a, b):
+    return strata.floor_divide(a, _tensor(b, a))
 
 
 @lower(aten.fmod)

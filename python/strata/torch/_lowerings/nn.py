@@ -8,14 +8,21 @@ from ._table import aten, lower
 
 # ---- neural network ops -----------------------------------------------------------------------
 
+def _floating(x, op):
+    # torch's kernels refuse integer inputs; eager PyTorch raises its error.
+    if x.dtype not in (strata.float16, strata.bfloat16, strata.float32, strata.float64):
+        raise NotImplementedError(f"{op} of {x.dtype} (torch takes floating tensors only)")
+    return x
+
+
 @lower(aten._softmax)
 def _softmax(x, dim, half_to_float=False):
-    return strata.softmax(x, dim)
+    return strata.softmax(_floating(x, "softmax"), dim)
 
 
 @lower(aten._log_softmax)
 def _log_softmax(x, dim, half_to_float=False):
-    return strata.log_softmax(x, dim)
+    return strata.log_softmax(_floating(x, "log_softmax"), dim)
 
 
 @lower(aten._softmax_backward_data)
