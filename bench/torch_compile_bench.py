@@ -56,6 +56,10 @@ def child(runner, layers, steps, threads):
     t0 = time.perf_counter()
     first_loss = step()
     first = time.perf_counter() - t0
+    strata_compile_s = None
+    if runner == "strata":
+        import strata
+        strata_compile_s = strata.metrics()["lower_s"] + strata.metrics()["compile_s"]
     times = []
     for _ in range(steps):
         t0 = time.perf_counter()
@@ -65,7 +69,8 @@ def child(runner, layers, steps, threads):
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # MiB
     print(json.dumps({"runner": runner, "layers": layers, "first_step_s": first,
                       "step_s": best, "tokens_per_s": 4 * 256 / best, "peak_rss_mib": rss,
-                      "loss_first": first_loss, "loss_last": loss}))
+                      "loss_first": first_loss, "loss_last": loss,
+                      "strata_compile_s": strata_compile_s}))
 
 
 def call_overhead(runner, threads):

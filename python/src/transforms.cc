@@ -360,6 +360,12 @@ void BindTransforms(py::module_& m) {
     d["bytes_to_device"] = mt.bytes_to_device.load();
     d["bytes_from_device"] = mt.bytes_from_device.load();
     d["bytes_donated"] = mt.bytes_donated.load();
+    d["disk_cache_hits"] = mt.disk_cache_hits.load();
+    // Seconds spent lowering graphs to HLO and compiling them (or reading
+    // them from the persistent cache), and running programs.
+    d["lower_s"] = static_cast<double>(mt.lower_ns.load()) * 1e-9;
+    d["compile_s"] = static_cast<double>(mt.compile_ns.load()) * 1e-9;
+    d["execute_s"] = static_cast<double>(mt.execute_ns.load()) * 1e-9;
     return d;
   });
   m.def("reset_metrics", [] { lazy::Context::Get().ResetMetrics(); });
@@ -378,6 +384,7 @@ void BindTransforms(py::module_& m) {
         d["isa"] = c.isa;
         d["collective_timeout_ms"] = c.collective_timeout.count();
         d["dump_dir"] = c.dump_dir;
+        d["cache_dir"] = c.cache_dir;
         d["index_checks"] = c.index_checks;
         d["device_threads"] = c.device_threads;
         d["spmd_trace"] = c.spmd_trace;
@@ -405,6 +412,8 @@ void BindTransforms(py::module_& m) {
             c.collective_timeout = std::chrono::milliseconds(value.cast<int64_t>());
           else if (name == "dump_dir")
             c.dump_dir = value.cast<std::string>();
+          else if (name == "cache_dir")
+            c.cache_dir = value.cast<std::string>();
           else if (name == "index_checks")
             c.index_checks = value.cast<bool>();
           else if (name == "device_threads")

@@ -70,6 +70,7 @@ Config Config::FromEnvironment() {
         Integer("STRATA_COLLECTIVE_TIMEOUT_MS", 1, 1LL << 40, "a positive number of milliseconds"));
   }
   if (const char* v = Env("STRATA_DUMP_DIR")) c.dump_dir = v;
+  if (const char* v = Env("STRATA_CACHE_DIR")) c.cache_dir = v;
   if (Env("STRATA_INDEX_CHECKS")) c.index_checks = Switch("STRATA_INDEX_CHECKS");
   if (Env("STRATA_DEVICE_THREADS"))
     c.device_threads =

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <optional>
 
+#include "compile_cache.h"
 #include "context_entry.h"
 #include "strata/compiler/compile.h"
 #include "strata/core/config.h"
@@ -22,7 +23,6 @@
 
 namespace strata::lazy {
 namespace context_detail {
-constexpr char kVersion[] = "strata-0.1.0";
 
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -289,14 +289,23 @@ std::shared_ptr<const Context::Entry> Context::CompileAndInsert(const ir::Hash12
       std::ofstream(base + ".propagated.hlo.txt") << partitioned.propagated_text;
     }
   } else {
-    compiler::CompileOptions options;
-    options.verify_input = false;  // every shape came from the shape rules, when its node was built
-    entry->executable = compiler::Compile(*module, options);
+    const std::string cache_dir = GetConfig().cache_dir;
+    const ir::Hash128 disk_key = DiskCacheKey(key);
+    if (!cache_dir.empty()) entry->executable = LoadCompiled(cache_dir, disk_key);
+    if (entry->executable) {
+      metrics_.disk_cache_hits++;
+    } else {
+      compiler::CompileOptions options;
+      options.verify_input = false;  // every shape came from the shape rules at its node
+      entry->executable = compiler::Compile(*module, options);
+      metrics_.compiles++;
+      if (!cache_dir.empty()) StoreCompiled(cache_dir, disk_key, *entry->executable);
+    }
   }
   int64_t t2 = NowNs();
   metrics_.lower_ns += t1 - t0;
   metrics_.compile_ns += t2 - t1;
-  metrics_.compiles++;
+  if (entry->mesh) metrics_.compiles++;
   if (!dump_dir_.empty()) Dump(graph, *module, entry->executable->module());
   std::string explanation = ExplainMiss(*entry);
   std::lock_guard<std::mutex> lock(cache_mutex_);
@@ -400,12 +409,13 @@ std::string Context::MetricsReport() const {
       "Metric: Executions {}\nMetric: TraceTime {:.3f} ms\nMetric: LowerTime {:.3f} ms\n"
       "Metric: CompileTime {:.3f} ms\nMetric: ExecuteTime {:.3f} ms\nMetric: BytesToDevice {}\n"
       "Metric: BytesFromDevice {}\nMetric: BytesDonated {}\nMetric: BytesCollective {}\n"
-      "Metric: CachedGraphs {}\n",
+      "Metric: CachedGraphs {}\nMetric: DiskCacheHits {}\n",
       metrics_.graphs_traced.load(), metrics_.compiles.load(), metrics_.cache_hits.load(),
       metrics_.cache_misses.load(), metrics_.executions.load(), ms(metrics_.trace_ns),
       ms(metrics_.lower_ns), ms(metrics_.compile_ns), ms(metrics_.execute_ns),
       metrics_.bytes_to_device.load(), metrics_.bytes_from_device.load(),
-      metrics_.bytes_donated.load(), metrics_.bytes_collective.load(), cache_size());
+      metrics_.bytes_donated.load(), metrics_.bytes_collective.load(), cache_size(),
+      metrics_.disk_cache_hits.load());
 }
 
 void Context::ResetMetrics() {
@@ -413,7 +423,7 @@ void Context::ResetMetrics() {
        {&metrics_.graphs_traced, &metrics_.compiles, &metrics_.cache_hits, &metrics_.cache_misses,
         &metrics_.executions, &metrics_.trace_ns, &metrics_.lower_ns, &metrics_.compile_ns,
         &metrics_.execute_ns, &metrics_.bytes_to_device, &metrics_.bytes_from_device,
-        &metrics_.bytes_donated, &metrics_.bytes_collective}) {
+        &metrics_.bytes_donated, &metrics_.bytes_collective, &metrics_.disk_cache_hits}) {
     c->store(0);
   }
 }

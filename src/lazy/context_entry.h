@@ -31,6 +31,9 @@ struct Context::Entry {
 
 namespace context_detail {
 
+// Part of every cache key, in memory and on disk.
+inline constexpr char kVersion[] = "strata-0.1.0";
+
 int64_t NowNs();
 // What a materialized value keeps for autodiff: the graph that computed it,
 // when gradients could flow through it (a floating value built outside a

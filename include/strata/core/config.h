@@ -25,6 +25,7 @@ struct Config {
   std::string isa;         // STRATA_ISA: portable, avx2, avx512, avx512bf16 ("": the CPU's)
   std::chrono::milliseconds collective_timeout{300000};  // STRATA_COLLECTIVE_TIMEOUT_MS
   std::string dump_dir;          // STRATA_DUMP_DIR: each compiled graph's HLO written there
+  std::string cache_dir;         // STRATA_CACHE_DIR: the persistent compile cache ("": none)
   bool index_checks = true;      // STRATA_INDEX_CHECKS (0: off): gathers check their indices
   int device_threads = 0;        // STRATA_DEVICE_THREADS: threads per mesh device (0: shared out)
   bool spmd_trace = false;       // STRATA_SPMD_TRACE (set): log sharding propagation

@@ -59,6 +59,10 @@ struct Metrics {
   std::atomic<int64_t> bytes_to_device{0}, bytes_from_device{0};
   std::atomic<int64_t> bytes_donated{0};     // argument bytes a sync let results reuse
   std::atomic<int64_t> bytes_collective{0};  // bytes partition 0 sent through collectives
+  // Programs read from the persistent compile cache (Config::cache_dir)
+  // instead of compiled: a miss of the in-memory cache that `compiles`
+  // does not count.
+  std::atomic<int64_t> disk_cache_hits{0};
 };
 
 // What the lowering of a set of tensors looks like, without running it
