@@ -327,6 +327,12 @@ CASES = [
          ((1, 2, 4, 4), (1, 2, 6, 4), (1, 2, 6, 4), (4, 6)), (torch.float32,)),
     Case("sdpa_scale", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, scale=0.3),
          ((1, 2, 4, 4), (1, 2, 6, 4), (1, 2, 6, 4)), (torch.float32,)),
+    # Equal lengths and no mask: strata's fused kernel, each way.
+    Case("sdpa_fused", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, scale=0.4),
+         ((2, 3, 7, 8), (2, 3, 7, 8), (2, 3, 7, 8)), (torch.float32, torch.bfloat16)),
+    Case("sdpa_fused_causal", lambda q, k, v: F.scaled_dot_product_attention(q, k, v,
+                                                                             is_causal=True),
+         ((1, 4, 9, 16), (1, 4, 9, 16), (1, 4, 9, 16)), (torch.float32, torch.bfloat16)),
 ]
 
 
@@ -424,3 +430,21 @@ def test_the_samples_reach_every_lowered_op():
                      - reached - NOT_SAMPLED - decomposed)
     # Every op in the table is either sampled above or named here with a reason.
     assert not missing, f"lowered ATen ops no sample reached: {missing}"
+
+
+def test_attention_of_equal_lengths_runs_the_fused_kernel_each_way(tmp_path):
+    """No [B, H, S, S] scores: both graphs call strata.attention(_grad)."""
+    q, k, v = (make((1, 2, 8, 4), torch.float32, -1, 1, seed=i).requires_grad_()
+               for i in range(3))
+    saved = strata.config()["dump_dir"]
+    try:
+        strata.set_config(dump_dir=str(tmp_path))
+        fn = torch.compile(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=True),
+                           backend="strata")
+        fn(q, k, v).sum().backward()
+    finally:
+        strata.set_config(dump_dir=saved)
+    text = "".join(p.read_text() for p in tmp_path.glob("*.hlo.txt"))
+    assert 'custom_call_target="strata.attention"' in text
+    assert 'custom_call_target="strata.attention_grad"' in text
+    assert "f32[1,2,8,8]" not in text  # the scores never exist

@@ -278,4 +278,51 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   return matmul(softmax(scores, -1), repeat(v));
 }
 
+namespace {
+
+void CheckFusedTypes(std::string_view op, std::initializer_list<const Tensor*> tensors) {
+  const DType dtype = (*tensors.begin())->dtype();
+  for (const Tensor* t : tensors) {
+    if (t->dtype() != dtype || (dtype != DType::kF32 && dtype != DType::kBF16)) {
+      Fail("[{}] the fused kernel takes q, k, v, out and dout of one dtype, f32 or bf16; got {}",
+           op, t->shape().ToString());
+    }
+  }
+}
+
+}  // namespace
+
+AttentionOutput fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
+                                double scale) {
+  CheckFusedTypes("fused_attention", {&q, &k, &v});
+  hlo::Attributes attributes;
+  attributes.custom_call_target = std::string(hlo::kAttentionTarget);
+  attributes.backend_config = hlo::PrintAttentionConfig({causal, scale, AttentionLayout::kBHSD});
+  std::string config = attributes.backend_config;
+  // The shape rule (hlo::AttentionResultShape) names any shape mismatch.
+  ir::NodePtr node =
+      ir::Node::MakeOp(hlo::Opcode::kCustomCall, {q.value(), k.value(), v.value()},
+                       std::move(attributes))
+          ->WithGradientRule(std::make_shared<FusedAttentionGradient>(std::move(config)));
+  return {Tensor(ir::Value{node, 0}), Tensor(ir::Value{node, 1})};
+}
+
+std::vector<Tensor> fused_attention_grad(const Tensor& q, const Tensor& k, const Tensor& v,
+                                         const Tensor& out, const Tensor& lse, const Tensor& dout,
+                                         bool causal, double scale) {
+  CheckFusedTypes("fused_attention_grad", {&q, &k, &v, &out, &dout});
+  if (lse.dtype() != DType::kF32) {
+    Fail("[fused_attention_grad] lse must be f32 [B, H, S], got {}", lse.shape().ToString());
+  }
+  hlo::Attributes attributes;
+  attributes.custom_call_target = std::string(hlo::kAttentionGradTarget);
+  attributes.backend_config = hlo::PrintAttentionConfig({causal, scale, AttentionLayout::kBHSD});
+  ir::NodePtr grad =
+      ir::Node::MakeOp(hlo::Opcode::kCustomCall,
+                       {q.value(), k.value(), v.value(), out.value(), lse.value(), dout.value()},
+                       std::move(attributes))
+          ->WithGradientRule(std::make_shared<NoSecondDerivative>());
+  return {Tensor(ir::Value{grad, 0}), Tensor(ir::Value{grad, 1}), Tensor(ir::Value{grad, 2})};
+}
+
 }  // namespace strata::nn

@@ -89,7 +89,8 @@ TEST_F(CompileCache, AFreshContextReadsTheProgramInsteadOfCompilingIt) {
   EXPECT_EQ(hits, 1);
   EXPECT_EQ(first, second);  // the same program, bit for bit
   const std::vector<double> want = Reference();
-  for (int64_t i = 0; i < kRows; ++i) EXPECT_NEAR(first[i], want[i], 1e-4 * (1 + std::abs(want[i])));
+  for (int64_t i = 0; i < kRows; ++i)
+    EXPECT_NEAR(first[i], want[i], 1e-4 * (1 + std::abs(want[i])));
 }
 
 TEST_F(CompileCache, ADamagedEntryIsIgnoredWithAWarningAndWrittenAgain) {

@@ -65,4 +65,18 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                                     bool causal = true, bool fused = true,
                                     AttentionLayout layout = AttentionLayout::kBHSD);
 
+// The fused kernel's two calls as they are, for front ends whose graphs
+// already hold both (PyTorch's flash-attention ops): the output and each
+// row's log-sum-exp (f32 [B, H, S]), and the gradients of q, k and v from
+// those, the cotangent of the output and the same causal and scale. q, k, v
+// (and o, dout) share one dtype, f32 or bf16, in [B, H, S, D] / [B, KV, S, D].
+struct AttentionOutput {
+  Tensor out, lse;
+};
+AttentionOutput fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
+                                double scale);
+std::vector<Tensor> fused_attention_grad(const Tensor& q, const Tensor& k, const Tensor& v,
+                                         const Tensor& out, const Tensor& lse, const Tensor& dout,
+                                         bool causal, double scale);
+
 }  // namespace strata::nn

@@ -259,10 +259,26 @@ def _attention(q, k, v, is_causal, attn_mask, scale):
     return out, strata.squeeze(strata.log(total) + top, -1)
 
 
+def _fusable(q, k, v, attn_mask, *more):
+    """Whether strata's fused kernel computes this attention: no mask, one
+    dtype (f32 or bf16) throughout, as many positions in q as in k (torch's
+    causal mask for other lengths is aligned differently), KV dividing H."""
+    return (attn_mask is None and q.ndim == 4 and k.ndim == 4 and v.shape == k.shape
+            and q.shape[2] == k.shape[2] and q.shape[3] == k.shape[3] and q.shape[3] > 0
+            and k.shape[1] > 0 and q.shape[1] % k.shape[1] == 0
+            and all(t.dtype == q.dtype for t in (k, v, *more))
+            and q.dtype in (strata.float32, strata.bfloat16))
+
+
 @lower(aten._scaled_dot_product_flash_attention_for_cpu)
 def _flash_attention(q, k, v, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=None):
     if dropout_p > 0:
         raise NotImplementedError("attention dropout")
+    if _fusable(q, k, v, attn_mask):
+        # One kernel that never writes the [B, H, S, S] scores; its lse is
+        # torch's (the log of each row's sum of exp of the scaled scores).
+        scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+        return strata.fused_attention(q, k, v, bool(is_causal), float(scale))
     out, lse = _attention(q, k, v, is_causal, attn_mask, scale)
     return out, lse.astype(strata.float32)
 
@@ -272,6 +288,10 @@ def _flash_attention_backward(grad_out, q, k, v, out, logsumexp, dropout_p, is_c
                               attn_mask=None, scale=None):
     if dropout_p > 0:
         raise NotImplementedError("attention dropout")
+    if _fusable(q, k, v, attn_mask, out, grad_out) and logsumexp.dtype == strata.float32:
+        scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+        return tuple(strata.fused_attention_grad(q, k, v, out, logsumexp, grad_out,
+                                                 bool(is_causal), float(scale)))
     _, pullback = strata.vjp(lambda a, b, c: _attention(a, b, c, is_causal, attn_mask, scale)[0],
                              q, k, v)
     return tuple(pullback(grad_out))
