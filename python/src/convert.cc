@@ -167,8 +167,11 @@ struct BadData {
   Fail("[tensor] {}", bad.message);
 }
 
-std::optional<BadData> BadLeaf(py::handle value, const std::string& path) {
+std::optional<BadData> BadLeaf(py::handle value, const std::string& path, int depth = 0) {
   const std::string at = path.empty() ? "" : " at " + path;
+  // NumPy stops at 32 dimensions; this walk stops soon after, before the
+  // C++ stack does (a list nested 100000 deep once crashed here).
+  if (depth > 64) return BadData{"the data is nested more than 64 levels deep"};
   if (py::isinstance<py::bool_>(value) || py::isinstance<py::float_>(value)) return std::nullopt;
   if (py::isinstance<py::int_>(value)) {
     int overflow = 0;
@@ -189,7 +192,7 @@ std::optional<BadData> BadLeaf(py::handle value, const std::string& path) {
   for (size_t i = 0; i < items.size(); ++i) {
     py::object item = items[i];
     const std::string item_path = fmt::format("{}[{}]", path, i);
-    if (auto bad = BadLeaf(item, item_path)) return bad;
+    if (auto bad = BadLeaf(item, item_path, depth + 1)) return bad;
     const bool nested = py::isinstance<py::sequence>(item) && !py::isinstance<py::str>(item);
     const size_t n = nested ? py::len(item) : 0;
     if (i == 0) length = nested ? std::optional<size_t>(n) : std::nullopt;
@@ -221,7 +224,7 @@ DType DTypeArg(py::handle value) {
     // np.float32 (a type), np.dtype('float32'), and Python's bool / int / float.
     if (value.is(py::type::of(py::bool_()))) return DType::kPred;
     if (value.is(py::type::of(py::int_()))) return DType::kS64;
-    if (value.is(py::type::of(py::float_()))) return DType::kF32;
+    if (value.is(py::type::of(py::float_()))) return DType::kF64;  // as torch and NumPy
     name = py::str(py::object(py::dtype::from_args(py::reinterpret_borrow<py::object>(value))));
   } else {
     name = py::str(value);  // torch.float32 prints as "torch.float32"
@@ -531,11 +534,13 @@ int64_t ClampedInt64(py::handle value) {
 
 std::vector<int64_t> DimsArg(py::handle dims) {
   if (dims.is_none()) return {};
+  if (py::isinstance<py::bool_>(dims)) ThrowType("dimensions must be ints, got bool");
   if (py::isinstance<py::int_>(dims)) return {Int64Arg(dims, "shape")};
   if (py::isinstance<py::sequence>(dims) && !py::isinstance<py::str>(dims)) {
     std::vector<int64_t> out;
     for (py::handle d : dims) {
-      if (!py::isinstance<py::int_>(d)) ThrowType("dimensions must be ints, got " + TypeName(d));
+      if (!py::isinstance<py::int_>(d) || py::isinstance<py::bool_>(d))
+        ThrowType("dimensions must be ints, got " + TypeName(d));
       out.push_back(Int64Arg(d, "shape"));
     }
     return out;

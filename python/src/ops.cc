@@ -180,6 +180,12 @@ void BindCreation(py::module_& m) {
           end = start;
           start = py::int_(0);
         }
+        for (const py::object* v : {&start, &end, &step}) {
+          if (!py::isinstance<py::int_>(*v) && !py::isinstance<py::float_>(*v)) {
+            throw py::type_error("strata.arange: start, end and step must be numbers, got " +
+                                 std::string(py::repr(*v)));
+          }
+        }
         const bool integral = py::isinstance<py::int_>(start) && py::isinstance<py::int_>(end) &&
                               py::isinstance<py::int_>(step);
         DType t = OptionalDType(dtype).value_or(integral ? DType::kS64 : DType::kF32);
@@ -211,7 +217,24 @@ void BindCreation(py::module_& m) {
       },
       py::arg("value"), py::arg("dtype") = py::none(),
       "A scalar that is a program parameter (changing it never recompiles).");
-  m.def("random_key", &random_key, py::arg("seed"));
+  m.def(
+      "random_key",
+      [](py::handle seed) {
+        // torch.manual_seed's range: [-2^63, 2^64), a negative seed as its
+        // 64-bit two's complement.
+        if (!py::isinstance<py::int_>(seed) || py::isinstance<py::bool_>(seed))
+          throw py::type_error("strata.random_key: the seed must be an int, got " +
+                               std::string(py::str(py::type::of(seed).attr("__name__"))));
+        py::object low = py::int_(-(py::int_(1).attr("__lshift__")(63)));
+        py::object high = py::int_(1).attr("__lshift__")(64);
+        if (seed < low || seed >= high) {
+          Fail("[random_key] the seed must be in [-2^63, 2^64), got {}",
+               py::str(seed).cast<std::string>());
+        }
+        py::object wrapped = seed.attr("__and__")(high - py::int_(1));
+        return random_key(PyLong_AsUnsignedLongLong(wrapped.ptr()));
+      },
+      py::arg("seed"));
   m.def("split_key", &split_key, py::arg("key"), py::arg("count") = 2);
   m.def(
       "uniform",
@@ -344,8 +367,18 @@ void BindElementwise(py::module_& m) {
         // (clamp(int, 0.0) is float even though 0.0 is whole).
         const bool float_bound = py::isinstance<py::float_>(lo) || py::isinstance<py::float_>(hi);
         const Tensor y = float_bound && !IsFloating(x.dtype()) ? astype(x, DType::kF32) : x;
+        if (py::isinstance<Tensor>(lo) || py::isinstance<Tensor>(hi)) {
+          // Tensor bounds, as torch.clamp(x, min_tensor, max_tensor).
+          Tensor r = y;
+          if (!lo.is_none()) r = maximum(r, TensorArg(r, lo).get());
+          if (!hi.is_none()) r = minimum(r, TensorArg(r, hi).get());
+          return r;
+        }
         auto value = [](const py::object& v) -> std::optional<double> {
           if (v.is_none()) return std::nullopt;
+          if (!py::isinstance<py::int_>(v) && !py::isinstance<py::float_>(v))
+            throw py::type_error("strata.clamp: a bound must be a number or a tensor, got " +
+                                 std::string(py::repr(v)));
           return v.cast<double>();
         };
         return clamp(y, value(lo), value(hi));
@@ -398,7 +431,13 @@ void BindReductions(py::module_& m) {
 // Shape
 void BindShapeOps(py::module_& m) {
   m.def(
-      "reshape", [](const Tensor& x, py::args shape) { return reshape(x, ShapeArgs(shape)); },
+      "reshape",
+      [](const Tensor& x, py::args shape) {
+        // As torch: reshape() needs a shape; reshape(()) is the 0-d one.
+        if (shape.size() == 0)
+          throw py::type_error("strata.reshape: missing the shape (ints, or one sequence of them)");
+        return reshape(x, ShapeArgs(shape));
+      },
       py::arg("x"));
   m.def(
       "transpose",
@@ -413,7 +452,10 @@ void BindShapeOps(py::module_& m) {
       },
       py::arg("x"), py::arg("dim0") = py::none(), py::arg("dim1") = py::none());
   m.def(
-      "permute", [](const Tensor& x, py::args dims) { return permute(x, ShapeArgs(dims)); },
+      "permute",
+      [](const Tensor& x, py::args dims) {
+        return permute(x, dims.size() == 0 ? std::vector<int64_t>{} : ShapeArgs(dims));
+      },
       py::arg("x"));
   m.def(
       "flip", [](const Tensor& x, py::object dims) { return flip(x, DimsArg(dims)); }, py::arg("x"),

@@ -69,7 +69,9 @@ std::vector<int64_t> IntsOf(py::handle value, std::string_view what) {
   }
   std::vector<int64_t> out;
   for (py::handle item : value) {
-    if (!py::isinstance<py::int_>(item) || py::isinstance<py::bool_>(item)) {
+    // Python ints and NumPy's integers (anything with __index__), never bools.
+    if (py::isinstance<py::bool_>(item) || py::isinstance<py::float_>(item) ||
+        !py::hasattr(item, "__index__")) {
       throw py::type_error(fmt::format("strata.Mesh: {} must be ints, got {} at position {}", what,
                                        std::string(py::repr(item)), out.size()));
     }

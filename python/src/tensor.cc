@@ -179,6 +179,13 @@ void Assign(Tensor& x, py::handle key, py::handle value) {
         "supported; assign to ints and unit-step slices (or build the value with "
         "strata.where / index_add)");
   }
+  // A Python number must fit an integer tensor (torch refuses x[0] = 200 on
+  // int8 rather than wrapping it, and nan or inf into any integer).
+  if (IsInteger(x.dtype()) &&
+      (py::isinstance<py::int_>(value) || py::isinstance<py::float_>(value)) &&
+      !py::isinstance<py::bool_>(value)) {
+    CheckIntegerRange(value, x.dtype(), "setitem");
+  }
   Tensor v = astype(TensorArg(x, value).get(), x.dtype());
   v = reshape(broadcast_to(v, index.result.shape().dims()), index.sizes);
   std::vector<Tensor> starts;
@@ -317,12 +324,10 @@ void BindTensor(py::module_& m) {
   BindDType(m);
   py::class_<Tensor> tensor(m, "Tensor", R"(A lazy tensor: ops record IR; reading values
 (numpy(), item(), sync()) compiles and runs what is pending, once per distinct graph.)");
+  // No py::init: pybind11's __new__ would hand out an instance whose C++
+  // Tensor was never made (Tensor.__new__(Tensor), then any method, crashed).
+  // strata/__init__.py makes strata.Tensor(data, dtype) a call of strata.tensor.
   tensor
-      .def(py::init([](py::object data, py::object dtype) {
-             return ToTensor(
-                 data, dtype.is_none() ? std::nullopt : std::optional<DType>(DTypeArg(dtype)));
-           }),
-           py::arg("data"), py::arg("dtype") = py::none())
       .def_property_readonly("shape",
                              [](const Tensor& t) {
                                py::tuple dims(t.rank());
@@ -367,8 +372,9 @@ void BindTensor(py::module_& m) {
              }
              return Item(t).cast<bool>();
            })
-      .def("__float__", [](Tensor& t) { return Item(t).cast<double>(); })
-      .def("__int__", [](Tensor& t) { return Item(t).cast<int64_t>(); })
+      // Python's own conversions of the item: int(1.9) is 1, int(nan) a ValueError.
+      .def("__float__", [](Tensor& t) { return py::float_(Item(t)); })
+      .def("__int__", [](Tensor& t) { return py::int_(Item(t)); })
       .def("__index__",
            [](Tensor& t) {
              if (IsFloating(t.dtype())) throw py::type_error("only integer tensors are indices");
@@ -404,7 +410,18 @@ void BindTensor(py::module_& m) {
       .def("__rxor__", &Reflected<Xor>)
       .def("__invert__", [](const Tensor& t) { return bitwise_not(t); })
       .def("__neg__", [](const Tensor& t) { return -t; })
-      .def("__pos__", [](const Tensor& t) { return t; })
+      .def("__pos__",
+           [](const Tensor& t) {
+             if (t.dtype() == DType::kPred)
+               Fail("[pos] unary + is not defined for bool tensors (as torch)");
+             return t;
+           })
+      .def("__delitem__",
+           [](const Tensor&, py::handle) {
+             throw py::type_error(
+                 "strata.Tensor does not support item deletion (a tensor's shape is fixed; "
+                 "select what to keep with indexing)");
+           })
       .def("__abs__", [](const Tensor& t) { return abs(t); })
       .def("__eq__", &Forward<eq>)
       .def("__ne__", &Forward<ne>)

@@ -15,6 +15,40 @@ namespace strata::python {
 
 namespace {
 
+// A strata.Tensor argument, or a TypeError naming the function and what came.
+Tensor& TensorOnly(py::handle value, std::string_view op) {
+  if (!py::isinstance<Tensor>(value)) {
+    throw py::type_error(
+        fmt::format("strata.{} takes strata.Tensors, got {}", op, std::string(py::repr(value))));
+  }
+  return value.cast<Tensor&>();
+}
+
+// set_config's values have the types strata.config() shows: a TypeError
+// naming the setting otherwise (pybind11's cast says only "Unable to cast").
+void CheckSettingType(const std::string& name, py::handle value) {
+  const bool is_bool = py::isinstance<py::bool_>(value);
+  const bool is_int = py::isinstance<py::int_>(value) && !is_bool;
+  const bool is_str = py::isinstance<py::str>(value);
+  const char* want = nullptr;
+  if (name == "profile" || name == "fusion" || name == "index_checks" || name == "spmd_trace") {
+    if (!is_bool) want = "a bool";
+  } else if (name == "cpu_devices" || name == "collective_timeout_ms" || name == "device_threads") {
+    if (!is_int) want = "an int";
+  } else if ((name == "trace_path" || name == "isa" || name == "dump_dir" || name == "cache_dir") &&
+             !is_str) {
+    want = "a str (\"\" for none)";
+  }
+  if (want) {
+    throw py::type_error(fmt::format("strata.set_config: {} must be {}, got {}", name, want,
+                                     std::string(py::repr(value))));
+  }
+}
+
+}  // namespace
+
+namespace {
+
 // Where a Python function was defined, for errors: "body (model.py:12)".
 std::string Where(py::handle fn) {
   py::object code = py::getattr(fn, "__code__", py::none());
@@ -336,7 +370,7 @@ void BindTransforms(py::module_& m) {
           return;
         }
         std::vector<Tensor*> targets;
-        for (py::handle t : tensors) targets.push_back(&t.cast<Tensor&>());
+        for (py::handle t : tensors) targets.push_back(&TensorOnly(t, "sync"));
         py::gil_scoped_release release;
         sync(targets);
       },
@@ -398,6 +432,7 @@ void BindTransforms(py::module_& m) {
         Config c = lazy::Context::Get().config();
         for (auto [key, value] : changes) {
           const std::string name = key.cast<std::string>();
+          CheckSettingType(name, value);
           if (name == "cpu_devices")
             c.cpu_devices = value.cast<int>();
           else if (name == "profile")
@@ -431,7 +466,7 @@ void BindTransforms(py::module_& m) {
       "hlo_text",
       [](py::args tensors) {
         std::vector<Tensor> roots;
-        for (py::handle t : tensors) roots.push_back(t.cast<Tensor>());
+        for (py::handle t : tensors) roots.push_back(TensorOnly(t, "hlo_text"));
         return lazy::LoweringContext(roots).hlo_text();
       },
       "The HLO program that syncing the tensors would compile.");

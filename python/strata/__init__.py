@@ -121,6 +121,17 @@ def _repr(self):
     return f"tensor({values}, dtype={self.dtype!r})"
 
 
+def _tensor_new(cls, data, dtype=None):
+    """strata.Tensor(data, dtype=None): a tensor holding a copy of data, as
+    strata.tensor. Every Tensor is made whole by the C++ side; none exists
+    half-made (pybind11's own __new__ made one whose methods crashed)."""
+    if cls is not Tensor:
+        raise TypeError("strata.Tensor cannot be subclassed")
+    return tensor(data, dtype)  # noqa: F405
+
+
+Tensor.__new__ = staticmethod(_tensor_new)
+Tensor.__init__ = lambda self, *args, **kwargs: None  # made whole by __new__
 Tensor.__iter__ = _iter
 Tensor.__repr__ = _repr
 Tensor.tolist = lambda self: self.numpy().tolist()

@@ -88,7 +88,12 @@ class Module:
         *path, leaf = name.split(".")
         module = self
         for part in path:
+            if part not in module._modules:
+                raise _strata.Error(f"[{type(self).__name__}] no parameter or buffer named "
+                                    f"{name!r} (no submodule {part!r})")
             module = module._modules[part]
+        if leaf not in module._parameters and leaf not in module._buffers:
+            raise _strata.Error(f"[{type(self).__name__}] no parameter or buffer named {name!r}")
         return module, leaf
 
     def load_state_dict(self, state, strict=True):
@@ -103,6 +108,8 @@ class Module:
         for name, value in state.items():
             if name not in own:
                 continue
+            if not isinstance(value, _strata.Tensor):
+                value = _strata.tensor(value)  # a NumPy array or a torch tensor, copied
             mine = own[name]
             if tuple(value.shape) != tuple(mine.shape) or value.dtype != mine.dtype:
                 raise _strata.Error(f"[load_state_dict] {name}: expected shape {tuple(mine.shape)} "
@@ -165,7 +172,11 @@ class ModuleList(Module):
         return iter(self._modules.values())
 
     def __getitem__(self, i):
-        return list(self._modules.values())[i]
+        modules = list(self._modules.values())
+        if isinstance(i, int) and not -len(modules) <= i < len(modules):
+            raise IndexError(f"[ModuleList] index {i} is out of range for a ModuleList of "
+                             f"{len(modules)} modules")
+        return modules[i]
 
 
 def _init_bound(fan_in):
@@ -208,6 +219,9 @@ class _ConvNd(Module):
         super().__init__()
         dtype = dtype or _strata.float32
         kernel = (kernel_size,) * self._rank if isinstance(kernel_size, int) else tuple(kernel_size)
+        if any(not isinstance(k, int) or k <= 0 for k in kernel):
+            raise _strata.Error(f"[Conv{self._rank}d] kernel_size must be positive, got "
+                                f"{kernel_size!r}")
         if in_channels % groups or out_channels % groups:
             raise _strata.Error(f"[Conv{self._rank}d] in_channels ({in_channels}) and "
                                 f"out_channels ({out_channels}) must divide by groups ({groups})")
@@ -286,29 +300,56 @@ class Embedding(Module):
             *ids.shape, self.weight.shape[1])
 
 
+def _normalized(dim):
+    """A normalized shape, an int or a sequence of them (torch's), as a tuple."""
+    shape = (dim,) if isinstance(dim, int) else tuple(dim)
+    if not shape or any(not isinstance(d, int) or d < 0 for d in shape):
+        raise _strata.Error(f"[nn] normalized_shape must be a non-empty tuple of non-negative ints, "
+                            f"got {dim!r}")
+    return shape
+
+
+def _over_last(x, shape, fn):
+    """fn over x's last len(shape) dims taken as one (torch's normalized_shape)."""
+    if len(shape) == 1:
+        return fn(x)
+    if tuple(x.shape[x.ndim - len(shape):]) != shape:
+        raise _strata.Error(f"[nn] normalized_shape {shape} does not end the input's shape "
+                            f"{tuple(x.shape)}")
+    lead = tuple(x.shape[:x.ndim - len(shape)])
+    return fn(x.reshape(*lead, math.prod(shape))).reshape(*lead, *shape)
+
+
 class RMSNorm(Module):
-    """Hugging Face's LlamaRMSNorm: x / rms(x) * weight, weight ones [dim]."""
+    """Hugging Face's LlamaRMSNorm: x / rms(x) * weight, weight ones [dim]
+    (dim an int, or a tuple of the last dims, as torch.nn.RMSNorm)."""
 
     def __init__(self, dim, eps=1e-6, dtype=None):
         super().__init__()
         self.eps = eps
-        self.weight = _strata.ones(dim, dtype=dtype or _strata.float32)
+        self.normalized_shape = _normalized(dim)
+        self.weight = _strata.ones(*self.normalized_shape, dtype=dtype or _strata.float32)
 
     def forward(self, x):
-        return _strata.rms_norm(x, self.weight, self.eps)
+        w = self.weight.reshape(-1)
+        return _over_last(x, self.normalized_shape, lambda h: _strata.rms_norm(h, w, self.eps))
 
 
 class LayerNorm(Module):
-    """torch.nn.LayerNorm over the last dimension: weight ones, bias zeros."""
+    """torch.nn.LayerNorm over the last dimensions (normalized_shape, an int or
+    a tuple): weight ones, bias zeros."""
 
     def __init__(self, dim, eps=1e-5, dtype=None):
         super().__init__()
         self.eps = eps
-        self.weight = _strata.ones(dim, dtype=dtype or _strata.float32)
-        self.bias = _strata.zeros(dim, dtype=dtype or _strata.float32)
+        self.normalized_shape = _normalized(dim)
+        self.weight = _strata.ones(*self.normalized_shape, dtype=dtype or _strata.float32)
+        self.bias = _strata.zeros(*self.normalized_shape, dtype=dtype or _strata.float32)
 
     def forward(self, x):
-        return _strata.layer_norm(x, self.weight, self.bias, self.eps)
+        w, b = self.weight.reshape(-1), self.bias.reshape(-1)
+        return _over_last(x, self.normalized_shape,
+                          lambda h: _strata.layer_norm(h, w, b, self.eps))
 
 
 class Dropout(Module):

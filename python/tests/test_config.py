@@ -9,7 +9,7 @@ import strata
 def test_config_lists_every_setting_with_its_value():
     c = strata.config()
     assert set(c) == {"cpu_devices", "profile", "fusion", "trace_path", "isa",
-                      "collective_timeout_ms", "dump_dir", "index_checks", "device_threads",
+                      "collective_timeout_ms", "dump_dir", "cache_dir", "index_checks", "device_threads",
                       "spmd_trace"}
     assert c["cpu_devices"] >= 1 and c["collective_timeout_ms"] > 0
 

@@ -403,3 +403,139 @@ def test_a_torch_scan_nested_in_a_scan_body_is_a_clear_error():
     # The failed trace leaves nothing behind: a plain scan still runs.
     got, _ = scan(lambda c, x: (c + x, None), torch.zeros(()), torch.arange(4.0))
     assert float(got) == 6.0
+
+
+# ---- the third probe (python/tests/probe_hostile_round3.py) ----------------------------------
+
+def test_a_tensor_is_never_half_made():
+    with pytest.raises(TypeError):
+        strata.Tensor.__new__(strata.Tensor)
+    with pytest.raises(TypeError):
+        strata.Tensor()
+    assert strata.Tensor([1.0, 2.0]).numpy().tolist() == [1.0, 2.0]
+
+
+def test_data_nested_too_deep_is_an_error_not_a_crash():
+    deep = [1.0]
+    for _ in range(100000):
+        deep = [deep]
+    with pytest.raises(strata.Error, match="nested more than 64 levels"):
+        strata.tensor(deep)
+
+
+def test_a_long_chain_of_scalar_operands_compiles_in_linear_time():
+    # 20000 ops, each with a Python scalar (a program parameter): the fused
+    # loop's translation once looked at every parameter for each one.
+    x = strata.zeros(4)
+    for _ in range(20000):
+        x = x + 1.0
+    assert x.numpy().tolist() == [20000.0] * 4
+
+
+def test_float_floor_division_and_integer_powers_match_torch():
+    a, b = [5.0, -5.0, 7.5, -7.5, 1.0, 0.0], [float("inf"), float("inf"), 2.0, 2.0, 0.0, -3.0]
+    close(strata.floor_divide(strata.tensor(a), strata.tensor(b)),
+          torch.floor_divide(torch.tensor(a), torch.tensor(b)))
+    base, exp = [2, 1, -1, -1, 3], [-1, -2, -3, -2, 2]
+    assert (strata.tensor(base) ** strata.tensor(exp)).numpy().tolist() == \
+        (torch.tensor(base) ** torch.tensor(exp)).tolist()
+
+
+@pytest.mark.parametrize("dtype,value", [("int32", 2**40), ("int8", 200), ("int64", float("nan")),
+                                         ("int32", float("inf"))])
+def test_setitem_refuses_a_number_the_integer_tensor_cannot_hold(dtype, value):
+    with pytest.raises(RuntimeError, match="overflow"):
+        torch.zeros(2, dtype=getattr(torch, dtype))[0] = value
+    x = strata.zeros(2, dtype=dtype)
+    with pytest.raises(strata.Error, match=f"does not fit in {dtype}|cannot be converted to {dtype}"):
+        x[0] = value
+
+
+def test_bool_tensors_refuse_arithmetic_torch_refuses():
+    b = strata.tensor([True, False])
+    for op in (lambda t: +t, strata.floor, strata.relu):
+        with pytest.raises(strata.Error, match="bool"):
+            op(b)
+
+
+def test_switch_case_clamps_an_unsigned_index_beyond_int64_to_the_last_branch():
+    out = strata.switch_case(strata.tensor(np.uint64(2**64 - 1)),
+                             [lambda x: x * 0.0, lambda x: x * 0.0 + 1.0], (strata.tensor([5.0]),))
+    assert out.numpy().tolist() == [1.0]
+
+
+def test_optimizers_refuse_what_torch_refuses():
+    p = strata.nn.Linear(2, 2)
+    for make in (lambda: strata.optim.AdamW(p.parameters(), lr=float("nan")),
+                 lambda: strata.optim.AdamW(p.parameters(), betas=(float("nan"), 0.9)),
+                 lambda: strata.optim.AdamW([]), lambda: strata.optim.SGD([], lr=0.1)):
+        with pytest.raises(strata.Error):
+            make()
+    with pytest.raises(strata.Error, match="floating-point"):
+        strata.optim.clip_grad_norm_([strata.tensor([3, 4])], 1.0)
+
+
+def test_norms_over_several_trailing_dims_match_torch():
+    x = np.arange(24, dtype=np.float32).reshape(4, 2, 3) % 7
+    close(strata.nn.LayerNorm((2, 3))(strata.tensor(x)),
+          torch.nn.LayerNorm((2, 3))(torch.tensor(x)), atol=1e-5)
+    close(strata.nn.RMSNorm((2, 3), eps=1e-6)(strata.tensor(x)),
+          torch.nn.RMSNorm((2, 3), eps=1e-6)(torch.tensor(x)), atol=1e-5)
+    with pytest.raises(strata.Error, match="at least one dimension"):
+        strata.layer_norm(strata.tensor(1.0))
+    with pytest.raises(strata.Error, match="kernel_size must be positive"):
+        strata.nn.Conv2d(2, 3, 0)
+
+
+def test_python_conversions_and_arguments_say_what_is_wrong():
+    assert int(strata.tensor(1.9)) == int(torch.tensor(1.9)) == 1
+    with pytest.raises(ValueError, match="NaN"):
+        int(strata.tensor(float("nan")))
+    with pytest.raises(TypeError, match="fusion must be a bool"):
+        strata.set_config(fusion="yes")
+    with pytest.raises(TypeError, match="dump_dir must be a str"):
+        strata.set_config(dump_dir=None)
+    with pytest.raises(TypeError, match="takes strata.Tensors"):
+        strata.sync(3)
+    with pytest.raises(TypeError, match="takes strata.Tensors"):
+        strata.hlo_text(np.ones(2))
+    with pytest.raises(TypeError, match="must be numbers"):
+        strata.arange("5")
+    with pytest.raises(strata.Error, match=r"\[-2\^63, 2\^64\)"):
+        strata.random_key(2**64)
+    assert strata.random_key(-1).numpy().tolist() == [2**64 - 1, 0]
+    with pytest.raises(TypeError, match="missing|nothing"):
+        strata.ones(2).reshape()
+    with pytest.raises(TypeError, match="bool"):
+        strata.ones(2).reshape(True, 2)
+    with pytest.raises(TypeError, match="deletion"):
+        del strata.ones(2)[0]
+    with pytest.raises(strata.Error, match="output path is empty"):
+        strata.save_safetensors("", {"a": strata.ones(1)})
+    assert strata.tensor([1, 2], dtype=float).dtype == strata.float64  # torch's float
+    assert strata.Mesh(np.arange(2), [2], ("a",)).device_ids == [0, 1]
+    lo, hi = torch.tensor([0.0, 2.0, 0.0]), torch.tensor([1.0, 3.0, 0.5])
+    close(strata.ones(3).clamp(strata.tensor(lo.numpy()), strata.tensor(hi.numpy())),
+          torch.ones(3).clamp(lo, hi))
+
+
+def test_module_lookups_name_what_is_missing():
+    m = strata.nn.ModuleList([strata.nn.Linear(2, 2)])
+    with pytest.raises(IndexError, match=r"\[ModuleList\] index 3 is out of range for a ModuleList of 1"):
+        m[3]
+    with pytest.raises(strata.Error, match="no parameter or buffer named 'zz'"):
+        with m._using({"zz": strata.ones(1)}):
+            pass
+    lin = strata.nn.Linear(2, 2)
+    state = {k: np.asarray(v.numpy()) + 1 for k, v in lin.state_dict().items()}
+    lin.load_state_dict(state)
+    close(lin.weight, state["weight"])
+
+
+def test_torch_scan_layers_and_scan_bodies_say_what_is_wrong():
+    from strata.torch import scan, scan_layers
+    with pytest.raises(TypeError, match="takes a torch.nn.ModuleList"):
+        scan_layers(torch.nn.Linear(2, 2))
+    const = torch.ones(2)
+    with pytest.raises(strata.Error, match="traced once for every step"):
+        scan(lambda c, x: (c * float(const.sum() * x), None), torch.zeros(()), torch.arange(3.0))

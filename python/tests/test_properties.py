@@ -384,7 +384,7 @@ def reshape_targets(draw, shape):
 def test_reshape_and_flatten(data, dtype, shape):
     x = data.draw(arrays(dtype, shape))
     target = data.draw(reshape_targets(shape))
-    like_torch(lambda: strata.reshape(strata.tensor(x), *target),
+    like_torch(lambda: strata.reshape(strata.tensor(x), tuple(target)),
                lambda: torch.tensor(x).reshape(target))
     start, end = data.draw(dims(len(shape))), data.draw(dims(len(shape)))
     if x.size == 0 and len(shape) > 1:
@@ -392,7 +392,7 @@ def test_reshape_and_flatten(data, dtype, shape):
     want = like_torch(lambda: strata.flatten(strata.tensor(x), start, end),
                       lambda: torch.flatten(torch.tensor(x), start, end))
     if is_float(x) and want is not None:
-        grad_like_torch(lambda x: strata.reshape(x, *reversed(shape)).flatten(start, end),
+        grad_like_torch(lambda x: strata.reshape(x, tuple(reversed(shape))).flatten(start, end),
                         lambda x: x.reshape(tuple(reversed(shape))).flatten(start, end), [x])
 
 

@@ -16,6 +16,7 @@ using hlo::Opcode;
 using runtime::AcceptsScalarBroadcast;
 using runtime::AlignUp;
 using runtime::CanRunInPlace;
+using runtime::FusionElementwiseOperands;
 using runtime::FusionOutputShape;
 using runtime::FusionReadsElementwise;
 using runtime::IsScalarBroadcast;
@@ -385,13 +386,18 @@ class Planner {
       const Instruction& inst = *step.inst;
       int64_t pos = step_position_[k];
       std::vector<int64_t> claimed;
-      auto try_reuse = [&](int64_t in_slot, int64_t out_slot) {
+      // Whether `out_slot` may take `in_slot`'s storage as far as lives and
+      // sizes go: checked before the costlier question of whether the op
+      // reads that operand elementwise (a fusion of many parameters).
+      auto reusable = [&](int64_t in_slot, int64_t out_slot) {
         int64_t st = slot_storage[in_slot];
-        if (last_use_[in_slot] != pos || !Writable(st) || view_slots_.count(in_slot) ||
-            storages[st].size != slot_size_[out_slot] ||
-            std::find(claimed.begin(), claimed.end(), st) != claimed.end()) {
-          return false;
-        }
+        return last_use_[in_slot] == pos && Writable(st) && !view_slots_.count(in_slot) &&
+               storages[st].size == slot_size_[out_slot] &&
+               std::find(claimed.begin(), claimed.end(), st) == claimed.end();
+      };
+      auto try_reuse = [&](int64_t in_slot, int64_t out_slot) {
+        if (!reusable(in_slot, out_slot)) return false;
+        int64_t st = slot_storage[in_slot];
         claimed.push_back(st);
         slot_storage[out_slot] = st;
         ++program_->in_place_updates_;
@@ -416,12 +422,13 @@ class Planner {
         // of it: each output may take a dying operand it reads elementwise.
         const std::vector<Shape> leaves = inst.shape().Leaves();
         const bool same_dims = FusionOutputShape(inst).has_value();
+        const std::vector<bool> elementwise = FusionElementwiseOperands(inst);
         for (size_t j = 0; j < step.output_slots.size(); ++j) {
           const int64_t out_slot = step.output_slots[j];
           for (int64_t i = 0; same_dims && i < inst.operand_count(); ++i) {
             const Shape& in = inst.operand(i)->shape();
             if (in.is_array() && in.byte_size() == leaves.at(j).byte_size() &&
-                FusionReadsElementwise(inst, i) &&
+                reusable(leaves_.at(inst.operand(i))[0], out_slot) && elementwise[i] &&
                 try_reuse(leaves_.at(inst.operand(i))[0], out_slot)) {
               break;
             }
@@ -433,8 +440,9 @@ class Planner {
         bool window =
             inst.opcode() == Opcode::kDynamicUpdateSlice || inst.opcode() == Opcode::kScatter;
         for (int64_t i = 0; i < inst.operand_count(); ++i) {
-          if (!inst.operand(i)->shape().is_array() || !CanRunInPlace(inst, i)) continue;
+          if (!inst.operand(i)->shape().is_array()) continue;
           int64_t in_slot = leaves_.at(inst.operand(i))[0];
+          if (!reusable(in_slot, step.output_slots[0]) || !CanRunInPlace(inst, i)) continue;
           bool shared = false;
           for (int64_t j = 0; window && j < inst.operand_count(); ++j) {
             for (int64_t other : leaves_.at(inst.operand(j))) {
@@ -493,12 +501,14 @@ class Planner {
               writer.opcode() == Opcode::kFusion && FusionOutputShape(writer).has_value();
           const std::vector<Shape> leaves =
               fusion_elementwise ? writer.shape().Leaves() : std::vector<Shape>{};
+          const std::vector<bool> reads_elementwise =
+              fusion_elementwise ? FusionElementwiseOperands(writer) : std::vector<bool>{};
           for (int64_t i = 0; fusion_elementwise && i < writer.operand_count(); ++i) {
             bool output_sized = false;
             for (const Shape& leaf : leaves)
               output_sized =
                   output_sized || writer.operand(i)->shape().byte_size() == leaf.byte_size();
-            fusion_elementwise = !output_sized || FusionReadsElementwise(writer, i);
+            fusion_elementwise = !output_sized || reads_elementwise[i];
           }
           program_->root_carried_parameter_[k] =
               CarriedParameter(st.first, slot_storage[program_->root_slots_[k]]);

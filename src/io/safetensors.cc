@@ -473,6 +473,7 @@ std::vector<uint8_t> SerializeSafetensors(const std::vector<TensorData>& tensors
 void WriteSafetensors(const std::string& path, const std::vector<TensorData>& tensors,
                       const std::map<std::string, std::string>& metadata) {
   fs::path target(path);
+  if (path.empty()) Fail("[safetensors] the output path is empty; expected a file path");
   if (!target.has_filename()) FailIn(path, "expected a file path, got a directory path");
   std::string header = BuildHeader(path, tensors, metadata);  // validates before touching disk
   std::string prefix;
@@ -487,6 +488,7 @@ void WriteSafetensors(const std::string& path, const std::vector<TensorData>& te
 void WriteFileAtomically(const std::string& path, const std::vector<std::string_view>& pieces) {
   const fs::path target(path);
   const std::string label = target.string();
+  if (path.empty()) Fail("[write] the output path is empty; expected a file path");
   if (!target.has_filename()) FailIn(label, "expected a file path, got a directory path");
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
 

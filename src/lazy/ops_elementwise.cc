@@ -238,7 +238,17 @@ Tensor operator-(const Tensor& a) {
       lazy::Op(Opcode::kNegate, {lazy::ConvertValue(a.value(), lazy::ComputeType(a.dtype()))}),
       a.dtype()));
 }
-Tensor pow(const Tensor& a, const Tensor& b) { return BinaryOp("pow", Opcode::kPower, a, b); }
+Tensor pow(const Tensor& a, const Tensor& b) {
+  Tensor r = BinaryOp("pow", Opcode::kPower, a, b);
+  if (!IsSignedInteger(r.dtype())) return r;
+  // A negative exponent: XLA gives 0 but for base 1; torch gives (-1)^e
+  // for base -1 too.
+  const Tensor minus_one = integer_scalar(-1, r.dtype()), zero = zeros({}, r.dtype());
+  const Tensor e = astype(b, r.dtype());
+  const Tensor odd = ne(BinaryOp("pow", Opcode::kRemainder, e, integer_scalar(2, r.dtype())), zero);
+  const Tensor fix = logical_and(eq(astype(a, r.dtype()), minus_one), lt(e, zero));
+  return where(fix, where(odd, minus_one, integer_scalar(1, r.dtype())), r);
+}
 Tensor pow(const Tensor& a, double exponent) {
   if (IsInteger(a.dtype()) && exponent < 0 && std::floor(exponent) == exponent) {
     Fail("[pow] integers to negative integer powers are not allowed (as torch): {} ** {:g}",
@@ -263,7 +273,21 @@ Tensor trunc_divide(const Tensor& a, const Tensor& b) {
   return lazy::WithDivisorCheck(BinaryOp("trunc_divide", Opcode::kDivide, a, b), b, "trunc_divide");
 }
 Tensor floor_divide(const Tensor& a, const Tensor& b) {
-  if (IsFloating(lazy::ResultType(a, b))) return floor(a / b);
+  if (IsFloating(lazy::ResultType(a, b))) {
+    // torch's (and Python's) float floor division: from fmod, so that
+    // -5 // inf is -1 (floor(-5 / inf) would be -0).
+    const DType t = lazy::ResultType(a, b);
+    const Tensor x = astype(a, t), y = astype(b, t), zero = zeros({}, t);
+    const Tensor mod = BinaryOp("floor_divide", Opcode::kRemainder, x, y);  // C's fmod
+    Tensor div = (x - mod) / y;
+    div = where(logical_and(ne(mod, zero), ne(lt(y, zero), lt(mod, zero))), div - 1.0, div);
+    // The quotient rounded to the nearest whole value toward it; x / 0 as is.
+    Tensor whole = floor(div);
+    whole = where(gt(div - whole, constant(0.5, t)), whole + 1.0, whole);
+    Tensor q =
+        where(eq(div, zero), BinaryOp("floor_divide", Opcode::kMultiply, zero, x / y), whole);
+    return where(eq(y, zero), x / y, q);
+  }
   Tensor q = BinaryOp("floor_divide", Opcode::kDivide, a, b);
   // One down where the division was inexact and the signs differ.
   Tensor zero = zeros({}, q.dtype());
@@ -329,6 +353,7 @@ Tensor sign(const Tensor& x) {
   return x.dtype() == DType::kPred ? x : UnaryOp("sign", Opcode::kSign, x, false);
 }
 Tensor floor(const Tensor& x) {
+  if (x.dtype() == DType::kPred) Fail("[floor] is not defined for bool tensors (as torch)");
   return IsFloating(x.dtype()) ? UnaryOp("floor", Opcode::kFloor, x, true) : x;
 }
 Tensor ceil(const Tensor& x) {

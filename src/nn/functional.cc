@@ -45,6 +45,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
 // where(x <= 0, 0, x): a gradient of 0 at 0 and NaN kept, as torch (maximum
 // would split a tie's gradient).
 Tensor relu(const Tensor& x) {
+  if (x.dtype() == DType::kPred) Fail("[relu] is not defined for bool tensors (as torch)");
   const Tensor zero = zeros({}, x.dtype());
   return where(le(x, zero), zero, x);
 }
@@ -107,6 +108,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
 }
 
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
+  if (x.rank() == 0) Fail("[rms_norm] needs at least one dimension to normalize, got a 0-d tensor");
   DType compute = x.dtype() == DType::kF64 ? DType::kF64 : DType::kF32;
   Tensor h = astype(x, compute);
   Tensor normed = h * rsqrt(mean(h * h, {-1}, true) + eps);
@@ -115,6 +117,8 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
 
 Tensor layer_norm(const Tensor& x, const std::optional<Tensor>& weight,
                   const std::optional<Tensor>& bias, double eps) {
+  if (x.rank() == 0)
+    Fail("[layer_norm] needs at least one dimension to normalize, got a 0-d tensor");
   Tensor mu = mean(x, {-1}, true);
   Tensor centered = x - mu;
   Tensor var = mean(centered * centered, {-1}, true);  // biased, as torch

@@ -23,6 +23,7 @@ void CheckGrads(const char* name, const std::vector<Tensor*>& params,
 }
 
 void CheckParams(const char* name, const std::vector<Tensor*>& params) {
+  if (params.empty()) Fail("[{}] got an empty parameter list (as torch refuses it)", name);
   for (size_t i = 0; i < params.size(); ++i) {
     if (!params[i] || !params[i]->defined() || !IsFloating(params[i]->dtype()))
       Fail("[{}] parameter {} must be a defined floating-point tensor", name, i);
@@ -45,8 +46,14 @@ void Assign(Tensor& p, const Tensor& value) {
 SGD::SGD(std::vector<Tensor*> params, SgdOptions options)
     : params_(std::move(params)), options_(options), momentum_(params_.size()) {
   CheckParams("SGD", params_);
-  if (options.lr < 0 || options.momentum < 0 || options.weight_decay < 0)
-    Fail("[SGD] lr, momentum and weight_decay must be non-negative");
+  if (!(options.lr >= 0) || !(options.momentum >= 0) || !(options.weight_decay >= 0) ||
+      !std::isfinite(options.lr) || !std::isfinite(options.weight_decay) ||
+      !std::isfinite(options.dampening))
+    Fail(
+        "[SGD] lr, momentum and weight_decay must be finite and non-negative, got lr {} momentum "
+        "{} "
+        "weight_decay {}",
+        options.lr, options.momentum, options.weight_decay);
   if (options.nesterov && (options.momentum <= 0 || options.dampening != 0))
     Fail("[SGD] Nesterov momentum requires a momentum and zero dampening");
 }
@@ -73,8 +80,11 @@ void SGD::step(const std::vector<Tensor>& grads) {
 AdamW::AdamW(std::vector<Tensor*> params, AdamWOptions options)
     : params_(std::move(params)), options_(options) {
   CheckParams("AdamW", params_);
-  if (options.lr < 0 || options.eps < 0 || options.weight_decay < 0 || options.beta1 < 0 ||
-      options.beta1 >= 1 || options.beta2 < 0 || options.beta2 >= 1) {
+  // Written so that NaN fails every test (torch: "Invalid learning rate: nan").
+  if (!(options.lr >= 0) || !(options.eps >= 0) || !(options.weight_decay >= 0) ||
+      !(options.beta1 >= 0 && options.beta1 < 1) || !(options.beta2 >= 0 && options.beta2 < 1) ||
+      !std::isfinite(options.lr) || !std::isfinite(options.eps) ||
+      !std::isfinite(options.weight_decay)) {
     Fail(
         "[AdamW] need lr, eps, weight_decay >= 0 and betas in [0, 1), got lr {} betas ({}, {}) "
         "eps {} weight_decay {}",
@@ -109,6 +119,11 @@ void AdamW::step(const std::vector<Tensor>& grads) {
 Tensor clip_grad_norm(std::vector<Tensor>& grads, double max_norm) {
   if (!(max_norm > 0)) Fail("[clip_grad_norm] max_norm must be positive, got {}", max_norm);
   if (grads.empty()) return zeros({});
+  for (const Tensor& g : grads) {
+    if (!IsFloating(g.dtype()))
+      Fail("[clip_grad_norm] gradients must be floating-point (as torch), got {}",
+           g.shape().ToString());
+  }
   // The norm in f32 at least (f64 when a gradient is f64).
   DType t = DType::kF32;
   for (const Tensor& g : grads) {

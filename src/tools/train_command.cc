@@ -289,7 +289,10 @@ int RunTrain(const TrainCommandOptions& options) {
   if (options.checkpoint_every < 0) Fail("[train] --checkpoint-every must not be negative");
   if (options.fall_back && !options.resume) Fail("[train] --fall-back goes with --resume");
   if (options.sample_tokens < 0) Fail("[train] --sample-tokens must not be negative");
-  if (!(options.temperature > 0)) Fail("[train] --temperature must be positive");
+  if (!(options.temperature >= 0) || !std::isfinite(options.temperature))
+    Fail("[train] --temperature must be finite and >= 0 (0 samples greedily), got {}",
+         options.temperature);
+  if (options.out.empty()) Fail("[train] --out must name a directory, got an empty path");
   if (options.prompt.empty()) Fail("[train] --prompt must not be empty");
   const std::string corpus_path = options.corpus.empty() ? BundledCorpus() : options.corpus;
   train::Corpus corpus = train::LoadCorpus(corpus_path, o.heldout, o.seq + 1);

@@ -199,7 +199,8 @@ void TrainOptions::Validate() const {
   require(warmup >= 0, "--warmup must not be negative", warmup);
   require(lr > 0 && std::isfinite(lr), "--lr must be positive", lr);
   require(min_lr >= 0 && min_lr <= lr, "--min-lr must be in [0, lr]", min_lr);
-  require(weight_decay >= 0, "--weight-decay must not be negative", weight_decay);
+  require(weight_decay >= 0 && std::isfinite(weight_decay),
+          "--weight-decay must be finite and not negative", weight_decay);
   require(beta1 >= 0 && beta1 < 1, "--beta1 must be in [0, 1)", beta1);
   require(beta2 >= 0 && beta2 < 1, "--beta2 must be in [0, 1)", beta2);
   require(clip >= 0, "--clip must not be negative (0 turns clipping off)", clip);
@@ -243,7 +244,11 @@ std::optional<ir::Mesh> TrainOptions::Mesh() const {
         size = 0;
       }
     }
-    if (size < 1 || size > 1024) {
+    if (size > 1024) {
+      Fail("[train] --mesh axis '{}' asks for {} devices; at most 1024 run in one process", part,
+           size);
+    }
+    if (size < 1) {
       Fail("[train] --mesh takes axis=size pairs such as data=2,model=2; '{}' is not one", part);
     }
     names.push_back(part.substr(0, eq));
@@ -794,6 +799,13 @@ std::unique_ptr<Trainer> Trainer::LoadStep(const fs::path& dir, const TrainOptio
 }
 
 void ExportCheckpoint(const std::string& checkpoint, const std::string& out) {
+  std::error_code ec;
+  if (out.empty()) Fail("[export] --out must name a directory, got an empty path");
+  for (fs::path part = out; !part.empty(); part = part.parent_path()) {
+    if (fs::exists(part, ec) && !fs::is_directory(part, ec))
+      Fail("[export] --out: '{}' is a file, not a directory", part.string());
+    if (part == part.parent_path()) break;
+  }
   const fs::path dir = StepDirectory(checkpoint);
   std::unique_ptr<nn::LlamaForCausalLM> model;
   if (fs::exists(dir / kShardIndexName)) {

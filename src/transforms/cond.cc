@@ -229,9 +229,12 @@ Tree switch_case(const Tensor& index, const std::vector<BranchFn>& branches, con
     Fail("[cond] switch_case's index must be an integer, got {}", i.shape().ToString());
   }
   if (branches.size() == 1) return branches[0](operands);
-  const double last = static_cast<double>(branches.size() - 1);
+  const auto last = static_cast<int64_t>(branches.size() - 1);
+  // Clamped in the index's own dtype first: a uint64 beyond int64's range
+  // (2^64 - 1) would turn negative as int64 and pick branch 0, not the last.
+  if (IsUnsignedInteger(i.dtype())) i = minimum(i, integer_scalar(last, i.dtype()));
   i = astype(i, DType::kS64);
-  i = minimum(maximum(i, zeros({}, DType::kS64)), full({}, last, DType::kS64));
+  i = minimum(maximum(i, zeros({}, DType::kS64)), integer_scalar(last, DType::kS64));
   std::vector<std::string> names;
   for (size_t k = 0; k < branches.size(); ++k) names.push_back(fmt::format("branches[{}]", k));
   return Conditional(astype(i, DType::kS32), branches, names, operands);

@@ -200,5 +200,13 @@ def scan_layers(layers, remat="carries"):
     makes a model's loop over its layers one strata scan."""
     if isinstance(layers, ScannedLayers):
         return layers
-    return ScannedLayers(list(layers), remat)
+    if isinstance(layers, torch.nn.Module) and not isinstance(layers, torch.nn.ModuleList):
+        raise TypeError(f"[strata.torch.scan_layers] takes a torch.nn.ModuleList (or a list) of "
+                        f"layers, got one {type(layers).__name__}")
+    try:
+        layers = list(layers)
+    except TypeError:
+        raise TypeError(f"[strata.torch.scan_layers] takes a torch.nn.ModuleList (or a list) of "
+                        f"layers, got {type(layers).__name__}") from None
+    return ScannedLayers(layers, remat)
 

@@ -98,6 +98,11 @@ class _Body:
                          decomposition_table=_backend.decompositions(),
                          _allow_non_fake_inputs=True)(*init_leaves, *x_examples, *consts)
         except RuntimeError as e:
+            if type(e).__name__ == "GuardOnDataDependentSymNode":
+                raise _error(f"the body {_name(fn)} branches on, or converts to a Python number, "
+                             "a value computed from tensors (.item(), float(), bool(), an if on "
+                             "a tensor): the body is traced once for every step, so no value is "
+                             "known then; keep it a tensor (torch.where for an if)") from None
             if "mutating a non-functional tensor" in str(e):
                 raise _error(f"the body {_name(fn)} writes in place into a tensor it did not "
                              "get as an argument (a side effect outside the loop); return the "

@@ -24,8 +24,8 @@
 namespace strata::compiler {
 
 using runtime::FusionComputeType;
+using runtime::FusionElementwiseOperands;
 using runtime::FusionOutputShape;
-using runtime::FusionReadsElementwise;
 using runtime::IsPlainLoopFusion;
 namespace {
 
@@ -71,6 +71,7 @@ class Absorber {
       if (!IsPlainLoopFusion(*reader)) continue;
       const std::vector<int64_t> dims = FusionOutputShape(*reader)->dims();
       const DType type = *FusionComputeType(*reader);
+      std::optional<std::vector<bool>> reads;  // FusionElementwiseOperands, once asked
       for (int64_t i = 0; i < reader->operand_count(); ++i) {
         Instruction* x = reader->operand(i);
         if (x == c_.root() || !x->shape().is_array() || x->shape().dims() != dims) continue;
@@ -81,8 +82,9 @@ class Absorber {
         if (!fusion && !IsFusibleOp(*x, type)) continue;
         bool elementwise = true;
         for (int64_t k = 0; k < reader->operand_count(); ++k) {
-          if (reader->operand(k) == x)
-            elementwise = elementwise && FusionReadsElementwise(*reader, k);
+          if (reader->operand(k) != x) continue;
+          if (!reads) reads = FusionElementwiseOperands(*reader);
+          elementwise = elementwise && (*reads)[static_cast<size_t>(k)];
         }
         if (!elementwise) continue;
         Absorb(reader, x);

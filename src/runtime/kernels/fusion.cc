@@ -502,6 +502,13 @@ std::vector<Op> Translate(const hlo::Computation& fused, int64_t elements, int64
     if (!live.insert(inst).second || is_view(*inst)) continue;
     for (const Instruction* o : inst->operands()) pending.push_back(o);
   }
+  // Parameters read directly: not only through broadcasts and views (one
+  // pass, so a fusion of many parameters translates in linear time).
+  std::unordered_set<const Instruction*> read_directly;
+  for (const auto& user : fused.instructions()) {
+    if (!live.count(user.get()) || user->opcode() == Opcode::kBroadcast || is_view(*user)) continue;
+    for (const Instruction* o : user->operands()) read_directly.insert(o);
+  }
   for (const auto& owned : fused.instructions()) {
     const Instruction& inst = *owned;
     if (!live.count(&inst)) continue;
@@ -531,15 +538,8 @@ std::vector<Op> Translate(const hlo::Computation& fused, int64_t elements, int64
     }
     switch (inst.opcode()) {
       case Opcode::kParameter: {
-        bool read_directly = false;  // not only through broadcasts and views
-        for (const auto& user : fused.instructions()) {
-          if (!live.count(user.get())) continue;
-          for (const Instruction* o : user->operands())
-            read_directly = read_directly ||
-                            (o == &inst && user->opcode() != Opcode::kBroadcast && !is_view(*user));
-        }
         const int64_t count = inst.shape().num_elements();
-        if (!read_directly) {
+        if (!read_directly.count(&inst)) {
           op.kind = Kind::kConstant;  // a placeholder nothing reads
         } else if (inst.shape().rank() == 0) {
           op = operand_op(inst, Kind::kScalar);
@@ -722,16 +722,25 @@ bool FusedKernelRuns(const Instruction& fusion, ThreadPool& pool) {
   }
 }
 
-bool FusionReadsElementwise(const Instruction& fusion, int64_t index) {
+std::vector<bool> FusionElementwiseOperands(const Instruction& fusion) {
   const hlo::Computation& fused = *fusion.called.at(0);
-  const Instruction* parameter = fused.parameter(index);
-  for (const auto& inst : fused.instructions()) {
-    for (const Instruction* operand : inst->operands()) {
-      if (operand == parameter && IsIndexMap(*inst)) return false;
-    }
-  }
+  std::vector<bool> out(static_cast<size_t>(fusion.operand_count()), false);
   const std::optional<Shape> leaf = FusionOutputShape(fusion);
-  return leaf && parameter->shape().dims() == leaf->dims();
+  if (!leaf) return out;
+  std::unordered_set<const Instruction*> mapped;  // read through an index map
+  for (const auto& inst : fused.instructions()) {
+    if (IsIndexMap(*inst)) mapped.insert(inst->operands().begin(), inst->operands().end());
+  }
+  for (const auto& inst : fused.instructions()) {
+    const int64_t n = inst->parameter_number;
+    if (inst->opcode() != Opcode::kParameter || n < 0 || n >= fusion.operand_count()) continue;
+    out[static_cast<size_t>(n)] = !mapped.count(inst.get()) && inst->shape().dims() == leaf->dims();
+  }
+  return out;
+}
+
+bool FusionReadsElementwise(const Instruction& fusion, int64_t index) {
+  return FusionElementwiseOperands(fusion).at(static_cast<size_t>(index));
 }
 
 KernelInfo MakeFusionKernel(const Instruction& inst, ThreadPool& pool) {

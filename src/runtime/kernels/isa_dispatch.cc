@@ -46,6 +46,10 @@ bool FusionReadsElementwise(const hlo::Instruction& fusion, int64_t index) {
   return isa_portable::FusionReadsElementwise(fusion, index);
 }
 
+std::vector<bool> FusionElementwiseOperands(const hlo::Instruction& fusion) {
+  return isa_portable::FusionElementwiseOperands(fusion);
+}
+
 bool IsScalarBroadcast(const hlo::Instruction& inst) {
   return isa_portable::IsScalarBroadcast(inst);
 }

@@ -14,6 +14,7 @@
   /* The planner's questions, the same in every variant (the portable one answers them). */ \
   bool FusedKernelRuns(const hlo::Instruction& fusion, ThreadPool& pool);                   \
   bool FusionReadsElementwise(const hlo::Instruction& fusion, int64_t index);               \
+  std::vector<bool> FusionElementwiseOperands(const hlo::Instruction& fusion);              \
   bool IsScalarBroadcast(const hlo::Instruction& inst);                                     \
   bool AcceptsScalarBroadcast(const hlo::Instruction& user, int64_t operand);
 

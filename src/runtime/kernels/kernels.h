@@ -172,6 +172,10 @@ inline bool IsPlainLoopFusion(const hlo::Instruction& inst) {
 // Whether a fusion reads operand `index` element by element (not through a
 // broadcast or another index map), so its result may overwrite that operand.
 bool FusionReadsElementwise(const hlo::Instruction& fusion, int64_t index);
+// The same for every operand at once, in one pass over the fused
+// computation: what callers that ask about each operand use (a fusion of
+// many operands would otherwise take quadratic time).
+std::vector<bool> FusionElementwiseOperands(const hlo::Instruction& fusion);
 
 // Copies an N-d strided view: dst[i] = src[i] for every index i < dims, with
 // per-dimension strides in elements (may be negative or zero).
