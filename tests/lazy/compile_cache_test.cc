@@ -45,6 +45,13 @@ std::vector<double> Reference() {
   return out;
 }
 
+std::string ReadFile(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
 class CompileCache : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -98,13 +105,7 @@ TEST_F(CompileCache, ADamagedEntryIsIgnoredWithAWarningAndWrittenAgain) {
   const std::vector<float> first = RunFresh(&compiles, &hits);
   ASSERT_EQ(Entries().size(), 1u);
   const std::filesystem::path entry = Entries()[0];
-  std::string text;
-  {
-    std::ifstream in(entry, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    text = s.str();
-  }
+  const std::string text = ReadFile(entry);
   // One byte of the module changed: a program that still parses, and would
   // compute something else.
   const size_t at = text.find("add(");
@@ -131,13 +132,7 @@ TEST_F(CompileCache, AnEntryUnderAnotherKeysNameOrNotAnEntryIsNeverLoaded) {
   RunFresh(&compiles, &hits);
   ASSERT_EQ(Entries().size(), 1u);
   const std::filesystem::path entry = Entries()[0];
-  std::string text;
-  {
-    std::ifstream in(entry, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    text = s.str();
-  }
+  const std::string text = ReadFile(entry);
   // Another program's entry under this key's name (a foreign file).
   const size_t key_at = text.find("// key ") + 7;
   std::string foreign = text;
