@@ -145,10 +145,14 @@ Index Apply(const Tensor& x, py::handle key) {
       }
       out.is_window = false;
       std::vector<int64_t> index_dims = index.shape().dims();
-      // Negative indices count from the end, as in NumPy and PyTorch.
+      // Negative indices count from the end, as in NumPy and PyTorch, in
+      // int64 (an int8 index into 300 rows must reach 299). One below -size
+      // is left as it is, so the index check names the index the user gave.
       if (IsSignedInteger(index.dtype())) {
-        const Tensor size = constant(static_cast<double>(t.dim(d)), index.dtype());
-        index = where(lt(index, zeros({}, index.dtype())), index + size, index);
+        index = astype(index, DType::kS64);
+        const Tensor size = integer_scalar(t.dim(d), DType::kS64);
+        index = where(logical_and(lt(index, zeros({}, DType::kS64)), ge(index, -size)),
+                      index + size, index);
       }
       t = index_select(t, d, reshape(index, {-1}));
       std::vector<int64_t> dims = t.shape().dims();

@@ -539,3 +539,11 @@ def test_torch_scan_layers_and_scan_bodies_say_what_is_wrong():
     const = torch.ones(2)
     with pytest.raises(strata.Error, match="traced once for every step"):
         scan(lambda c, x: (c * float(const.sum() * x), None), torch.zeros(()), torch.arange(3.0))
+
+
+def test_negative_tensor_indices_count_from_the_end_in_int64_and_errors_name_them():
+    x = np.arange(600, dtype=np.float32).reshape(300, 2)
+    idx = np.array([-1, -300, 5], np.int8)
+    close(strata.tensor(x)[strata.tensor(idx)], torch.tensor(x)[torch.tensor(idx, dtype=torch.int64)])
+    with pytest.raises(strata.Error, match="index -4 is out of range"):
+        strata.zeros(3, 4)[strata.tensor(np.array([-4], np.int8))].numpy()
