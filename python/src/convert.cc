@@ -236,6 +236,26 @@ DType DTypeArg(py::handle value) {
                   name, TypeName(value)));
 }
 
+namespace {
+
+// Whether Python data holds a NumPy float64 scalar or array: torch.tensor
+// keeps float64 for it (np.float64 is a Python float, but it carries its dtype).
+bool HoldsNumpyFloat64(py::handle value, const py::object& float64, int depth = 0) {
+  if (py::isinstance(value, float64)) return true;
+  if (py::isinstance<py::array>(value)) {
+    return py::reinterpret_borrow<py::array>(value).dtype().equal(py::dtype::of<double>());
+  }
+  if (depth > 64 || !(py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value))) {
+    return false;
+  }
+  for (py::handle item : value) {
+    if (HoldsNumpyFloat64(item, float64, depth + 1)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 Tensor ToTensor(py::handle value, std::optional<DType> dtype) {
   if (py::isinstance<Tensor>(value)) {
     const Tensor& t = value.cast<const Tensor&>();
@@ -270,7 +290,9 @@ Tensor ToTensor(py::handle value, std::optional<DType> dtype) {
     Fail("[tensor] {} holds an integer beyond int64's range ({}); give dtype=uint64 to keep it",
          TypeName(value), std::string(py::str(array.attr("max")())));
   }
-  if (python_data && source == DType::kF64) source = DType::kF32;
+  if (python_data && source == DType::kF64 && !HoldsNumpyFloat64(value, np.attr("float64"))) {
+    source = DType::kF32;
+  }
   // Python numbers must fit the dtype asked for (torch.tensor([300],
   // dtype=int8) is an error, not 44); NumPy arrays convert as NumPy does.
   if (python_data && dtype && IsInteger(*dtype) && array.size() > 0) {

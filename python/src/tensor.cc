@@ -55,9 +55,9 @@ py::object Item(Tensor& t) {
 // ---- indexing ---------------------------------------------------------------------------
 struct Index {
   Tensor result;
-  // For assignment: the window each dimension of the input covers
-  // (start, size), and whether every item was an int or a unit-step slice.
-  std::vector<int64_t> starts, sizes;
+  // For assignment: what each dimension of the input keeps (start, count,
+  // step), and whether every item was an int, a slice or None (no tensor).
+  std::vector<int64_t> starts, sizes, steps;
   bool is_window = true;
 };
 
@@ -85,7 +85,8 @@ Index Apply(const Tensor& x, py::handle key) {
   if (consuming > rank) {
     throw py::index_error(fmt::format("too many indices for tensor of dimension {}", rank));
   }
-  Index out{x, std::vector<int64_t>(rank, 0), x.shape().dims(), true};
+  Index out{x, std::vector<int64_t>(rank, 0), x.shape().dims(), std::vector<int64_t>(rank, 1),
+            true};
   Tensor& t = out.result;
   int64_t d = 0;      // dimension of t
   int64_t input = 0;  // dimension of x
@@ -97,7 +98,6 @@ Index Apply(const Tensor& x, py::handle key) {
       input += rank - consuming;
     } else if (item.is_none()) {
       t = unsqueeze(t, d++);
-      out.is_window = false;
     } else if (py::isinstance<py::int_>(item) && !py::isinstance<py::bool_>(item)) {
       const int64_t size = t.dim(d);
       const int64_t i_clamped = ClampedInt64(item);
@@ -117,12 +117,12 @@ Index Apply(const Tensor& x, py::handle key) {
       if (step <= 0) Fail("[index] slice steps must be positive, got {}", step);
       const int64_t size = t.dim(d);
       t = slice(t, d, SliceBound(item.attr("start")), SliceBound(item.attr("stop")), step);
-      if (step != 1) out.is_window = false;
       // Where the window starts, bounds clamped as Python clamps them.
       py::ssize_t start = 0, stop = 0, unused_step = 0, length = 0;
       py::slice(py::reinterpret_borrow<py::object>(item))
           .compute(static_cast<size_t>(size), &start, &stop, &unused_step, &length);
       out.starts[input] = length > 0 ? start : 0;
+      out.steps[input] = length > 1 ? step : 1;
       out.sizes[input++] = length;
       ++d;
     } else {
@@ -173,15 +173,42 @@ Index Apply(const Tensor& x, py::handle key) {
   return out;
 }
 
-// x[key] = value, for windows (ints and unit-step slices): rebinds x to a
-// copy with the window replaced, as x.copy_ does.
+// `v` (the elements x[key] selects, in x's rank) spread over the window
+// they span: along each dimension with a step, v's elements step apart with
+// x's own elements between them.
+Tensor SpreadOverWindow(const Tensor& x, Tensor v, const Index& index) {
+  Tensor mask = ones(v.shape().dims(), DType::kS8);
+  std::vector<int64_t> spans = index.sizes;
+  for (int64_t d = 0; d < v.rank(); ++d) {
+    const int64_t step = index.steps[d], n = index.sizes[d];
+    if (step == 1) continue;
+    // [.., n, ..] -> [.., n, step, ..] (the new elements 0) -> [.., n*step, ..] -> the span
+    auto spread = [&](const Tensor& t) {
+      std::vector<int64_t> low(t.rank() + 1, 0), high(t.rank() + 1, 0);
+      high[d + 1] = step - 1;
+      std::vector<int64_t> dims = t.shape().dims();
+      dims[d] = n * step;
+      return slice(reshape(pad(unsqueeze(t, d + 1), low, high), dims), d, 0, (n - 1) * step + 1);
+    };
+    v = spread(v);
+    mask = spread(mask);
+    spans[d] = (n - 1) * step + 1;
+  }
+  Tensor window = x;
+  for (int64_t d = 0; d < x.rank(); ++d) {
+    window = slice(window, d, index.starts[d], index.starts[d] + spans[d]);
+  }
+  return where(ne(mask, zeros({}, DType::kS8)), v, window);
+}
+
+// x[key] = value, for ints, slices (any positive step) and None: rebinds x
+// to a copy with those elements replaced, as x.copy_ does.
 void Assign(Tensor& x, py::handle key, py::handle value) {
   Index index = Apply(x, key);
   if (!index.is_window) {
     Fail(
-        "[setitem] assigning through None, steps other than 1 or tensor indices is not "
-        "supported; assign to ints and unit-step slices (or build the value with "
-        "strata.where / index_add)");
+        "[setitem] assigning through a tensor index is not supported; assign to ints and "
+        "slices (or build the value with strata.where / index_add / scatter_add)");
   }
   // A Python number must fit an integer tensor (torch refuses x[0] = 200 on
   // int8 rather than wrapping it, and nan or inf into any integer).
@@ -192,6 +219,10 @@ void Assign(Tensor& x, py::handle key, py::handle value) {
   }
   Tensor v = astype(TensorArg(x, value).get(), x.dtype());
   v = reshape(broadcast_to(v, index.result.shape().dims()), index.sizes);
+  if (v.numel() == 0) return;  // nothing selected: x stays as it is
+  if (std::any_of(index.steps.begin(), index.steps.end(), [](int64_t s) { return s != 1; })) {
+    v = SpreadOverWindow(x, v, index);
+  }
   std::vector<Tensor> starts;
   for (int64_t s : index.starts) starts.push_back(constant(static_cast<double>(s), DType::kS64));
   x.copy_(dynamic_update_slice(x, v, starts));
@@ -315,6 +346,10 @@ void BindInterop(py::module_& m) {
         "A tensor from any DLPack producer (torch.Tensor, NumPy), sharing its memory when it "
         "is row-major and 64-byte aligned.");
   m.def("to_dlpack", &ToDlpack, py::arg("tensor"));
+  // A new handle on the same value: differentiable (gradients follow the
+  // value), and no in-place write to the source reaches it.
+  m.def(
+      "_clone", [](const Tensor& t) { return Tensor(t.value()); }, py::arg("x"));
   // A module function as a method (x.sum(dim=1) is strata.sum(x, dim=1)):
   // built-in functions do not bind self, instance methods do.
   m.def("_instancemethod", [](py::function f) {

@@ -138,3 +138,17 @@ Tensor.tolist = lambda self: self.numpy().tolist()
 Tensor.__array__ = lambda self, dtype=None: (
     self.numpy() if dtype is None else self.numpy().astype(dtype))
 Tensor.__array_priority__ = 1000  # numpy_array + tensor calls Tensor.__radd__
+
+
+def clone(x):
+    """torch.clone: a tensor with x's value that no write to x (or its views) reaches."""
+    return _strata._clone(x)
+
+
+Tensor.clone = clone
+
+# Views as torch has them: x[0], x.T, x.reshape(...) share x's elements, and
+# in-place writes reach through them (strata/_views.py).
+from . import _views  # noqa: E402
+
+_views.install(_sys.modules[__name__])

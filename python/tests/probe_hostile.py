@@ -122,8 +122,10 @@ def classify_error(case, e, tb):
     frames = traceback.extract_tb(tb)
     last = frames[-1].filename if frames else ""
     deliberate = bool(frames) and (frames[-1].line or "").lstrip().startswith("raise ")
+    # A Python wrapper's call of a C++ op (strata/_views.py) passes the C++ error on.
+    calls_cpp = bool(frames) and re.search(r"\b(_raw_\w+|raw|_strata\.\w+)\(", frames[-1].line or "")
     if last.startswith(os.path.dirname(strata.__file__)) and not isinstance(e, strata.Error) \
-            and not msg.startswith("[") and not deliberate:
+            and not msg.startswith("[") and not deliberate and not calls_cpp:
         return "UNCLEAR", f"{kind} from {os.path.basename(last)}:{frames[-1].lineno}: {msg}"
     allowed = case.types or (strata.Error, TypeError, ValueError, IndexError, OverflowError)
     if not isinstance(e, allowed):

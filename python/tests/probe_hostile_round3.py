@@ -151,7 +151,10 @@ def classify_error(case, e, tb):
     # which starts with "[name]").
     frames = traceback.extract_tb(tb)
     last = frames[-1].filename if frames else ""
-    if last.startswith(os.path.dirname(strata.__file__)) and not isinstance(e, strata.Error) \
+    # A Python wrapper's call of a C++ op (strata/_views.py) passes the C++ error on.
+    calls_cpp = bool(frames) and re.search(r"\b(_raw_\w+|raw|_strata\.\w+)\(", frames[-1].line or "")
+    if last.startswith(os.path.dirname(strata.__file__)) and not calls_cpp \
+            and not isinstance(e, strata.Error) \
             and not msg.startswith("[") and not isinstance(e, (torch_errors())) \
             and "incompatible function arguments" not in msg and "strata" not in msg:
         return "UNCLEAR", f"{kind} from {os.path.basename(last)}:{frames[-1].lineno}: {msg}"

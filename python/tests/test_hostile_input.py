@@ -339,6 +339,18 @@ def test_grad_of_an_integer_output_is_an_error_not_zeros():
         strata.grad(lambda v: strata.sum(v.astype(strata.int32)))(x)
 
 
+def test_vjp_of_a_function_with_only_integer_outputs_is_an_error_as_torch_func():
+    x = strata.tensor([1.0, -2.0, 3.0])
+    with pytest.raises(RuntimeError, match="floating-point"):
+        torch.func.vjp(lambda v: v.to(torch.int32), torch.tensor([1.0, -2.0, 3.0]))
+    with pytest.raises(strata.Error, match=r"\[vjp\] every output .* integer or bool"):
+        strata.vjp(lambda v: v.astype(strata.int32), x)
+    # an integer output beside a floating one gets no gradient (JAX's rule)
+    (y, n), pullback = strata.vjp(lambda v: (v * v, (v > 0).astype(strata.int32)), x)
+    (g,) = pullback((strata.ones_like(y), strata.ones_like(n)))
+    np.testing.assert_allclose(np.asarray(g), [2.0, -4.0, 6.0])
+
+
 # ---- clear errors ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("data,match", [
@@ -547,3 +559,45 @@ def test_negative_tensor_indices_count_from_the_end_in_int64_and_errors_name_the
     close(strata.tensor(x)[strata.tensor(idx)], torch.tensor(x)[torch.tensor(idx, dtype=torch.int64)])
     with pytest.raises(strata.Error, match="index -4 is out of range"):
         strata.zeros(3, 4)[strata.tensor(np.array([-4], np.int8))].numpy()
+
+
+# ---- the third probe, what was left ----------------------------------------------------------
+
+def test_python_data_with_numpy_float64_keeps_float64_as_torch():
+    assert strata.tensor([np.array(1.5), np.array(2.5)]).dtype == strata.float64  # as NumPy
+    for data in ([np.float64(1.5), np.float64(2.5)], [1.0, np.float64(2.0)], np.float64(3.0),
+                 [np.float32(1.0)], [1.0, 2.0]):
+        assert strata.tensor(data).dtype.name == str(torch.tensor(data).dtype).split(".")[1]
+        np.testing.assert_array_equal(np.asarray(strata.tensor(data)), torch.tensor(data).numpy())
+
+
+def test_compiled_one_hot_of_a_class_out_of_range_raises_as_eager_torch():
+    f = torch.compile(lambda x: torch.nn.functional.one_hot(x, 3), backend="strata")
+    ids = torch.tensor([2, 0, 1])
+    torch.testing.assert_close(f(ids), torch.nn.functional.one_hot(ids, 3))
+    for bad in ([3], [-1]):
+        with pytest.raises(RuntimeError):
+            torch.nn.functional.one_hot(torch.tensor(bad), 3)
+        with pytest.raises(strata.Error, match=r"one_hot.*out of range \[0, 3\)"):
+            f(torch.tensor(bad))
+
+
+def test_compiled_in_place_write_to_an_expanded_tensor_raises_as_eager_torch():
+    def overlapping(x):
+        y = x.expand(3, 2)
+        y.add_(1)
+        return y
+
+    with pytest.raises(RuntimeError, match="more than one element"):
+        overlapping(torch.zeros(1, 2))
+    with pytest.raises(RuntimeError, match="more than one element"):
+        torch.compile(overlapping, backend="strata")(torch.zeros(1, 2))
+
+    def cloned(x):  # the same write to a clone is fine, and a row of it read back
+        y = x.expand(3, 2).clone()
+        y.add_(1)
+        y[0] += 2
+        return y * y[0]
+
+    x = torch.tensor([[1.0, 5.0]])
+    torch.testing.assert_close(torch.compile(cloned, backend="strata")(x), cloned(x))

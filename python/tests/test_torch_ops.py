@@ -252,6 +252,10 @@ CASES = [
     Case("scatter_value", lambda x: x.scatter(0, torch.tensor([[1, 0, 2]]), 5.0), ((3, 3),)),
     Case("index_add", lambda x, s: x.index_add(0, torch.tensor([0, 2, 0]), s), ((3, 2), (3, 2))),
     Case("embedding", lambda w: F.embedding(torch.tensor([[1, 3], [0, 1]]), w), ((4, 3),)),
+    Case("one_hot", lambda x: F.one_hot(torch.tensor([[2, 0], [1, 2]]), 3) * x, ((2, 2, 3),)),
+    # what the backend puts in F.one_hot's place in Dynamo's graph (its range check kept)
+    Case("strata_one_hot", lambda x: torch.ops.strata.one_hot(torch.tensor([[2, 0], [1, 2]]), 3)
+         * x, ((2, 2, 3),)),
     Case("embedding_padding", lambda w: F.embedding(torch.tensor([[1, 3], [0, 1]]), w,
                                                     padding_idx=1), ((4, 3),)),
     Case("index_tensor", lambda x: x[torch.tensor([2, -1, 0])], ((4, 3),), FLOATS + INTS),

@@ -235,6 +235,26 @@ TEST(FusionView, SlicesAndReversesOfOperandsAreReadInPlace) {
     }
 }
 
+// A value the fusion computes, read both elementwise and through a view (a
+// row of it broadcast back: torch.compile's `y[0] += 2` on a clone): the
+// view's base must stay the fusion's operand. Joining the base after its
+// view made a fusion the loop cannot read ("moves elements of a value the
+// fusion computes").
+TEST(FusionView, AViewOfAComputedValueKeepsThatValueOutside) {
+  const auto x = Random<float>(2, 51, -1, 1), y = Random<float>(3 * 2, 52, -1, 1);
+  Graph g({Shape(DType::kF32, {1, 2}), Shape(DType::kF32, {3, 2})});
+  Instruction* a = g.b.Add(g.b.Broadcast(g.b.Reshape(g.params[0], {2}), {3, 2}, {1}), g.params[1]);
+  Instruction* row = g.b.Reshape(g.b.Slice(a, {0, 0}, {1, 2}, {1, 1}), {2});
+  auto exe = g.Compile(g.b.Multiply(g.b.Broadcast(row, {3, 2}, {1}), a));
+  const auto got = exe->Run({Arg(x, {1, 2}), Arg(y, {3, 2})})[0].ToVector<float>();
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < 2; ++j) {
+      const double first = static_cast<double>(x[j]) + y[j];
+      const double want = first * (static_cast<double>(x[j]) + y[i * 2 + j]);
+      ASSERT_NEAR(got[i * 2 + j], want, 1e-5 * (1 + std::abs(want))) << i << " " << j;
+    }
+}
+
 // A value with no elements read through reshape -> reverse -> reshape (the
 // chain of a flip of an empty sequence) compiles and runs to an empty
 // result: its view reads nothing (its size-0 axes once divided by zero).

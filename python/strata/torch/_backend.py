@@ -9,6 +9,7 @@ such fallback is recorded by name, as is every recompile and its reason
 (``strata.torch.explain``).
 """
 import functools
+import operator
 import logging
 import time
 from collections import Counter
@@ -117,7 +118,14 @@ def interpret(gm, inputs, keys=None, refused=None, attrs=None):
 
     With a set `refused`, a node whose lowering fails is added to it and its
     result stood in for by fresh tensors of torch's shapes, so one pass finds
-    every node that must run in eager PyTorch; else the failure raises."""
+    every node that must run in eager PyTorch; else the failure raises.
+
+    Its values are nobody's views (strata/_views.py): none is linked."""
+    with strata._views.untracked():
+        return _interpret(gm, inputs, keys, refused, attrs)
+
+
+def _interpret(gm, inputs, keys, refused, attrs):
     env = {}
     placeholders = {}
     mutations = []
@@ -498,7 +506,50 @@ def _aot_backend():
     )
 
 
+_ONE_HOT = (torch.nn.functional.one_hot, torch._C._nn.one_hot)
+
+
+def _written_tensor(node):
+    """The tensor an in-place call of Dynamo's graph writes, or None."""
+    if node.op == "call_method" and node.target.endswith("_") and not node.target.startswith(
+            "_") and node.target not in ("requires_grad_", "retain_grad_"):
+        return node.args[0]
+    if node.op == "call_function" and node.target in (operator.iadd, operator.isub,
+                                                      operator.imul, operator.itruediv,
+                                                      operator.setitem):
+        return node.args[0]
+    name = getattr(node.target, "__name__", "") if node.op == "call_function" else ""
+    if name.endswith("_") and not name.startswith("_") and node.args:
+        return node.args[0]
+    return None
+
+
+def _prepare(gm):
+    """What eager torch checks on the data that AOTAutograd's graph loses:
+    an in-place write to a tensor whose elements overlap (an expand's
+    result) is torch's error at compile time, and F.one_hot keeps its range
+    check (strata::one_hot, checked at run time like every index)."""
+    changed = False
+    for node in gm.graph.nodes:
+        written = _written_tensor(node)
+        value = written.meta.get("example_value") if isinstance(written, torch.fx.Node) else None
+        if isinstance(value, torch.Tensor) and torch._debug_has_internal_overlap(value) == 1:
+            raise RuntimeError(
+                f"unsupported operation: more than one element of the written-to tensor "
+                f"refers to a single memory location (strata: {node.format_node()}, as eager "
+                f"torch refuses it). Please clone() the tensor before performing the operation.")
+        if node.op == "call_function" and node.target in _ONE_HOT:
+            classes = node.args[1] if len(node.args) > 1 else node.kwargs.get("num_classes", -1)
+            if isinstance(classes, int) and classes >= 0:
+                node.target = torch.ops.strata.one_hot.default
+                node.args, node.kwargs = (node.args[0], classes), {}
+                changed = True
+    if changed:
+        gm.recompile()
+
+
 def backend(gm, example_inputs, **options):
     """torch.compile(fn, backend="strata"): the Dynamo backend."""
+    _prepare(gm)
     return _aot_backend()(gm, example_inputs, **options)
 

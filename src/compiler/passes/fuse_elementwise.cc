@@ -243,6 +243,8 @@ struct Group {
   // Index maps read as strided views of their bases (IsFusibleView): like
   // broadcasts, they stay outside too for any other reader.
   std::unordered_set<Instruction*> views;
+  // The values those views read: operands of the fusion, so they never join.
+  std::unordered_set<const Instruction*> view_bases;
   int64_t row = 0;    // the row its reductions cover (0: none)
   int64_t lead = -1;  // dims before the row (-1: no row value yet)
   // Ops on per-row values (a reduction's result on its way to a broadcast:
@@ -445,6 +447,7 @@ class Fuser {
     // group's row (lead, length) not known yet: refused candidates are
     // tried again when that changes.
     auto try_join = [&](Instruction* op) {
+      if (g.view_bases.count(op)) return false;  // a view inside reads it as an operand
       if (op->opcode() == Opcode::kReduce) {
         const int64_t length = RowReduceLength(*op, dims, type);
         const int64_t reduced = static_cast<int64_t>(op->dimensions.size());
@@ -461,6 +464,7 @@ class Fuser {
           g.Join(at);
           g.views.insert(at);
         }
+        g.view_bases.insert(&ViewBase(*op));
         g.absorbs_broadcast = true;
         return true;
       } else if (IsFusibleBroadcast(*op, dims, type)) {

@@ -1,6 +1,8 @@
 """Neural-network ops: softmax, norms, convolution, pooling, attention, losses."""
 import math
 
+import torch
+
 import strata
 
 from ._table import aten, lower
@@ -359,3 +361,23 @@ def _native_group_norm_backward(grad, x, mean, rstd, weight, n, c, hw, groups, m
     dw = strata.sum(grad * xhat, _norm_dims(x), False) if weight is not None and mask[1] else None
     db = strata.sum(grad, _norm_dims(x), False) if mask[2] else None
     return (dx.reshape(*shape) if mask[0] else None), dw, db
+
+
+# ---- one_hot, with torch's range check --------------------------------------------------------
+# AOTAutograd traces F.one_hot to eq(x.unsqueeze(-1), arange(n)), which
+# answers a row of zeros for a class out of range where eager torch raises.
+# The backend puts this op in one_hot's place in Dynamo's graph
+# (_backend._prepare), so the check survives to strata's index check.
+@torch.library.custom_op("strata::one_hot", mutates_args=())
+def checked_one_hot(x: torch.Tensor, num_classes: int) -> torch.Tensor:
+    return torch.nn.functional.one_hot(x, num_classes)
+
+
+@checked_one_hot.register_fake
+def _checked_one_hot_shape(x, num_classes):
+    return x.new_empty((*x.shape, num_classes), dtype=torch.int64)
+
+
+@lower(torch.ops.strata.one_hot.default)
+def _one_hot(x, num_classes):
+    return strata.one_hot(x, num_classes, dtype=strata.int64)
