@@ -41,9 +41,8 @@ _children = {}
 # Off while strata's own code traces (the torch backend's lowering): its
 # intermediate values are nobody's views, and links would only cost time.
 _tracking = True
-# ids of live tensors that are not laid out row-major in their base (a
-# transposed or column-sliced view): reshape of one copies, as in torch.
-_strided = set()
+# id(view) -> its strides (see _strides_of).
+_strides = {}
 
 
 class _Link:
@@ -58,7 +57,7 @@ class _Link:
 
 def _forget(view_id, base_id):
     _links.pop(view_id, None)
-    _strided.discard(view_id)
+    _strides.pop(view_id, None)
     views = _children.get(base_id)
     if views is not None:
         views.pop(view_id, None)
@@ -66,16 +65,15 @@ def _forget(view_id, base_id):
             del _children[base_id]
 
 
-def _register(view, base, forward, update, strided=False, refusal=None):
-    """Makes `view` a view of `base`; returns it."""
+def _register(view, base, forward, update, strides, refusal=None):
+    """Makes `view` a view of `base` with `strides`; returns it."""
     if not _tracking:
         return view
     view_id, base_id = id(view), id(base)
     ref = weakref.ref(view, lambda _, v=view_id, b=base_id: _forget(v, b))
     _links[view_id] = _Link(base, forward, update, refusal)
     _children.setdefault(base_id, {})[view_id] = ref
-    if strided or base_id in _strided:
-        _strided.add(view_id)
+    _strides[view_id] = strides
     return view
 
 
@@ -163,6 +161,56 @@ def _in_place_operator(name, op):
 
 
 # ---- the view ops ---------------------------------------------------------------------------
+# Each view's strides (in elements of its root tensor's row-major layout),
+# as torch would have them: they decide, as in torch, whether a reshape of a
+# view is a view or a copy. A tensor that is no view is row-major.
+def _strides_of(x):
+    strides = _strides.get(id(x))
+    if strides is not None:
+        return strides
+    out, step = [], 1
+    for n in reversed(x.shape):
+        out.append(step)
+        step *= n
+    return tuple(reversed(out))
+
+
+def _reshape_strides(shape, strides, new_shape):
+    """The strides that view (shape, strides) as new_shape without moving an
+    element, or None where no strides can (torch's rule for view/reshape:
+    each run of dims that is contiguous in memory is split or merged alone)."""
+    if 0 in shape or 0 in new_shape:
+        return _strides_of_shape(new_shape)
+    if not shape:
+        shape, strides = (1,), (1,)
+    out = [0] * len(new_shape)
+    view_d = len(new_shape) - 1
+    base_stride = strides[-1]
+    run_numel = view_numel = 1
+    for d in range(len(shape) - 1, -1, -1):
+        run_numel *= shape[d]
+        # a run of dims ends where the next outer dim is not laid out right after it
+        if d == 0 or (shape[d - 1] != 1 and strides[d - 1] != run_numel * base_stride):
+            while view_d >= 0 and (view_numel < run_numel or new_shape[view_d] == 1):
+                out[view_d] = view_numel * base_stride
+                view_numel *= new_shape[view_d]
+                view_d -= 1
+            if view_numel != run_numel:
+                return None
+            if d > 0:
+                base_stride = strides[d - 1]
+                run_numel = view_numel = 1
+    return tuple(out) if view_d == -1 else None
+
+
+def _strides_of_shape(shape):
+    out, step = [], 1
+    for n in reversed(shape):
+        out.append(step)
+        step *= n
+    return tuple(reversed(out))
+
+
 def _basic(key):
     """Whether indexing by `key` gives a view (ints, slices, None, ...)."""
     items = key if isinstance(key, tuple) else (key,)
@@ -175,101 +223,133 @@ def _basic(key):
     return True
 
 
-def _window_is_row_major(shape, key):
-    """Whether x[key] of a row-major x is row-major in x's memory: ints and
-    slices of the leading dims, then at most one partial slice, then whole
-    dims (size-1 dims never break it)."""
+def _index_strides(shape, strides, key):
+    """The strides of x[key] for a basic key (ints, slices, None, ...)."""
     items = key if isinstance(key, tuple) else (key,)
     if any(item is Ellipsis for item in items):
-        before = items[:items.index(Ellipsis)]
-        after = items[items.index(Ellipsis) + 1:]
+        at = next(i for i, item in enumerate(items) if item is Ellipsis)
         consumed = sum(1 for item in items if item is not None and item is not Ellipsis)
-        items = before + (slice(None),) * (len(shape) - consumed) + after
-    dim, partial = 0, False
+        items = items[:at] + (slice(None),) * (len(shape) - consumed) + items[at + 1:]
+    out, d = [], 0
     for item in items:
         if item is None:
-            continue
-        if dim >= len(shape):
-            break
-        size = shape[dim]
-        whole = isinstance(item, slice) and range(size)[item] == range(size)
-        if partial and not whole and size != 1:
-            return False
-        if isinstance(item, slice) and not whole and size != 1:
-            if (item.step or 1) != 1:
-                return False
-            partial = True
-        dim += 1
-    return True
+            out.append(1)  # a size-1 dim: its stride never matters
+        elif isinstance(item, slice):
+            out.append(strides[d] * item.indices(shape[d])[2])
+            d += 1
+        else:
+            d += 1
+    return tuple(out) + tuple(strides[d:])
 
 
 def _getitem(self, key):
     result = _raw_getitem(self, key)
     if not _basic(key):
         return result  # advanced indexing copies, as in torch
+    return _getitem_view_of(result, self, key)
 
+
+def _getitem_view_of(result, base_tensor, key):
     def update(base, view):
         new = _strata.tensor(base)  # a new handle on the base's value, not a copy of its data
         _raw_setitem(new, key, view)
         return new
 
-    return _register(result, self, lambda base: _raw_getitem(base, key), update,
-                     strided=not _window_is_row_major(self.shape, key))
+    return _register(result, base_tensor, lambda base: _raw_getitem(base, key), update,
+                     _index_strides(tuple(base_tensor.shape), _strides_of(base_tensor), key))
 
 
 def _reshaping(raw, name):
-    """reshape-like ops: a view of a row-major tensor, a copy of a strided one."""
+    """reshape, flatten: a view where torch's strides allow one, else a copy.
+    view: always a view (torch refuses the rest; here it writes back all the same)."""
 
     def op(x, *args, **kwargs):
         result = raw(x, *args, **kwargs)
-        if id(x) in _strided and name != "view":
-            return result
+        shape = tuple(result.shape)
+        strides = _reshape_strides(tuple(x.shape), _strides_of(x), shape)
+        if strides is None:
+            if name != "view":
+                return result
+            strides = _strides_of_shape(shape)
         return _register(result, x, lambda base: raw(base, *args, **kwargs),
-                         lambda base, view: _strata.reshape(view, base.shape))
+                         lambda base, view: _strata.reshape(view, base.shape), strides)
 
     op.__name__ = name
     op.__doc__ = raw.__doc__
     return op
 
 
-def _permuted(p, ndim):
-    dims = [d % ndim for d in p] if ndim else []
-    return dims != list(range(ndim))
+def _squeeze(x, dim=None):
+    result = _strata.squeeze(x, dim)
+    shape, strides = tuple(x.shape), _strides_of(x)
+    if dim is None:
+        kept = [s for n, s in zip(shape, strides) if n != 1]
+    else:
+        d = dim % len(shape) if shape else 0
+        kept = [s for i, (n, s) in enumerate(zip(shape, strides)) if i != d or n != 1]
+    return _register(result, x, lambda base: _strata.squeeze(base, dim),
+                     lambda base, view: _strata.reshape(view, base.shape), tuple(kept))
+
+
+def _unsqueeze(x, dim):
+    result = _strata.unsqueeze(x, dim)
+    strides = list(_strides_of(x))
+    strides.insert(dim % (len(strides) + 1), 1)
+    return _register(result, x, lambda base: _strata.unsqueeze(base, dim),
+                     lambda base, view: _strata.reshape(view, base.shape), tuple(strides))
+
+
+def _permuted_view(result, x, order, forward, update):
+    strides = _strides_of(x)
+    return _register(result, x, forward, update, tuple(strides[d] for d in order))
 
 
 def _transpose(x, dim0=None, dim1=None):
-    result = _strata.transpose(x, dim0, dim1)
-    # transposing twice is the identity: the update is the op itself
-    moves = x.ndim > 1 and (dim0 is None or (dim0 % x.ndim) != (dim1 % x.ndim))
-    return _register(result, x, lambda base: _strata.transpose(base, dim0, dim1),
-                     lambda base, view: _strata.transpose(view, dim0, dim1), strided=moves)
+    result = _strata.transpose(x, dim0, dim1)  # transposing twice is the identity
+    order = list(range(x.ndim))
+    if dim0 is None:
+        order.reverse()
+    elif x.ndim:
+        a, b = dim0 % x.ndim, dim1 % x.ndim
+        order[a], order[b] = order[b], order[a]
+    return _permuted_view(result, x, order, lambda base: _strata.transpose(base, dim0, dim1),
+                          lambda base, view: _strata.transpose(view, dim0, dim1))
 
 
 def _mT(x):
     result = _strata.mT(x)
-    return _register(result, x, _strata.mT, lambda base, view: _strata.mT(view), strided=True)
+    order = list(range(x.ndim))
+    if x.ndim >= 2:
+        order[-2], order[-1] = order[-1], order[-2]
+    return _permuted_view(result, x, order, _strata.mT, lambda base, view: _strata.mT(view))
 
 
 def _permute(x, *dims):
     order = list(dims[0]) if len(dims) == 1 and not isinstance(dims[0], int) else list(dims)
     result = _strata.permute(x, *dims)
+    order = [d % len(order) for d in order]
     inverse = [0] * len(order)
     for i, d in enumerate(order):
-        inverse[d % len(order)] = i
-    return _register(result, x, lambda base: _strata.permute(base, *dims),
-                     lambda base, view: _strata.permute(view, *inverse),
-                     strided=_permuted(order, x.ndim))
+        inverse[d] = i
+    return _permuted_view(result, x, order, lambda base: _strata.permute(base, *dims),
+                          lambda base, view: _strata.permute(view, *inverse))
 
 
 def _expanding(raw, name):
     def op(x, *args, **kwargs):
         result = raw(x, *args, **kwargs)
-        refusal = (
-            f"[{name}] a write through an expanded view: more than one element of the view "
-            f"{tuple(result.shape)} is the same element of its base {tuple(x.shape)} (torch "
-            f"refuses it too); write to the base, or to a copy (x.{name}(...).clone())")
-        return _register(result, x, lambda base: raw(base, *args, **kwargs), None,
-                         strided=True, refusal=refusal)
+        shape, strides = tuple(x.shape), _strides_of(x)
+        new = tuple(result.shape)
+        lead = len(new) - len(shape)
+        out = [0] * lead + [s if n == m else 0 for n, m, s in zip(shape, new[lead:], strides)]
+        refusal = None
+        if any(s == 0 and n > 1 for n, s in zip(new, out)):
+            refusal = (
+                f"[{name}] a write through an expanded view: more than one element of the "
+                f"view {new} is the same element of its base {shape} (torch refuses it too); "
+                f"write to the base, or to a copy (x.{name}(...).clone())")
+        return _register(result, x, lambda base: raw(base, *args, **kwargs),
+                         lambda base, view: _strata.reshape(view, base.shape), tuple(out), refusal)
 
     op.__name__ = name
     return op
@@ -293,19 +373,9 @@ def _pieces(raw, name):
     return op
 
 
-def _getitem_view_of(result, base_tensor, key):
-    def update(base, view):
-        new = _strata.tensor(base)
-        _raw_setitem(new, key, view)
-        return new
-
-    return _register(result, base_tensor, lambda base: _raw_getitem(base, key), update,
-                     strided=not _window_is_row_major(base_tensor.shape, key))
-
-
 def _detach(x):
     result = _raw_detach(x)
-    return _register(result, x, _raw_detach, lambda base, view: view)
+    return _register(result, x, _raw_detach, lambda base, view: view, _strides_of(x))
 
 
 def install(package):
@@ -326,8 +396,8 @@ def install(package):
     functions = {
         "reshape": _reshaping(_strata.reshape, "reshape"),
         "flatten": _reshaping(_strata.flatten, "flatten"),
-        "squeeze": _reshaping(_strata.squeeze, "squeeze"),
-        "unsqueeze": _reshaping(_strata.unsqueeze, "unsqueeze"),
+        "squeeze": _squeeze,
+        "unsqueeze": _unsqueeze,
         "transpose": _transpose,
         "permute": _permute,
         "expand": _expanding(_strata.expand, "expand"),
