@@ -132,11 +132,44 @@ void BindSharding(py::module_& m) {
   m.def(
       "sharding_of",
       [](const Tensor& t) -> py::object {
-        if (!t.sharding()) return py::none();
-        return py::str(t.sharding()->ToString());
+        std::optional<ir::Sharding> sharding = sharding_of(t);
+        if (!sharding) return py::none();
+        return py::str(sharding->ToString());
       },
       py::arg("tensor"),
-      "The tensor's sharding as text ('(\\'x\\', None) on mesh[x=2]'), or None.");
+      "Where the tensor lives, as a partition spec on its mesh ('(\\'x\\', None) on "
+      "mesh[x=2]'): its own spec, or the layout the partitioner chose for a result or "
+      "gradient of a sharded program; None when nothing is sharded.");
+  m.def(
+      "reshard",
+      [](const Tensor& t, const ir::Mesh& mesh, py::handle spec) {
+        Tensor out(t.value());
+        mark_sharding(out, mesh, SpecArg(mesh, spec));
+        return out;
+      },
+      py::arg("tensor"), py::arg("mesh"), py::arg("partition_spec"),
+      "A tensor with the same values, split over the mesh as `partition_spec` says (the "
+      "input keeps its own sharding): jax.device_put(x, NamedSharding(...)).");
+  m.def(
+      "_sharding_parts",
+      [](const Tensor& t) -> py::object {
+        std::optional<ir::Sharding> sharding = sharding_of(t);
+        if (!sharding) return py::none();
+        py::list spec;
+        for (const std::vector<std::string>& axes : sharding->spec()) spec.append(py::cast(axes));
+        return py::make_tuple(py::cast(sharding->mesh()), py::tuple(spec));
+      },
+      py::arg("tensor"), "(mesh, spec: one list of axis names per dim), or None.");
+  m.def(
+      "hlo_sharding_of",
+      [](const Tensor& t) -> py::object {
+        std::optional<ir::Sharding> sharding = sharding_of(t);
+        if (!sharding) return py::none();
+        return py::str(sharding->hlo_text());
+      },
+      py::arg("tensor"),
+      "The same as XLA's sharding text ('{devices=[2,1]0,1}', torch_xla's "
+      "_get_xla_sharding_spec), or None.");
   m.def(
       "partition_report",
       [](py::args tensors) -> py::object {

@@ -16,6 +16,7 @@ import importlib as _importlib  # noqa: E402
 # submodule _strata.nn, which it re-exports, to the same name).
 nn = _importlib.import_module(".nn", __name__)
 from ._strata import optim  # noqa: F401,E402
+from . import debug  # noqa: F401,E402  strata.debug.visualize_sharding
 
 import sys as _sys  # noqa: E402
 

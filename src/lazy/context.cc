@@ -275,6 +275,10 @@ std::shared_ptr<const Context::Entry> Context::CompileAndInsert(const ir::Hash12
     entry->parameter_shardings = std::move(partitioned.parameter_shardings);
     entry->result_shardings = std::move(partitioned.result_shardings);
     entry->report = std::move(partitioned.report);
+    for (const spmd::AxisSharding& layout : entry->result_shardings) {
+      entry->report.result_layouts.push_back(
+          ir::Sharding(*entry->mesh, SpecOf(*entry->mesh, layout), layout.rank()).ToString());
+    }
     compiler::CompileOptions options;
     options.client = &ClientFor(entry->mesh->size());
     entry->executable = compiler::Compile(*partitioned.module, options);

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -378,6 +379,20 @@ std::optional<spmd::PartitionReport> Context::PartitionReportOf(
   std::shared_ptr<const Entry> entry = LookupOrCompile(key, graph);
   if (!entry->mesh) return std::nullopt;
   return entry->report;
+}
+
+std::optional<ir::Sharding> Context::PendingShardingOf(const ir::Value& value) {
+  ir::Graph graph = ir::BuildGraph({value}, /*with_index_checks=*/true);
+  auto sharded = [](const ir::Node* n) { return n->sharding().has_value(); };
+  if (std::none_of(graph.post_order.begin(), graph.post_order.end(), sharded) &&
+      std::none_of(graph.parameters.begin(), graph.parameters.end(), sharded)) {
+    return std::nullopt;  // nothing to partition: no compile to say so
+  }
+  CheckNotOverwritten(graph);
+  std::shared_ptr<const Entry> entry = LookupOrCompile(CacheKey(graph), graph);
+  if (!entry->mesh) return std::nullopt;
+  const spmd::AxisSharding& layout = entry->result_shardings.at(0);
+  return ir::Sharding(*entry->mesh, SpecOf(*entry->mesh, layout), layout.rank());
 }
 
 }  // namespace strata::lazy

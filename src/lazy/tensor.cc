@@ -150,6 +150,13 @@ void mark_sharding(Tensor& tensor, const ir::Mesh& mesh, const ir::PartitionSpec
   tensor.Rebind(ir::Value{tensor.value().node->CloneWithSharding(sharding), tensor.value().index});
 }
 
+std::optional<ir::Sharding> sharding_of(const Tensor& tensor) {
+  if (tensor.sharding()) return tensor.sharding();
+  const ir::Value& v = tensor.value();
+  if (v.node->is_leaf()) return v.node->sharding();  // device data: the layout it was made in
+  return lazy::Context::Get().PendingShardingOf(v);
+}
+
 void clear_sharding(Tensor& tensor) {
   lazy::TensorImpl* impl = tensor.impl();
   if (!impl) Fail("[clear_sharding] undefined tensor");

@@ -47,6 +47,9 @@ std::string PartitionReport::ToString() const {
   if (peak_bytes_per_device > 0) {
     out += fmt::format("planned peak memory per device: {} bytes\n", peak_bytes_per_device);
   }
+  for (size_t i = 0; i < result_layouts.size(); ++i) {
+    out += fmt::format("result {}: {}\n", i, result_layouts[i]);
+  }
   return out;
 }
 

@@ -145,6 +145,8 @@ class Context {
   // run, the planned peak memory per device). Compiles (and caches) the
   // program if needed; runs nothing. None when the graph is not partitioned.
   std::optional<spmd::PartitionReport> PartitionReportOf(const std::vector<Tensor>& tensors);
+  // The sharding the partitioner gives a pending value (strata::sharding_of).
+  std::optional<ir::Sharding> PendingShardingOf(const ir::Value& value);
   bool buffer_donation() const { return donate_buffers_; }
   // Checked indexing (on by default; STRATA_INDEX_CHECKS=0 turns it off):
   // index_select (and so nn::Embedding), take_along_dim, one_hot and

@@ -103,5 +103,11 @@ void sync(std::span<Tensor* const> tensors);
 // value; device data keeps its buffer, so it stays the same parameter.
 void mark_sharding(Tensor& tensor, const ir::Mesh& mesh, const ir::PartitionSpec& spec);
 void clear_sharding(Tensor& tensor);
+// Where the tensor's value lives: its own spec when it has one; else the
+// sharding its value was computed with (a result or gradient of a sharded
+// sync keeps the layout the partitioner chose); else, for a pending value
+// of a sharded graph, the layout the partitioner gives it (this compiles the
+// tensor's graph, cached for its sync). nullopt when nothing is sharded.
+std::optional<ir::Sharding> sharding_of(const Tensor& tensor);
 
 }  // namespace strata

@@ -47,6 +47,10 @@ struct PartitionReport {
   // temporaries and results), when the program was compiled (lazy::Context
   // fills it in); 0 otherwise.
   int64_t peak_bytes_per_device = 0;
+  // Where each result lives, as a partition spec on the mesh ("('data',
+  // None)"), one per leaf of the program's result (lazy::Context fills it
+  // in with the mesh's axis names).
+  std::vector<std::string> result_layouts;
   std::string ToString() const;
 };
 
