@@ -4,6 +4,8 @@
 // of them.
 #include <pybind11/stl.h>
 
+#include <functional>
+
 #include "bindings.h"
 #include "strata/ir/sharding.h"
 #include "strata/lazy/context.h"
@@ -80,6 +82,14 @@ std::vector<int64_t> IntsOf(py::handle value, std::string_view what) {
   return out;
 }
 
+// Where the tensor lives (strata::sharding_of) as text, or None.
+template <typename Text>
+py::object ShardingAs(const Tensor& t, Text text) {
+  std::optional<ir::Sharding> sharding = sharding_of(t);
+  if (!sharding) return py::none();
+  return py::str(std::invoke(text, *sharding));
+}
+
 }  // namespace
 
 void BindSharding(py::module_& m) {
@@ -130,12 +140,7 @@ void BindSharding(py::module_& m) {
       },
       py::arg("tensor"));
   m.def(
-      "sharding_of",
-      [](const Tensor& t) -> py::object {
-        std::optional<ir::Sharding> sharding = sharding_of(t);
-        if (!sharding) return py::none();
-        return py::str(sharding->ToString());
-      },
+      "sharding_of", [](const Tensor& t) { return ShardingAs(t, &ir::Sharding::ToString); },
       py::arg("tensor"),
       "Where the tensor lives, as a partition spec on its mesh ('(\\'x\\', None) on "
       "mesh[x=2]'): its own spec, or the layout the partitioner chose for a result or "
@@ -161,12 +166,7 @@ void BindSharding(py::module_& m) {
       },
       py::arg("tensor"), "(mesh, spec: one list of axis names per dim), or None.");
   m.def(
-      "hlo_sharding_of",
-      [](const Tensor& t) -> py::object {
-        std::optional<ir::Sharding> sharding = sharding_of(t);
-        if (!sharding) return py::none();
-        return py::str(sharding->hlo_text());
-      },
+      "hlo_sharding_of", [](const Tensor& t) { return ShardingAs(t, &ir::Sharding::hlo_text); },
       py::arg("tensor"),
       "The same as XLA's sharding text ('{devices=[2,1]0,1}', torch_xla's "
       "_get_xla_sharding_spec), or None.");

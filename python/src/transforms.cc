@@ -287,12 +287,12 @@ py::object Vjp(py::function fn, py::args primals) {
   // differentiate (an integer output among floating ones gets no
   // cotangent's effect, JAX's rule).
   const std::vector<Tensor>& leaves = out.leaves();
-  if (!leaves.empty() && std::none_of(leaves.begin(), leaves.end(), [](const Tensor& t) {
-        return IsFloating(t.dtype());
-      })) {
-    Fail("[vjp] every output of {} is an integer or bool tensor ({}); there is nothing to "
-         "differentiate (torch.func.vjp refuses it too)",
-         where, PythonDTypeName(leaves[0].dtype()));
+  if (!leaves.empty() && std::none_of(leaves.begin(), leaves.end(),
+                                      [](const Tensor& t) { return IsFloating(t.dtype()); })) {
+    Fail(
+        "[vjp] every output of {} is an integer or bool tensor ({}); there is nothing to "
+        "differentiate (torch.func.vjp refuses it too)",
+        where, PythonDTypeName(leaves[0].dtype()));
   }
   py::tuple like = primals;
   py::cpp_function back([pullback = pullback, like, out_spec = out.spec()](py::object cotangent) {
