@@ -149,6 +149,7 @@ std::unique_ptr<Module> Parser::ParseModule() {
       SkipValue(key);
     }
   }
+  SkipStackFrameTables();
   Computation* entry = nullptr;
   do {
     ParseComputation(&entry);
@@ -156,6 +157,33 @@ std::unique_ptr<Module> Parser::ParseModule() {
   result->set_entry(entry ? entry : result->computations().back().get());
   Verify(*result);
   return result;
+}
+
+// The debug tables newer XLA prints after the module's header (FileNames,
+// FunctionNames, FileLocations, StackFrames): rows of an id and a string or
+// a {key=value} group, which metadata's stack_frame_id points into. strata
+// keeps no metadata, so they are read for syntax and dropped.
+void Parser::SkipStackFrameTables() {
+  auto is_table = [this](const Token& t) {
+    return (t.IsName("FileNames") || t.IsName("FunctionNames") || t.IsName("FileLocations") ||
+            t.IsName("StackFrames")) &&
+           Peek(1).kind == TokenKind::kNumber;  // not a computation of that name
+  };
+  for (Token t = Peek(); is_table(t); t = Peek()) {
+    Take();
+    while (Peek().kind == TokenKind::kNumber) {
+      Take();
+      Token value = Peek();
+      if (value.kind == TokenKind::kString) {
+        Take();
+      } else if (value.Is('{')) {
+        SkipBalanced();
+      } else {
+        FailAt(value, "expected a string or '{{' in the {} table, found {}", t.text,
+               Describe(value));
+      }
+    }
+  }
 }
 
 // ", key=value" pairs after the module name or a computation's body.
@@ -383,7 +411,12 @@ void Parser::ParseInstruction(PendingComputation& pc) {
     } while (TakeIf(','));
   }
   Expect(')', "after operands");
-  if (bitcast) CheckBitcast(pc, shape, shape_default_layout, pending.operands, opcode_token);
+  if (bitcast &&
+      CheckBitcast(pc, shape, shape_default_layout, pending.operands, opcode_token)) {
+    inst = std::make_unique<Instruction>(Opcode::kBitcastConvert, shape,
+                                         std::vector<Instruction*>{});
+    inst->set_name(std::string(name));
+  }
   CustomCallText call;
   ParseAttributes(*inst, opcode_token, custom_call ? &call : nullptr);
   if (custom_call) {
@@ -405,9 +438,11 @@ void Parser::ParseInstruction(PendingComputation& pc) {
   pc.instructions.push_back(std::move(pending));
 }
 
-// A bitcast strata reads as a reshape: one array operand of the same
-// element type, every layout involved the default one.
-void Parser::CheckBitcast(const PendingComputation& pc, const Shape& shape, bool default_layout,
+// A bitcast strata reads as a reshape: one array operand, every layout
+// involved the default one. Returns whether it changes the element type
+// instead (XLA's optimized modules bitcast f32 to s32 of the same dims:
+// that is a bitcast-convert), which needs the operand defined before it.
+bool Parser::CheckBitcast(const PendingComputation& pc, const Shape& shape, bool default_layout,
                           const std::vector<OperandRef>& operands, const Token& at) {
   if (operands.size() != 1) FailAt(at, "bitcast takes one operand, found {}", operands.size());
   const OperandRef& operand = operands[0];
@@ -417,11 +452,21 @@ void Parser::CheckBitcast(const PendingComputation& pc, const Shape& shape, bool
            "bitcast with a layout other than the default (row-major) one: strata stores arrays "
            "row-major and reads a bitcast as a reshape");
   }
-  if (operand.declared && operand.declared->is_array() && shape.is_array() &&
-      operand.declared->dtype() != shape.dtype()) {
-    FailAt(at, "bitcast from {} to {} changes the element type: that is bitcast-convert",
-           operand.declared->ToString(), shape.ToString());
+  std::optional<Shape> from = operand.declared;
+  if (!from) {
+    auto it = pc.index_of.find(operand.name);
+    if (it != pc.index_of.end()) from = pc.instructions[it->second].instruction->shape();
   }
+  if (!from || !from->is_array() || !shape.is_array() || from->dtype() == shape.dtype()) {
+    return false;
+  }
+  if (from->dims() != shape.dims() || DTypeSize(from->dtype()) != DTypeSize(shape.dtype())) {
+    FailAt(at,
+           "bitcast from {} to {} changes the element type and the dims: strata reads a bitcast "
+           "as a reshape or, between types of one size, a bitcast-convert",
+           from->ToString(), shape.ToString());
+  }
+  return true;
 }
 
 void Parser::CheckCustomCall(const CustomCallText& call, const std::vector<OperandRef>& operands,

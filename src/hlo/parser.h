@@ -246,6 +246,7 @@ struct Parser {
   std::unique_ptr<Module> ParseModule();
   void SkipKeyValues();
   Token SkipBalanced();
+  void SkipStackFrameTables();
   void SkipValue(const Token& key);
   void ParseComputation(Computation** entry);
   void ParseSignature();
@@ -273,7 +274,7 @@ struct Parser {
   std::string ParseFusionKind();
   std::vector<WindowDim> ParseWindow();
   ConvolutionDims ParseDimLabels();
-  void CheckBitcast(const PendingComputation& pc, const Shape& shape, bool default_layout,
+  bool CheckBitcast(const PendingComputation& pc, const Shape& shape, bool default_layout,
                     const std::vector<OperandRef>& operands, const Token& at);
   std::string ParseSharding();
   ReplicaGroups ParseReplicaGroups();

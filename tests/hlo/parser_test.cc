@@ -81,6 +81,7 @@ std::unique_ptr<Module> BinaryProgram() {
   }
   n = b.Unary(Opcode::kSign,
               b.Unary(Opcode::kAbs, b.Unary(Opcode::kNegate, b.Unary(Opcode::kNot, n))));
+  n = b.Unary(Opcode::kCountLeadingZeros, b.Unary(Opcode::kPopulationCount, n));
   Instruction* q =
       b.Binary(Opcode::kXor, b.Binary(Opcode::kOr, p, p), b.Binary(Opcode::kAnd, p, p));
   m->AddEntryComputation(b.Build(b.Tuple({f, n, q})));
@@ -798,8 +799,9 @@ std::vector<BadInput> BadInputs() {
        4, 22, "bitcast with a layout other than the default (row-major) one"},
       {"bitcast_tiled_result", kHead + "  ROOT y = f32[2]{0:T(128)} bitcast(x)\n}\n", 4, 29,
        "bitcast with a layout other than the default"},
-      {"bitcast_changes_type", kHead + "  ROOT y = s32[2]{0} bitcast(f32[2]{0} x)\n}\n", 4, 22,
-       "bitcast from f32[2] to s32[2] changes the element type: that is bitcast-convert"},
+      {"bitcast_changes_type_and_dims",
+       kHead + "  ROOT y = s16[4]{0} bitcast(f32[2]{0} x)\n}\n", 4, 22,
+       "bitcast from f32[2] to s16[4] changes the element type and the dims"},
       {"bad_direction", kHead + "  ROOT y = pred[2] compare(x, x), direction=XX\n}\n", 4, 45,
        "expected a comparison direction (EQ, NE, LT, LE, GT or GE), found 'XX'"},
       {"too_few_values", kHead + "  ROOT c = f32[4] constant({1, 2, 3})\n}\n", 4, 36,
@@ -871,6 +873,37 @@ TEST(Parser, BitcastWithDefaultLayoutsIsAReshape) {
   EXPECT_EQ(root->opcode(), Opcode::kReshape);
   EXPECT_EQ(root->shape().ToString(), "f32[3,2]");
   EXPECT_EQ(root->operand(0)->name(), "x");
+}
+
+// XLA's optimized modules bitcast between element types of one size (f32 to
+// s32, to compare floats by their bits, as its sort comparators do): a
+// bitcast-convert. Checked against the bits worked out by hand.
+TEST(Parser, BitcastToAnotherTypeOfTheSameSizeIsABitcastConvert) {
+  auto m = ParseModule(
+      "HloModule m\nENTRY main {\n  %x = f32[2]{0} parameter(0)\n"
+      "  ROOT %y = s32[2]{0} bitcast(%x)\n}\n");
+  const Instruction* root = m->entry()->root();
+  EXPECT_EQ(root->opcode(), Opcode::kBitcastConvert);
+  EXPECT_EQ(root->shape().ToString(), "s32[2]");
+}
+
+// XLA prints debug tables (FileNames, FunctionNames, FileLocations,
+// StackFrames) between the module's header and its computations.
+TEST(Parser, StackFrameTablesAfterTheHeaderAreSkipped) {
+  auto m = ParseModule(
+      "HloModule m, is_scheduled=true\n\nFileNames\n1 \"<string>\"\n\nFunctionNames\n"
+      "1 \"<module>\"\n2 \"<lambda>\"\n\nFileLocations\n1 {file_name_id=1 "
+      "function_name_id=1 line=6 end_line=6 column=4 end_column=17}\n\nStackFrames\n"
+      "1 {file_location_id=1 parent_frame_id=1}\n\n"
+      "ENTRY %main (x: f32[2]) -> f32[2] {\n  %x = f32[2]{0} parameter(0)\n"
+      "  ROOT %y = f32[2]{0} negate(%x), metadata={op_name=\"neg\" stack_frame_id=1}\n}\n");
+  EXPECT_EQ(m->entry()->root()->opcode(), Opcode::kNegate);
+  // a computation that happens to be named like a table still parses as one
+  auto named = ParseModule(
+      "HloModule m\nStackFrames {\n  a = f32[] parameter(0)\n  ROOT n = f32[] negate(a)\n}\n"
+      "ENTRY main {\n  x = f32[] parameter(0)\n  ROOT c = f32[] call(x), to_apply=StackFrames\n"
+      "}\n");
+  EXPECT_EQ(named->computations().size(), 2u);
 }
 
 TEST(ParserErrors, ReportLineColumnAndWhatWasExpected) {

@@ -83,6 +83,8 @@ std::optional<double> FloatReference(Opcode op, double a, double b) {
       return std::ceil(a);
     case Opcode::kRoundNearestEven:  // ties to even
       return std::isfinite(a) ? a - std::remainder(a, 1.0) : a;
+    case Opcode::kRoundNearestAfz:  // ties away from zero
+      return std::isfinite(a) ? std::trunc(a + std::copysign(0.5, a)) : a;
     case Opcode::kAdd:
       return a + b;
     case Opcode::kSubtract:
@@ -125,6 +127,16 @@ std::optional<T> IntegerReference(Opcode op, T a, T b) {
       return static_cast<T>(a > 0 ? 1 : a == 0 ? 0 : -1);
     case Opcode::kNot:
       return static_cast<T>(U(~ua));
+    case Opcode::kPopulationCount: {
+      int count = 0;
+      for (int i = 0; i < bits; ++i) count += (ua >> i) & 1;
+      return static_cast<T>(count);
+    }
+    case Opcode::kCountLeadingZeros: {
+      int count = 0;
+      for (int i = bits - 1; i >= 0 && !((ua >> i) & 1); --i) ++count;
+      return static_cast<T>(count);
+    }
     case Opcode::kAdd:
       return static_cast<T>(U(ua + ub));
     case Opcode::kSubtract:

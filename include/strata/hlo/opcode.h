@@ -143,6 +143,15 @@ namespace strata::hlo {
   V(kRoundNearestEven, "round-nearest-even", Unary, Real, Internal(), Float, \
     std::nearbyint(x), NoKernel(), nullptr, \
     Grads(ZerosLike(x))) \
+  V(kRoundNearestAfz, "round-nearest-afz", Unary, Real, Internal(), Float, \
+    std::round(x), NoKernel(), nullptr, \
+    Grads(ZerosLike(x))) \
+  V(kPopulationCount, "popcnt", Unary, Real, Internal(), Integer, \
+    NoKernel(), PopCount(x), nullptr, \
+    NoGradient()) \
+  V(kCountLeadingZeros, "count-leading-zeros", Unary, Real, Internal(), Integer, \
+    NoKernel(), CountLeadingZeros(x), nullptr, \
+    NoGradient()) \
   V(kNot, "not", Unary, Real, Custom(logical_not), IntegerOrPred, \
     NoKernel(), BitNot(x), nullptr, \
     NoGradient()) \

@@ -100,6 +100,24 @@ T BitNot(T x) {
     return static_cast<T>(~x);
   }
 }
+// The set bits of an integer, and its zero bits above the highest set one
+// (XLA's popcnt and count-leading-zeros; a boolean is one bit).
+template <typename T>
+T PopCount(T x) {
+  if constexpr (kIsBool<T>) {
+    return x;
+  } else {
+    return static_cast<T>(std::popcount(static_cast<std::make_unsigned_t<T>>(x)));
+  }
+}
+template <typename T>
+T CountLeadingZeros(T x) {
+  if constexpr (kIsBool<T>) {
+    return !x;
+  } else {
+    return static_cast<T>(std::countl_zero(static_cast<std::make_unsigned_t<T>>(x)));
+  }
+}
 // XLA: x / 0 is all bits set; INT_MIN / -1 is INT_MIN.
 template <typename T>
 T IntegerDivide(T a, T b) {
