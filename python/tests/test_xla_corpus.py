@@ -23,12 +23,6 @@ CASES = [(c, v) for c in INDEX["cases"] for v in ("hlo", "opt.hlo")]
 KNOWN = {
     ("take_along", "hlo"): "unknown attribute 'operand_batching_dims'",  # gather's batch dims
     ("top_k", "opt.hlo"): "custom-call target 'TopK' is not supported",
-    ("transpose", "opt.hlo"): "bitcast with a layout other than the default",
-    ("attention", "opt.hlo"): "bitcast with a layout other than the default",
-    ("move_int32", "opt.hlo"): "bitcast with a layout other than the default",
-    ("move_bool", "opt.hlo"): "bitcast with a layout other than the default",
-    ("move_bfloat16", "opt.hlo"): "bitcast with a layout other than the default",
-    ("move_uint8", "opt.hlo"): "bitcast with a layout other than the default",
 }
 
 

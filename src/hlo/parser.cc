@@ -368,8 +368,13 @@ void Parser::ParseInstruction(PendingComputation& pc) {
   Expect('=', fmt::format("after instruction name '{}'", name));
   Token shape_token = Peek();
   default_layouts = true;
+  last_layout.reset();
   Shape shape = ParseShape(0, false);
-  if (!default_layouts) pc.non_default_layout.insert(name);
+  const std::optional<std::vector<int64_t>> layout = last_layout;
+  if (!default_layouts) {
+    pc.non_default_layout.insert(name);
+    if (layout && shape.is_array()) pc.layouts[name] = *layout;
+  }
   const bool shape_default_layout = default_layouts;
   Token opcode_token = Take();
   if (opcode_token.kind != TokenKind::kName) {
@@ -411,14 +416,32 @@ void Parser::ParseInstruction(PendingComputation& pc) {
     } while (TakeIf(','));
   }
   Expect(')', "after operands");
-  if (bitcast &&
-      CheckBitcast(pc, shape, shape_default_layout, pending.operands, opcode_token)) {
-    inst = std::make_unique<Instruction>(Opcode::kBitcastConvert, shape,
-                                         std::vector<Instruction*>{});
+  std::optional<LayoutBitcast> across_layouts;
+  if (bitcast && pending.operands.size() == 1 &&
+      (!shape_default_layout || !pending.operands[0].default_layout ||
+       pc.non_default_layout.count(pending.operands[0].name))) {
+    across_layouts =
+        PlanLayoutBitcast(pc, shape, shape_default_layout, layout, pending.operands[0]);
+  }
+  if (across_layouts) {
+    AddLayoutBitcast(pc, *across_layouts, shape, pending.operands[0], name, opcode_token);
+    pending.operands = {OperandRef{made_names.back(), opcode_token}};
+  } else if (bitcast &&
+             CheckBitcast(pc, shape, shape_default_layout, pending.operands, opcode_token)) {
+    inst =
+        std::make_unique<Instruction>(Opcode::kBitcastConvert, shape, std::vector<Instruction*>{});
     inst->set_name(std::string(name));
   }
   CustomCallText call;
   ParseAttributes(*inst, opcode_token, custom_call ? &call : nullptr);
+  if (across_layouts) {  // (its attributes were read as a bitcast's)
+    auto transpose =
+        std::make_unique<Instruction>(Opcode::kTranspose, shape, std::vector<Instruction*>{});
+    transpose->set_name(std::string(name));
+    transpose->sharding = std::move(inst->sharding);
+    transpose->dimensions = across_layouts->from_memory_order;
+    inst = std::move(transpose);
+  }
   if (custom_call) {
     CheckCustomCall(call, pending.operands, opcode_token);
     if (call.target != "Sharding") {  // a manual-sharding boundary or fused attention
@@ -469,6 +492,77 @@ bool Parser::CheckBitcast(const PendingComputation& pc, const Shape& shape, bool
   return true;
 }
 
+// The operand's and the result's layouts must both be plain permutations
+// (a tiled layout has no such reading) and the element type kept.
+std::optional<LayoutBitcast> Parser::PlanLayoutBitcast(
+    const PendingComputation& pc, const Shape& shape, bool to_default,
+    const std::optional<std::vector<int64_t>>& layout, const OperandRef& operand) {
+  std::optional<Shape> from = operand.declared;
+  bool from_default = operand.default_layout;
+  std::optional<std::vector<int64_t>> from_layout = operand.layout;
+  if (!from) {
+    auto it = pc.index_of.find(operand.name);
+    if (it == pc.index_of.end()) return std::nullopt;  // defined later: CheckBitcast says so
+    from = pc.instructions[it->second].instruction->shape();
+    from_default = !pc.non_default_layout.count(operand.name);
+    if (auto l = pc.layouts.find(operand.name); l != pc.layouts.end()) from_layout = l->second;
+  }
+  if (!from->is_array() || !shape.is_array() || from->dtype() != shape.dtype() ||
+      from->num_elements() != shape.num_elements()) {
+    return std::nullopt;
+  }
+  auto row_major = [](int64_t rank) {
+    std::vector<int64_t> order;
+    for (int64_t d = rank - 1; d >= 0; --d) order.push_back(d);
+    return order;
+  };
+  if ((!from_default && !from_layout) || (!to_default && !layout) ||
+      (!to_default && layout->size() != shape.dims().size())) {
+    return std::nullopt;
+  }
+  const std::vector<int64_t> in = from_default ? row_major(from->rank()) : *from_layout;
+  const std::vector<int64_t> out = to_default ? row_major(shape.rank()) : *layout;
+  LayoutBitcast plan;
+  plan.to_memory_order.assign(in.rbegin(), in.rend());  // major to minor
+  const std::vector<int64_t> major_to_minor(out.rbegin(), out.rend());
+  plan.from_memory_order.resize(major_to_minor.size());
+  for (size_t i = 0; i < major_to_minor.size(); ++i) {
+    plan.memory_dims.push_back(shape.dim(major_to_minor[i]));
+    plan.from_memory_order[major_to_minor[i]] = static_cast<int64_t>(i);
+  }
+  return plan;
+}
+
+// The transpose to the operand's memory order and the reshape to the
+// result's, named after the bitcast; the bitcast itself becomes the
+// transpose out of the result's memory order.
+void Parser::AddLayoutBitcast(PendingComputation& pc, const LayoutBitcast& plan, const Shape& shape,
+                              const OperandRef& operand, std::string_view name, const Token& at) {
+  const Shape from = operand.declared
+                         ? *operand.declared
+                         : pc.instructions[pc.index_of.at(operand.name)].instruction->shape();
+  std::vector<int64_t> memory_order_dims;
+  for (int64_t d : plan.to_memory_order) memory_order_dims.push_back(from.dim(d));
+  auto add = [&](Opcode opcode, Shape result, std::vector<int64_t> dims, OperandRef ref,
+                 std::string suffix) {
+    made_names.push_back(std::string(name) + suffix);
+    std::string_view made = made_names.back();
+    if (pc.index_of.count(made)) FailAt(at, "duplicate instruction name '{}'", made);
+    auto inst =
+        std::make_unique<Instruction>(opcode, std::move(result), std::vector<Instruction*>{});
+    inst->set_name(std::string(made));
+    inst->dimensions = std::move(dims);
+    PendingInstruction pending{nullptr, at, {std::move(ref)}};
+    pending.instruction = pc.computation->AddInstruction(std::move(inst));
+    pc.index_of[made] = pc.instructions.size();
+    pc.instructions.push_back(std::move(pending));
+  };
+  add(Opcode::kTranspose, Shape(shape.dtype(), memory_order_dims), plan.to_memory_order, operand,
+      ".in_memory_order");
+  add(Opcode::kReshape, Shape(shape.dtype(), plan.memory_dims), {},
+      OperandRef{made_names.back(), at}, ".in_result_memory_order");
+}
+
 void Parser::CheckCustomCall(const CustomCallText& call, const std::vector<OperandRef>& operands,
                              const Token& at) {
   const std::string& target = call.target;
@@ -507,8 +601,10 @@ OperandRef Parser::ParseOperand() {
   Token t = Peek();
   if (t.Is('(') || (t.kind == TokenKind::kName && Peek(1).Is('['))) {
     default_layouts = true;
+    last_layout.reset();
     ref.declared = ParseShape(0, false);
     ref.default_layout = default_layouts;
+    if (!default_layouts) ref.layout = last_layout;
   }
   ref.at = ExpectName("an operand name");
   ref.name = StripPercent(ref.at.text);

@@ -188,7 +188,8 @@ struct OperandRef {
   std::string_view name;
   Token at;
   std::optional<Shape> declared;
-  bool default_layout = true;  // of the declared shape
+  bool default_layout = true;                  // of the declared shape
+  std::optional<std::vector<int64_t>> layout;  // its minor-to-major order, when plain
 };
 
 // An instruction whose operands are resolved once its computation is read.
@@ -205,7 +206,16 @@ struct PendingComputation {
   std::unordered_map<std::string_view, size_t> index_of;  // instruction name -> index
   std::unordered_map<int64_t, std::string_view> parameter_names;
   std::unordered_set<std::string_view> non_default_layout;  // instructions declared so
+  // Their minor-to-major orders, where the layout is a plain permutation (no tiles).
+  std::unordered_map<std::string_view, std::vector<int64_t>> layouts;
   Instruction* root = nullptr;
+};
+
+// A bitcast across layouts, read as what it does to the logical array: the
+// operand in its memory order (a transpose), those bytes in the result's
+// memory order (a reshape), and back to the result's dims (a transpose).
+struct LayoutBitcast {
+  std::vector<int64_t> to_memory_order, memory_dims, from_memory_order;
 };
 
 struct Parser {
@@ -215,6 +225,11 @@ struct Parser {
   // Whether every layout of the shapes ParseShape read since this was last
   // set held the default (row-major, {rank-1, ..., 0}) order.
   bool default_layouts = true;
+  // The minor-to-major order of the last array layout ParseShape read, when
+  // it is a plain permutation; nullopt for a tiled one or none written.
+  std::optional<std::vector<int64_t>> last_layout;
+  // Names of the instructions the parser adds (a bitcast across layouts is three).
+  std::deque<std::string> made_names;
 
   explicit Parser(std::string_view text) : lexer{text} {}
 
@@ -263,6 +278,7 @@ struct Parser {
   void CheckCustomCall(const CustomCallText& call, const std::vector<OperandRef>& operands,
                        const Token& at);
   Shape ParseShape(int64_t depth, bool body_may_follow);
+  std::optional<std::vector<int64_t>> PlainLayout(int64_t rank);
   bool IsDefaultLayout(int64_t rank);
   int64_t ParseInteger(std::string_view what);
   std::vector<int64_t> ParseIntegerList();
@@ -276,6 +292,12 @@ struct Parser {
   ConvolutionDims ParseDimLabels();
   bool CheckBitcast(const PendingComputation& pc, const Shape& shape, bool default_layout,
                     const std::vector<OperandRef>& operands, const Token& at);
+  std::optional<LayoutBitcast> PlanLayoutBitcast(const PendingComputation& pc, const Shape& shape,
+                                                 bool to_default,
+                                                 const std::optional<std::vector<int64_t>>& layout,
+                                                 const OperandRef& operand);
+  void AddLayoutBitcast(PendingComputation& pc, const LayoutBitcast& plan, const Shape& shape,
+                        const OperandRef& operand, std::string_view name, const Token& at);
   std::string ParseSharding();
   ReplicaGroups ParseReplicaGroups();
   SourceTargetPairs ParseSourceTargetPairs();

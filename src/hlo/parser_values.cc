@@ -51,10 +51,30 @@ Shape Parser::ParseShape(int64_t depth, bool body_may_follow) {
                      (Peek(1).Is('}') && Peek(2).Is('{'));
     if (is_layout) {
       default_layouts = default_layouts && IsDefaultLayout(static_cast<int64_t>(dims.size()));
+      last_layout = PlainLayout(static_cast<int64_t>(dims.size()));
       SkipBalanced();
     }
   }
   return Shape(*dtype, std::move(dims));
+}
+
+// The layout at Peek() ('{' ...) as its minor-to-major dims when it is a
+// permutation of the rank's dims and nothing else (no tiles, no memory space).
+std::optional<std::vector<int64_t>> Parser::PlainLayout(int64_t rank) {
+  std::vector<int64_t> order;
+  size_t k = 1;
+  for (int64_t i = 0; i < rank; ++i) {
+    Token n = Peek(k++);
+    int64_t d = -1;
+    if (n.kind != TokenKind::kNumber) return std::nullopt;
+    std::from_chars(n.text.data(), n.text.data() + n.text.size(), d);
+    if (d < 0 || d >= rank || std::find(order.begin(), order.end(), d) != order.end())
+      return std::nullopt;
+    order.push_back(d);
+    if (i + 1 < rank && !Peek(k++).Is(',')) return std::nullopt;
+  }
+  if (!Peek(k).Is('}')) return std::nullopt;
+  return order;
 }
 
 // Whether the layout at Peek() ('{' ...) is {rank-1, ..., 1, 0} with no

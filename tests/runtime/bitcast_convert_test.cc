@@ -66,5 +66,27 @@ TEST(BitcastConvert, AWrongMinorDimensionOrPredIsAnErrorNamingTheInstruction) {
               HasSubstr("u8[2,4]"));
 }
 
+// XLA's bitcast reinterprets memory under the layouts: a [2, 3] laid out
+// column-major ({0,1}) holds 0 3 1 4 2 5 in memory, which is what a
+// row-major f32[6] bitcast of it reads; and a row-major [2, 3] bitcast to a
+// [3, 2] laid out {0,1} is its transpose. f32 bitcast to s32 of the same
+// dims is a bitcast-convert (1.0f is 0x3F800000). Values worked out by hand.
+TEST(Bitcast, AcrossLayoutsReadsTheMemoryOrder) {
+  const std::vector<float> x = {0, 1, 2, 3, 4, 5};
+  auto out = RunHlo(
+      "  x = f32[2,3]{1,0} parameter(0)\n  c = f32[2,3]{0,1} copy(x)\n"
+      "  ROOT r = f32[6]{0} bitcast(c)\n",
+      {Arg(x, {2, 3})});
+  EXPECT_EQ(test::ToHost<float>(out[0]), (std::vector<float>{0, 3, 1, 4, 2, 5}));
+  out = RunHlo("  x = f32[2,3]{1,0} parameter(0)\n  ROOT r = f32[3,2]{0,1} bitcast(x)\n",
+               {Arg(x, {2, 3})});
+  ASSERT_EQ(out[0].shape(), Shape(DType::kF32, {3, 2}));
+  EXPECT_EQ(test::ToHost<float>(out[0]), (std::vector<float>{0, 3, 1, 4, 2, 5}));
+  out = RunHlo("  x = f32[2]{0} parameter(0)\n  ROOT r = s32[2]{0} bitcast(x)\n",
+               {Arg(std::vector<float>{1.0f, -2.0f}, {2})});
+  EXPECT_EQ(test::ToHost<int32_t>(out[0]),
+            (std::vector<int32_t>{0x3F800000, static_cast<int32_t>(0xC0000000u)}));
+}
+
 }  // namespace
 }  // namespace strata::runtime
