@@ -255,6 +255,31 @@ TEST(FusionView, AViewOfAComputedValueKeepsThatValueOutside) {
     }
 }
 
+// A module that already holds a computation named like the fusions the
+// pass makes (an optimized module, what STRATA_DUMP_DIR writes and `strata
+// run` may be given, holds fused_main_0 ...): the new fusion takes a name no
+// computation has ("computation name fused_main_0 is used twice" before).
+TEST(FusionView, AFusionTakesANameNoComputationHas) {
+  auto exe = compiler::Compile(*hlo::ParseModule(R"(HloModule m
+fused_main_0 {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY main {
+  x = f32[4] parameter(0)
+  e = f32[4] exponential(x)
+  t = f32[4] tanh(e)
+  z = f32[] constant(0)
+  ROOT r = f32[] reduce(t, z), dimensions={0}, to_apply=fused_main_0
+}
+)"));
+  const std::vector<float> x = {-1, 0, 0.5, 2};
+  double want = 0;
+  for (float v : x) want += std::tanh(std::exp(static_cast<double>(v)));
+  EXPECT_NEAR(exe->Run({Arg(x, {4})})[0].ToVector<float>()[0], want, 1e-5);
+}
+
 // A value with no elements read through reshape -> reverse -> reshape (the
 // chain of a flip of an empty sequence) compiles and runs to an empty
 // result: its view reads nothing (its size-0 axes once divided by zero).

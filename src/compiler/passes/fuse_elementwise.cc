@@ -566,8 +566,13 @@ class Fuser {
     std::vector<Instruction*> order(g.members.begin(), g.members.end());
     std::sort(order.begin(), order.end(),
               [this](Instruction* a, Instruction* b) { return position_.at(a) < position_.at(b); });
-    auto fused =
-        std::make_unique<hlo::Computation>(fmt::format("fused_{}_{}", c_.name(), count_++));
+    // A name no computation has yet (a module compiled again, an optimized
+    // dump run by `strata run`, already holds fused_main_0 ...).
+    std::string name;
+    do {
+      name = fmt::format("fused_{}_{}", c_.name(), count_++);
+    } while (module_.FindComputation(name));
+    auto fused = std::make_unique<hlo::Computation>(name);
     std::unordered_map<const Instruction*, Instruction*> inside;
     std::vector<Instruction*> arguments;
     auto parameter = [&](Instruction* outer) {
