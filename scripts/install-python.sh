@@ -6,11 +6,13 @@
 # It lives at $STRATA_VENV (default ~/.cache/strata/venv) and is reused while
 # the requirements file is unchanged; an edited file updates it in place.
 # Prints the environment's interpreter on its last line. Idempotent.
+# STRATA_VENV and STRATA_REQUIREMENTS make another environment the same way
+# (scripts/install-peers.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 home=${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}
 venv=${STRATA_VENV:-$home/.cache/strata/venv}
-requirements=python/requirements.txt
+requirements=${STRATA_REQUIREMENTS:-python/requirements.txt}
 stamp=$venv/.strata-requirements
 # Not pyenv's python3 on PATH: the module must load in the interpreter it was built for.
 base=/usr/bin/python3
