@@ -78,11 +78,12 @@ TEST(Creation, Eye) {
 
 // ---- random ---------------------------------------------------------------------
 
-// Philox-4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3").
-std::array<uint32_t, 4> Philox(uint64_t key, uint64_t counter) {
+// Philox-4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3")
+// of the 128-bit counter (key << 64 | counter), as XLA reads a two-word state.
+std::array<uint32_t, 4> Philox(uint64_t key, uint64_t counter, uint64_t high) {
   uint32_t k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 32);
   std::array<uint32_t, 4> x = {static_cast<uint32_t>(counter), static_cast<uint32_t>(counter >> 32),
-                               0, 0};
+                               static_cast<uint32_t>(high), static_cast<uint32_t>(high >> 32)};
   for (int round = 0; round < 10; ++round) {
     uint64_t a = uint64_t{0xD2511F53} * x[0];
     uint64_t b = uint64_t{0xCD9E8D57} * x[2];
@@ -98,7 +99,8 @@ std::array<uint32_t, 4> Philox(uint64_t key, uint64_t counter) {
 std::vector<uint32_t> PhiloxWords(uint64_t key, uint64_t counter, int64_t n) {
   std::vector<uint32_t> words;
   for (uint64_t block = 0; static_cast<int64_t>(words.size()) < n; ++block) {
-    for (uint32_t w : Philox(key, counter + block)) words.push_back(w);
+    const uint64_t low = counter + block;
+    for (uint32_t w : Philox(key, low, key + (low < counter ? 1 : 0))) words.push_back(w);
   }
   words.resize(n);
   return words;

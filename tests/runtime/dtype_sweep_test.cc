@@ -1111,17 +1111,19 @@ void CustomCall(Sweep& s, DType t) {
       {x}, {x});
 }
 
-// State {key, counter}: block b is Philox of counter + b (low word first)
-// under the key (low word first); the words in order, then the next state.
+// State {key, counter}: block b is Philox of the 128-bit counter
+// (key << 64 | counter) + b (low word first) under the key (low word first),
+// as XLA reads a two-word state; the words in order, then the next state.
 void RngBitGenerator(Sweep& s, DType t) {
   std::vector<Trial> trials;
-  for (auto [key, counter] :
-       std::vector<std::pair<uint64_t, uint64_t>>{{0, 0}, {0x0123456789ABCDEF, 41}}) {
+  for (auto [key, counter] : std::vector<std::pair<uint64_t, uint64_t>>{
+           {0, 0}, {0x0123456789ABCDEF, 41}, {5, ~uint64_t{0}}}) {
     Array bits(t, {6});
     const int64_t words = static_cast<int64_t>(bits.bytes.size()) / 4, blocks = (words + 3) / 4;
     for (int64_t b = 0; b < blocks; ++b) {
-      const uint64_t c = counter + b;
-      const auto block = Philox({static_cast<uint32_t>(c), static_cast<uint32_t>(c >> 32), 0, 0},
+      const uint64_t c = counter + b, high = key + (c < counter ? 1 : 0);
+      const auto block = Philox({static_cast<uint32_t>(c), static_cast<uint32_t>(c >> 32),
+                                 static_cast<uint32_t>(high), static_cast<uint32_t>(high >> 32)},
                                 {static_cast<uint32_t>(key), static_cast<uint32_t>(key >> 32)});
       std::memcpy(bits.at(0) + 16 * b, block.data(), std::min<int64_t>(16, 4 * (words - 4 * b)));
     }

@@ -315,8 +315,10 @@ TEST(Rng, ReferencePhiloxMatchesRandom123KnownAnswers) {
 std::vector<uint32_t> ReferenceWords(uint64_t key, uint64_t counter, int64_t words) {
   std::vector<uint32_t> out;
   for (uint64_t b = 0; static_cast<int64_t>(out.size()) < words; ++b) {
-    uint64_t n = counter + b;
-    auto block = Philox({static_cast<uint32_t>(n), static_cast<uint32_t>(n >> 32), 0, 0},
+    // the 128-bit counter (key << 64 | counter) + b, as XLA reads a two-word state
+    const uint64_t n = counter + b, high = key + (n < counter ? 1 : 0);
+    auto block = Philox({static_cast<uint32_t>(n), static_cast<uint32_t>(n >> 32),
+                         static_cast<uint32_t>(high), static_cast<uint32_t>(high >> 32)},
                         {static_cast<uint32_t>(key), static_cast<uint32_t>(key >> 32)});
     out.insert(out.end(), block.begin(), block.end());
   }
@@ -352,6 +354,19 @@ TEST(Rng, KernelMatchesReferenceAndAdvancesCounter) {
   // The Random123 known answer straight from the kernel.
   EXPECT_EQ(RunRng(0, 0, Shape(DType::kU32, {4}))[1].ToVector<uint32_t>(),
             (std::vector<uint32_t>{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}));
+}
+
+// What XLA:CPU (jaxlib 0.10.2) gives for `rng-bit-generator(state),
+// algorithm=rng_philox` into u32[8]: strata's bits are XLA's bits, the
+// counter's carry into the key's words included.
+TEST(Rng, TheBitsAreXlasForTheSameState) {
+  EXPECT_EQ(RunRng(0x0123456789ABCDEF, 0xFEDCBA9876543210, Shape(DType::kU32, {8}))[1]
+                .ToVector<uint32_t>(),
+            (std::vector<uint32_t>{0x1ec53d42, 0xcfa390b5, 0xf2235702, 0xe71ff917, 0xcb472319,
+                                   0xd682777a, 0xa09c7b98, 0x304e9f89}));
+  EXPECT_EQ(RunRng(5, ~uint64_t{0}, Shape(DType::kU32, {8}))[1].ToVector<uint32_t>(),
+            (std::vector<uint32_t>{0x4e5aa1ba, 0xf08b4400, 0x979e52b9, 0xf8215f0c, 0x03dae66b,
+                                   0xd8ab4d53, 0xea579295, 0x2b5923e7}));
 }
 
 TEST(Rng, U64BitsPairWordsLittleEndian) {

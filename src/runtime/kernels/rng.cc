@@ -1,7 +1,10 @@
 // rng-bit-generator with the Philox-4x32-10 counter-based generator: bits
 // depend only on (key, counter), so results are identical on every machine
-// and thread count. State u64[2] = {key, counter}; the counter advances by
-// the number of 128-bit blocks drawn.
+// and thread count, and to XLA's for the same state. State u64[2] = {key,
+// counter}: the key is state[0]; block b of the output is Philox of the
+// 128-bit counter (state[0] << 64 | state[1]) + b, least significant word
+// first (XLA's reading of a two-word Philox state, checked against XLA:CPU).
+// The new state's counter word advances by the number of blocks drawn.
 #include <cstring>
 
 #include "kernels/kernels.h"
@@ -41,9 +44,10 @@ KernelInfo MakeRngKernel(const hlo::Instruction& inst, ThreadPool& pool_ref) {
     auto* out = reinterpret_cast<uint32_t*>(a.outputs[1]);
     pool->ParallelFor(blocks, 4096, [&](int64_t lo, int64_t hi) {
       for (int64_t b = lo; b < hi; ++b) {
-        uint64_t counter = state[1] + static_cast<uint64_t>(b);
-        uint32_t c[4] = {static_cast<uint32_t>(counter), static_cast<uint32_t>(counter >> 32), 0,
-                         0};
+        const uint64_t low = state[1] + static_cast<uint64_t>(b);
+        const uint64_t high = state[0] + (low < state[1] ? 1 : 0);  // the carry out of the low word
+        uint32_t c[4] = {static_cast<uint32_t>(low), static_cast<uint32_t>(low >> 32),
+                         static_cast<uint32_t>(high), static_cast<uint32_t>(high >> 32)};
         Philox4x32(key0, key1, c);
         int64_t n = std::min<int64_t>(4, words - b * 4);
         std::memcpy(out + b * 4, c, n * 4);
