@@ -164,7 +164,7 @@ std::vector<Tensor> Rule(const ir::NodePtr& owner, const std::vector<Tensor>& ou
     }
     return in;
   }
-  const RuleArgs args{owner, out_grads[0], T(ir::Value{owner, 0})};
+  const RuleArgs args{node, node.operands(), out_grads[0], T(ir::Value{owner, 0})};
   // The opcode's row names its rule; every rule is listed here (a new one
   // without a case is a compile error).
 #pragma GCC diagnostic push

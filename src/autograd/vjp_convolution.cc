@@ -39,6 +39,21 @@ Tensor KernelForInputRule(const Tensor& kernel, const hlo::ConvolutionDims& d, i
   return reshape(k, merged);
 }
 
+// Spatial dim s as the forward saw it: the input's size after base
+// dilation, the window's after its dilation, and the output's size before
+// and after dilating it by the stride.
+struct Extent {
+  int64_t in, k, out_size, out;
+};
+
+Extent ExtentOf(const Tensor& g, const Tensor& input, const hlo::Attributes& a, int64_t s) {
+  const hlo::ConvolutionDims& d = a.convolution;
+  const hlo::WindowDim& w = a.window[s];
+  const int64_t out_size = g.shape().dim(d.output_spatial[s]);
+  return {Dilated(input.shape().dim(d.input_spatial[s]), w.base_dilation),
+          Dilated(w.size, w.window_dilation), out_size, Dilated(out_size, w.stride)};
+}
+
 Tensor InputCotangent(const Tensor& g, const Tensor& input, const Tensor& kernel,
                       const hlo::Attributes& a) {
   const hlo::ConvolutionDims& d = a.convolution;
@@ -46,9 +61,7 @@ Tensor InputCotangent(const Tensor& g, const Tensor& input, const Tensor& kernel
   std::vector<hlo::WindowDim> window(spatial);
   for (int64_t s = 0; s < spatial; ++s) {
     const hlo::WindowDim& w = a.window[s];
-    const int64_t in = Dilated(input.shape().dim(d.input_spatial[s]), w.base_dilation);
-    const int64_t k = Dilated(w.size, w.window_dilation);
-    const int64_t out = Dilated(g.shape().dim(d.output_spatial[s]), w.stride);
+    [[maybe_unused]] const auto [in, k, out_size, out] = ExtentOf(g, input, a, s);
     hlo::WindowDim& t = window[s];
     t.size = w.size;
     t.stride = w.base_dilation;
@@ -100,10 +113,7 @@ Tensor KernelCotangent(const Tensor& g, const Tensor& input, const Tensor& kerne
   std::vector<int64_t> reversed;
   for (int64_t s = 0; s < spatial; ++s) {
     const hlo::WindowDim& w = a.window[s];
-    const int64_t in = Dilated(input.shape().dim(d.input_spatial[s]), w.base_dilation);
-    const int64_t k = Dilated(w.size, w.window_dilation);
-    const int64_t out_size = g.shape().dim(d.output_spatial[s]);
-    const int64_t out = Dilated(out_size, w.stride);
+    const auto [in, k, out_size, out] = ExtentOf(g, input, a, s);
     hlo::WindowDim& t = window[s];
     t.size = out_size;
     t.stride = w.window_dilation;
@@ -136,13 +146,12 @@ Tensor KernelCotangent(const Tensor& g, const Tensor& input, const Tensor& kerne
 }  // namespace
 
 std::vector<Tensor> ConvolutionVjp(const RuleArgs& args) {
-  const ir::Node& node = *args.owner;
-  const auto& ops = node.operands();
+  [[maybe_unused]] const auto& [node, ops, g, out] = args;
   const hlo::Attributes& a = node.attributes();
   const Tensor input = T(ops[0]), kernel = T(ops[1]);
   std::vector<Tensor> in(2);
-  if (Differentiable(ops[0].shape())) in[0] = InputCotangent(args.g, input, kernel, a);
-  if (Differentiable(ops[1].shape())) in[1] = KernelCotangent(args.g, input, kernel, a);
+  if (Differentiable(ops[0].shape())) in[0] = InputCotangent(g, input, kernel, a);
+  if (Differentiable(ops[1].shape())) in[1] = KernelCotangent(g, input, kernel, a);
   return in;
 }
 

@@ -100,9 +100,7 @@ std::vector<Tensor> RowVjp(const ir::Node& node, const Tensor& g) {
 }  // namespace
 
 std::vector<Tensor> ElementwiseVjp(const RuleArgs& args) {
-  const ir::Node& node = *args.owner;
-  const auto& ops = node.operands();
-  const Tensor& g = args.g;
+  [[maybe_unused]] const auto& [node, ops, g, out] = args;
   if (hlo::IsElementwiseUnary(node.opcode()) || hlo::IsElementwiseBinary(node.opcode())) {
     std::vector<Tensor> in = RowVjp(node, g);
     in.resize(ops.size());  // none for an op without gradient

@@ -69,11 +69,7 @@ Tensor GatherScattered(const Tensor& from, const ir::Value& indices, const Shape
 }  // namespace
 
 std::vector<Tensor> IndexingVjp(const RuleArgs& args) {
-  const ir::Node& node = *args.owner;
-  const auto& ops = node.operands();
-  const Tensor& g = args.g;
-  [[maybe_unused]] const Tensor& out = args.out;
-  [[maybe_unused]] auto operand = [&](size_t i) { return T(ops[i]); };
+  [[maybe_unused]] const auto& [node, ops, g, out] = args;
   std::vector<Tensor> in(ops.size());
   switch (node.opcode()) {
     case Opcode::kGather: {

@@ -29,11 +29,7 @@ Tensor UnBroadcast(const Tensor& g, const Shape& operand, const std::vector<int6
 }  // namespace
 
 std::vector<Tensor> DataMovementVjp(const RuleArgs& args) {
-  const ir::Node& node = *args.owner;
-  const auto& ops = node.operands();
-  const Tensor& g = args.g;
-  [[maybe_unused]] const Tensor& out = args.out;
-  [[maybe_unused]] auto operand = [&](size_t i) { return T(ops[i]); };
+  [[maybe_unused]] const auto& [node, ops, g, out] = args;
   std::vector<Tensor> in(ops.size());
   switch (node.opcode()) {
     case Opcode::kBroadcast:

@@ -69,8 +69,7 @@ Tensor ExtremeCotangent(const Tensor& g, const Tensor& input,
 }  // namespace
 
 std::vector<Tensor> ReduceWindowVjp(const RuleArgs& args) {
-  const ir::Node& node = *args.owner;
-  const auto& ops = node.operands();
+  [[maybe_unused]] const auto& [node, ops, g, out] = args;
   const hlo::Attributes& a = node.attributes();
   std::vector<Tensor> in(ops.size());
   if (ops.size() != 2 || !Differentiable(ops[0].shape())) {
@@ -79,9 +78,9 @@ std::vector<Tensor> ReduceWindowVjp(const RuleArgs& args) {
   }
   const std::optional<Opcode> op = hlo::SimpleReducer(*a.called.at(0));
   if (op == Opcode::kAdd) {
-    in[0] = SumCotangent(args.g, ops[0].shape(), a.window);
+    in[0] = SumCotangent(g, ops[0].shape(), a.window);
   } else if (op == Opcode::kMaximum || op == Opcode::kMinimum) {
-    in[0] = ExtremeCotangent(args.g, T(ops[0]), a.window, op == Opcode::kMaximum);
+    in[0] = ExtremeCotangent(g, T(ops[0]), a.window, op == Opcode::kMaximum);
   } else {
     Fail("[grad] no VJP for a reduce-window by {}", a.called.at(0)->name());
   }

@@ -97,11 +97,7 @@ std::vector<Tensor> VariadicReduceRule(const ir::NodePtr& owner, const std::vect
 }
 
 std::vector<Tensor> ReductionVjp(const RuleArgs& args) {
-  const ir::Node& node = *args.owner;
-  const auto& ops = node.operands();
-  const Tensor& g = args.g;
-  [[maybe_unused]] const Tensor& out = args.out;
-  [[maybe_unused]] auto operand = [&](size_t i) { return T(ops[i]); };
+  [[maybe_unused]] const auto& [node, ops, g, out] = args;
   std::vector<Tensor> in(ops.size());
   switch (node.opcode()) {
     case Opcode::kReduce: {
@@ -117,7 +113,7 @@ std::vector<Tensor> ReductionVjp(const RuleArgs& args) {
         in = {g_back, Tensor()};
       } else if (combiner == Opcode::kMaximum || combiner == Opcode::kMinimum) {
         // Ties share the gradient equally.
-        Tensor mask = astype(eq(operand(0), BroadcastInDim(out, s, kept)), g.dtype());
+        Tensor mask = astype(eq(T(ops[0]), BroadcastInDim(out, s, kept)), g.dtype());
         Tensor count = BroadcastInDim(sum(mask, reduced), s, kept);
         in = {g_back * mask / count, Tensor()};
       } else {
@@ -127,7 +123,7 @@ std::vector<Tensor> ReductionVjp(const RuleArgs& args) {
     }
     case Opcode::kDot: {
       const hlo::DotDims& d = node.attributes().dot;
-      Tensor a = operand(0), b = operand(1);
+      Tensor a = T(ops[0]), b = T(ops[1]);
       in = {DotOperandGrad(g, b, a.shape(), d.lhs_batch, d.lhs_contracting, d.rhs_batch,
                            d.rhs_contracting, true),
             DotOperandGrad(g, a, b.shape(), d.rhs_batch, d.rhs_contracting, d.lhs_batch,

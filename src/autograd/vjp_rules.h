@@ -26,10 +26,12 @@ inline Tensor BroadcastInDim(const Tensor& x, const Shape& shape, std::vector<in
 
 inline Tensor Zeros(const Shape& s) { return zeros(s.dims(), s.dtype()); }
 
-// One single-output node's rule inputs: the cotangent of its output and the
-// output itself.
+// One single-output node's rule inputs: the node, its operands, the
+// cotangent of its output and the output itself. A rule opens with
+// `const auto& [node, ops, g, out] = args;`.
 struct RuleArgs {
-  const ir::NodePtr& owner;
+  const ir::Node& node;
+  const std::vector<ir::Value>& ops;
   const Tensor& g;
   Tensor out;
 };

@@ -14,6 +14,15 @@ Instruction* Computation::AddInstruction(std::unique_ptr<Instruction> instructio
   return instructions_.back().get();
 }
 
+Instruction* Computation::AddTupleElement(Instruction* tuple, int64_t index, std::string name) {
+  auto e =
+      std::make_unique<Instruction>(Opcode::kGetTupleElement, tuple->shape().tuple_shape(index),
+                                    std::vector<Instruction*>{tuple});
+  e->tuple_index = index;
+  e->set_name(std::move(name));
+  return AddInstruction(std::move(e));
+}
+
 std::vector<Instruction*> Computation::parameters() const {
   std::vector<Instruction*> params;
   for (const auto& inst : instructions_) {

@@ -12,7 +12,7 @@ enum class Kind { Unary, Binary, Collective, Other };
 struct OpcodeInfo {
   std::string_view name;
   Kind kind;
-  bool complex;
+  uint8_t special;  // the types column: bit 0 complex, bit 1 tokens
   ElementTypes types;
   ShapeRule shape;
   VjpRule vjp;
@@ -22,13 +22,12 @@ struct OpcodeInfo {
   bool api_generated;
 };
 
-constexpr bool Complex = true;
-constexpr bool Real = false;
+constexpr uint8_t Real = 0, Complex = 1, AnyType = 3;
 
 // An elementwise row's traits: the kind fixes its shape, SPMD and kernel
 // families; its element types decide whether a gradient flows.
-constexpr OpcodeInfo Elementwise(std::string_view name, Kind kind, bool complex, ElementTypes types,
-                                 std::string_view api, bool generated) {
+constexpr OpcodeInfo Elementwise(std::string_view name, Kind kind, uint8_t complex,
+                                 ElementTypes types, std::string_view api, bool generated) {
   return {name,
           kind,
           complex,
@@ -84,7 +83,8 @@ bool IsElementwiseUnary(Opcode op) { return Info(op).kind == Kind::Unary; }
 bool IsElementwiseBinary(Opcode op) { return Info(op).kind == Kind::Binary; }
 bool IsCollective(Opcode op) { return Info(op).kind == Kind::Collective; }
 ElementTypes ElementTypesOf(Opcode op) { return Info(op).types; }
-bool TakesComplex(Opcode op) { return Info(op).complex; }
+bool TakesComplex(Opcode op) { return (Info(op).special & Complex) != 0; }
+bool TakesTokens(Opcode op) { return (Info(op).special & 2) != 0; }
 ShapeRule ShapeRuleOf(Opcode op) { return Info(op).shape; }
 VjpRule VjpRuleOf(Opcode op) { return Info(op).vjp; }
 SpmdRule SpmdRuleOf(Opcode op) { return Info(op).spmd; }

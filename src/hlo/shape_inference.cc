@@ -25,24 +25,6 @@ bool Holds(const Shape& s, bool (*type)(DType)) {
 }
 bool IsToken(DType t) { return t == DType::kToken; }
 
-// Ops through which a token may flow: it has no data, only an order.
-bool TakesTokens(Opcode op) {
-  switch (op) {
-    case Opcode::kParameter:
-    case Opcode::kTuple:
-    case Opcode::kGetTupleElement:
-    case Opcode::kWhile:
-    case Opcode::kConditional:
-    case Opcode::kCall:
-    case Opcode::kOptimizationBarrier:
-    case Opcode::kAfterAll:
-    case Opcode::kAddDependency:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // Tokens and complex numbers reach only the ops that take them.
 void CheckSpecialTypes(const View& inst) {
   for (int64_t i = 0; i < inst.operand_count(); ++i) {

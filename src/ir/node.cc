@@ -216,8 +216,6 @@ NodePtr Node::MakeLoop(std::vector<Value> operands, std::shared_ptr<const LoopBo
     }
     STRATA_CHECK(ok, "loop operand {} is {} but its placeholder is {}", i, outer.ToString(),
                  inner.ToString());
-    node->placeholder_level_ =
-        std::max(node->placeholder_level_, operands[i].node->placeholder_level_);
   }
   auto stacked = [&](const Shape& s) {
     std::vector<int64_t> dims{b.length};
@@ -232,13 +230,19 @@ NodePtr Node::MakeLoop(std::vector<Value> operands, std::shared_ptr<const LoopBo
   for (int64_t j = 0; j < b.num_ys(); ++j) node->shapes_.push_back(stacked(b.roots[c + j].shape()));
   for (int64_t i = 0; i < c; ++i) node->shapes_.push_back(stacked(operands[i].shape()));
   for (const Value& r : b.residuals) node->shapes_.push_back(stacked(r.shape()));
-  node->opcode_ = hlo::Opcode::kWhile;
-  node->stops_gradient_ = StopGradientScope::active();
-  node->operands_ = std::move(operands);
-  node->attributes_ = EmptyAttributes();
   node->loop_ = std::move(body);
-  node->ComputeHashes();
+  node->SealCompound(hlo::Opcode::kWhile, std::move(operands));
   return node;
+}
+
+void Node::SealCompound(hlo::Opcode opcode, std::vector<Value> operands) {
+  opcode_ = opcode;
+  stops_gradient_ = StopGradientScope::active();
+  for (const Value& v : operands)
+    placeholder_level_ = std::max(placeholder_level_, v.node->placeholder_level_);
+  operands_ = std::move(operands);
+  attributes_ = EmptyAttributes();
+  ComputeHashes();
 }
 
 NodePtr Node::MakeConditional(std::vector<Value> operands,
@@ -270,14 +274,8 @@ NodePtr Node::MakeConditional(std::vector<Value> operands,
                    node->shapes_[k].ToString(), roots[k].shape().ToString());
     }
   }
-  for (const Value& v : operands)
-    node->placeholder_level_ = std::max(node->placeholder_level_, v.node->placeholder_level_);
-  node->opcode_ = hlo::Opcode::kConditional;
-  node->stops_gradient_ = StopGradientScope::active();
-  node->operands_ = std::move(operands);
-  node->attributes_ = EmptyAttributes();
   node->branches_ = std::move(branches);
-  node->ComputeHashes();
+  node->SealCompound(hlo::Opcode::kConditional, std::move(operands));
   return node;
 }
 
@@ -305,12 +303,17 @@ NodePtr Node::MakeShardedDeviceData(std::vector<runtime::Buffer> shards, Shape f
   node->buffer_ = shards[0];
   node->sharded_data_ = std::make_shared<const ShardedData>(
       ShardedData{std::move(shards), mesh, std::move(layout), first});
-  node->sharding_ = std::move(sharding);
-  node->computed_ = computed;
-  node->origin_ = std::move(origin);
-  node->attributes_ = EmptyAttributes();
-  node->ComputeHashes();
+  node->SealDeviceData(std::move(sharding), computed, std::move(origin));
   return node;
+}
+
+void Node::SealDeviceData(std::optional<Sharding> sharding, bool computed, Value origin) {
+  kind_ = NodeKind::kDeviceData;
+  sharding_ = std::move(sharding);
+  computed_ = computed;
+  origin_ = std::move(origin);
+  attributes_ = EmptyAttributes();
+  ComputeHashes();
 }
 
 runtime::Buffer Node::WholeBuffer() const {
@@ -336,11 +339,7 @@ NodePtr Node::MakeDeviceData(runtime::Buffer buffer, std::optional<Sharding> sha
   node->kind_ = NodeKind::kDeviceData;
   node->shapes_ = {buffer.shape()};
   node->buffer_ = std::move(buffer);
-  node->sharding_ = std::move(sharding);
-  node->computed_ = computed;
-  node->origin_ = std::move(origin);
-  node->attributes_ = EmptyAttributes();
-  node->ComputeHashes();
+  node->SealDeviceData(std::move(sharding), computed, std::move(origin));
   return node;
 }
 
@@ -480,44 +479,44 @@ std::string Node::OpName() const {
 // The three caches below are per process, not per context, on purpose: each
 // computation is a pure function of its key, immutable once built, and
 // graphs of every context must name it alike so their hashes agree.
-hlo::Computation* ScalarCombiner(hlo::Opcode op, DType dtype) {
+namespace {
+
+// The computation cached under `key`, made by `make` (under a fresh name
+// scope: shared by every module, named the same whoever asks first) on the
+// first call. One cache per key type: each of the three below has its own.
+template <typename Key, typename Make>
+hlo::Computation* Cached(const Key& key, Make make) {
   static std::mutex mutex;
-  static auto* cache =
-      new std::map<std::pair<hlo::Opcode, DType>, std::unique_ptr<hlo::Computation>>();
+  static auto* cache = new std::map<Key, std::unique_ptr<hlo::Computation>>();
   std::lock_guard<std::mutex> lock(mutex);
-  auto& slot = (*cache)[{op, dtype}];
+  auto& slot = (*cache)[key];
   if (!slot) {
-    hlo::NameScope names;  // shared by every module: named the same whoever asks first
-    std::string name = fmt::format("{}_{}", hlo::OpcodeName(op), DTypeName(dtype));
-    slot = hlo::MakeScalarBinaryComputation(name, op, dtype);
+    hlo::NameScope names;
+    slot = make();
   }
   return slot.get();
+}
+
+}  // namespace
+
+hlo::Computation* ScalarCombiner(hlo::Opcode op, DType dtype) {
+  return Cached(std::pair{op, dtype}, [&] {
+    return hlo::MakeScalarBinaryComputation(
+        fmt::format("{}_{}", hlo::OpcodeName(op), DTypeName(dtype)), op, dtype);
+  });
 }
 
 hlo::Computation* ScalarComparator(hlo::Comparison direction, DType dtype) {
-  static std::mutex mutex;
-  static auto* cache =
-      new std::map<std::pair<hlo::Comparison, DType>, std::unique_ptr<hlo::Computation>>();
-  std::lock_guard<std::mutex> lock(mutex);
-  auto& slot = (*cache)[{direction, dtype}];
-  if (!slot) {
-    hlo::NameScope names;
+  return Cached(std::pair{direction, dtype}, [&] {
     hlo::Builder b(fmt::format("compare_{}_{}", hlo::ComparisonName(direction), DTypeName(dtype)));
     auto* x = b.Parameter(0, Shape::Scalar(dtype), "a");
     auto* y = b.Parameter(1, Shape::Scalar(dtype), "b");
-    slot = b.Build(b.Compare(x, y, direction));
-  }
-  return slot.get();
+    return b.Build(b.Compare(x, y, direction));
+  });
 }
 
 hlo::Computation* ArgCombiner(bool is_max, DType value, DType index) {
-  static std::mutex mutex;
-  static auto* cache =
-      new std::map<std::tuple<bool, DType, DType>, std::unique_ptr<hlo::Computation>>();
-  std::lock_guard<std::mutex> lock(mutex);
-  auto& slot = (*cache)[{is_max, value, index}];
-  if (!slot) {
-    hlo::NameScope names;
+  return Cached(std::tuple{is_max, value, index}, [&] {
     hlo::Builder b(
         fmt::format("{}_{}_{}", is_max ? "argmax" : "argmin", DTypeName(value), DTypeName(index)));
     auto* va = b.Parameter(0, Shape::Scalar(value), "value_a");
@@ -531,9 +530,8 @@ hlo::Computation* ArgCombiner(bool is_max, DType value, DType index) {
     auto* smaller_index = b.Compare(ia, ib, hlo::Comparison::kLt);
     auto* take_a = b.Binary(hlo::Opcode::kOr, b.Binary(hlo::Opcode::kOr, better, a_nan),
                             b.Binary(hlo::Opcode::kAnd, equal, smaller_index));
-    slot = b.Build(b.Tuple({b.Select(take_a, va, vb), b.Select(take_a, ia, ib)}));
-  }
-  return slot.get();
+    return b.Build(b.Tuple({b.Select(take_a, va, vb), b.Select(take_a, ia, ib)}));
+  });
 }
 
 }  // namespace strata::ir

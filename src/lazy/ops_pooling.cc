@@ -165,6 +165,8 @@ Tensor AvgPool(std::string_view op, const Tensor& x, int64_t spatial,
 
 }  // namespace
 
+// torch's API has one entry point per rank; each forwards to the
+// rank-generic implementation above, so the repetition below is only names.
 Tensor max_pool1d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride,
                   std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode) {
   return MaxPool("max_pool1d", x, 1, kernel, stride, padding, dilation, ceil_mode);

@@ -162,6 +162,8 @@ class Computation {
 
   // Appends; operands must already be in this computation.
   Instruction* AddInstruction(std::unique_ptr<Instruction> instruction);
+  // Appends a get-tuple-element of `tuple` (already here) named `name`.
+  Instruction* AddTupleElement(Instruction* tuple, int64_t index, std::string name);
   // Instructions in insertion order (operands before users).
   const std::vector<std::unique_ptr<Instruction>>& instructions() const { return instructions_; }
   int64_t instruction_count() const { return static_cast<int64_t>(instructions_.size()); }

@@ -2,18 +2,20 @@
 // strata knows of its op; every consumer reads its columns from here and
 // no other file lists opcodes by hand.
 //
-//   V(enum, text name, Other | Collective, complex,
+//   V(enum, text name, Other | Collective, types,
 //     shape rule, vjp rule, spmd rule, kernel)
-//   V(enum, text name, Unary | Binary, complex,
+//   V(enum, text name, Unary | Binary, types,
 //     api, element types, float kernel, integer kernel, vector kernel, vjp)
 //
 // Every row:
 // - kind: Unary / Binary for the elementwise ops, whose shape rule, SPMD
 //   rule and kernel are the elementwise ones; Collective for the SPMD ops
 //   that talk across partitions; Other for everything else.
-// - complex: Complex when the op takes c64 / c128 operands (XLA's complex
+// - types: Complex when the op takes c64 / c128 operands (XLA's complex
 //   arithmetic, compare EQ / NE, select, convert, dot, reduce, sort by a
-//   comparator, and every op that only moves data), else Real.
+//   comparator, and every op that only moves data); AnyType when it also
+//   passes tokens along (parameters, tuples, control flow, the ordering
+//   ops); else Real.
 //
 // The Other / Collective columns (the enums below, one value each):
 // - shape rule: the family of shape inference (src/hlo/shape_*.cc).
@@ -59,7 +61,7 @@ namespace strata::hlo {
 // One row per op, its columns on the lines below it.
 // clang-format off
 #define STRATA_HLO_OPCODES(V) \
-  V(kParameter, "parameter", Other, Complex, Control, NoGradient, None, Storage) \
+  V(kParameter, "parameter", Other, AnyType, Control, NoGradient, None, Storage) \
   V(kConstant, "constant", Other, Complex, Control, NoGradient, None, Storage) \
   V(kIota, "iota", Other, Real, Control, NoGradient, None, DataMovement) \
   V(kConvert, "convert", Other, Complex, Elementwise, Elementwise, Elementwise, Convert) \
@@ -206,16 +208,16 @@ namespace strata::hlo {
   V(kDot, "dot", Other, Complex, Reduction, Reduction, Dot, Dot) \
   V(kGather, "gather", Other, Complex, Indexing, Indexing, Gather, Gather) \
   V(kScatter, "scatter", Other, Complex, Indexing, Indexing, KeepDims, Scatter) \
-  V(kTuple, "tuple", Other, Complex, Control, Identity, Tuple, Storage) \
-  V(kGetTupleElement, "get-tuple-element", Other, Complex, Control, HloOnly, GetTupleElement, Storage) \
-  V(kWhile, "while", Other, Complex, Control, Attached, PassThrough, Loop) \
-  V(kConditional, "conditional", Other, Complex, Control, Attached, None, Conditional) \
-  V(kCall, "call", Other, Complex, Control, HloOnly, None, Inlined) \
+  V(kTuple, "tuple", Other, AnyType, Control, Identity, Tuple, Storage) \
+  V(kGetTupleElement, "get-tuple-element", Other, AnyType, Control, HloOnly, GetTupleElement, Storage) \
+  V(kWhile, "while", Other, AnyType, Control, Attached, PassThrough, Loop) \
+  V(kConditional, "conditional", Other, AnyType, Control, Attached, None, Conditional) \
+  V(kCall, "call", Other, AnyType, Control, HloOnly, None, Inlined) \
   V(kFusion, "fusion", Other, Complex, Control, HloOnly, None, Fusion) \
-  V(kOptimizationBarrier, "opt-barrier", Other, Complex, Control, Identity, PassThrough, Storage) \
+  V(kOptimizationBarrier, "opt-barrier", Other, AnyType, Control, Identity, PassThrough, Storage) \
   V(kCustomCall, "custom-call", Other, Complex, Control, HloOnly, CustomCall, CustomCall) \
-  V(kAfterAll, "after-all", Other, Real, Control, HloOnly, None, Token) \
-  V(kAddDependency, "add-dependency", Other, Complex, Control, HloOnly, None, Storage) \
+  V(kAfterAll, "after-all", Other, AnyType, Control, HloOnly, None, Token) \
+  V(kAddDependency, "add-dependency", Other, AnyType, Control, HloOnly, None, Storage) \
   V(kRngBitGenerator, "rng-bit-generator", Other, Real, Control, NoGradient, None, Rng) \
   V(kPartitionId, "partition-id", Collective, Real, Collective, NoGradient, None, Collective) \
   V(kReplicaId, "replica-id", Collective, Real, Collective, NoGradient, None, Collective) \
@@ -255,8 +257,9 @@ constexpr bool TakesIntegers(ElementTypes t) {
          t == ElementTypes::kIntegerOrPred;
 }
 constexpr bool TakesPred(ElementTypes t) { return t == ElementTypes::kIntegerOrPred; }
-// The complex column: whether op takes c64 / c128 operands.
+// The types column: whether op takes c64 / c128 operands, and tokens.
 bool TakesComplex(Opcode op);
+bool TakesTokens(Opcode op);
 
 // The shape-rule column: which family of shape inference checks the op.
 enum class ShapeRule : uint8_t {

@@ -226,6 +226,11 @@ class Node {
 
  private:
   void ComputeHashes();
+  // A loop's or conditional's last step, once its body or branches are set:
+  // its opcode, operands (and their placeholder level), no attributes, its hashes.
+  void SealCompound(hlo::Opcode opcode, std::vector<Value> operands);
+  // Device data's last step, once its shape and buffers are set.
+  void SealDeviceData(std::optional<Sharding> sharding, bool computed, Value origin);
 
   NodeKind kind_ = NodeKind::kOp;
   hlo::Opcode opcode_ = hlo::Opcode::kParameter;

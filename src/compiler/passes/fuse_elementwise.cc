@@ -381,12 +381,7 @@ class Fuser {
   }
 
   Instruction* Element(Instruction* tuple, int64_t index) {
-    auto e =
-        std::make_unique<Instruction>(Opcode::kGetTupleElement, tuple->shape().tuple_shape(index),
-                                      std::vector<Instruction*>{tuple});
-    e->tuple_index = index;
-    e->set_name(fmt::format("{}.{}", tuple->name(), index));
-    return c_.AddInstruction(std::move(e));
+    return c_.AddTupleElement(tuple, index, fmt::format("{}.{}", tuple->name(), index));
   }
 
   // Whether `i`, a core op some of whose users are outside the group, can

@@ -189,12 +189,7 @@ class Merger {
   }
 
   Instruction* Element(Instruction* tuple, int64_t index) {
-    auto e =
-        std::make_unique<Instruction>(Opcode::kGetTupleElement, tuple->shape().tuple_shape(index),
-                                      std::vector<Instruction*>{tuple});
-    e->tuple_index = index;
-    e->set_name(fmt::format("{}.{}", tuple->name(), index));
-    return c_.AddInstruction(std::move(e));
+    return c_.AddTupleElement(tuple, index, fmt::format("{}.{}", tuple->name(), index));
   }
 
   hlo::Module& module_;

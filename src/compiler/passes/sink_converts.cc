@@ -83,14 +83,42 @@ void ConvertAfter(Computation& c, Instruction* value, DType from) {
   if (c.root() == value) c.set_root(convert);
 }
 
+// Element k of the loop's state becomes `element`: the loop, the
+// condition's and body's parameters and the body's root all change shape.
+void SetElementShape(Instruction* loop, int64_t k, const Shape& element) {
+  const Shape state = WithElement(loop->shape(), k, element);
+  loop->set_shape(state);
+  loop->called[0]->parameter(0)->set_shape(state);
+  loop->called[1]->parameter(0)->set_shape(state);
+  loop->called[1]->root()->set_shape(state);
+}
+
+// A loop's condition and body, and the elements of the tuple it starts from.
+struct LoopParts {
+  Computation& condition;
+  Computation& body;
+  std::vector<Instruction*> elements;
+};
+
+LoopParts PartsOf(Instruction* loop) {
+  return {*loop->called[0], *loop->called[1], loop->operand(0)->operands()};
+}
+
+// The loop starts from a new tuple of `elements`, named after the old one.
+void SetInit(Computation& c, Instruction* loop, std::vector<Instruction*> elements,
+             const std::string& suffix) {
+  const std::string name = loop->operand(0)->name() + suffix;
+  Instruction* tuple = c.AddInstruction(
+      std::make_unique<Instruction>(Opcode::kTuple, loop->shape(), std::move(elements)));
+  tuple->set_name(name);
+  loop->set_operand(0, tuple);
+}
+
 bool SinkInto(Computation& c, Instruction* loop,
               const std::unordered_map<const Computation*, int>& callers) {
   if (!StateMayChange(c, loop, callers)) return false;
-  Computation& condition = *loop->called[0];
-  Computation& body = *loop->called[1];
-  Instruction* init = loop->operand(0);
+  auto [condition, body, elements] = PartsOf(loop);
   bool changed = false;
-  std::vector<Instruction*> elements = init->operands();
   for (int64_t k = 0; k < static_cast<int64_t>(elements.size()); ++k) {
     Instruction* convert = elements[k];
     if (convert->opcode() != Opcode::kConvert) continue;
@@ -101,11 +129,7 @@ bool SinkInto(Computation& c, Instruction* loop,
     if (!Sinkable(condition, body, k)) continue;
 
     elements[k] = source;
-    const Shape state = WithElement(loop->shape(), k, source->shape());
-    loop->set_shape(state);
-    condition.parameter(0)->set_shape(state);
-    body.parameter(0)->set_shape(state);
-    body.root()->set_shape(state);
+    SetElementShape(loop, k, source->shape());
     for (Instruction* read : ElementReads(body, body.parameter(0), k)) {
       read->set_shape(source->shape());
       for (Instruction* user : UsersOf(body, read)) {
@@ -116,10 +140,7 @@ bool SinkInto(Computation& c, Instruction* loop,
     changed = true;
   }
   if (!changed) return false;
-  Instruction* tuple = c.AddInstruction(
-      std::make_unique<Instruction>(Opcode::kTuple, loop->shape(), std::move(elements)));
-  tuple->set_name(init->name() + ".sunk");
-  loop->set_operand(0, tuple);
+  SetInit(c, loop, std::move(elements), ".sunk");
   body.SortTopologically();
   return true;
 }
@@ -158,11 +179,8 @@ std::optional<DType> ReadOnlyConverted(const Computation& c, const Instruction* 
 bool HoistFrom(Computation& c, Instruction* loop,
                const std::unordered_map<const Computation*, int>& callers) {
   if (!StateMayChange(c, loop, callers)) return false;
-  Computation& condition = *loop->called[0];
-  Computation& body = *loop->called[1];
-  Instruction* init = loop->operand(0);
+  auto [condition, body, elements] = PartsOf(loop);
   bool changed = false;
-  std::vector<Instruction*> elements = init->operands();
   for (int64_t k = 0; k < static_cast<int64_t>(elements.size()); ++k) {
     if (!elements[k]->shape().is_array()) continue;
     const std::optional<DType> to = ReadOnlyConverted(c, loop, condition, body, k);
@@ -172,11 +190,7 @@ bool HoistFrom(Computation& c, Instruction* loop,
                                                  std::vector<Instruction*>{elements[k]});
     convert->set_name(elements[k]->name() + ".hoisted");
     elements[k] = c.AddInstruction(std::move(convert));
-    const Shape state = WithElement(loop->shape(), k, converted);
-    loop->set_shape(state);
-    condition.parameter(0)->set_shape(state);
-    body.parameter(0)->set_shape(state);
-    body.root()->set_shape(state);
+    SetElementShape(loop, k, converted);
     Computation::Replacements replacements;
     for (Instruction* read : ElementReads(body, body.parameter(0), k)) {
       read->set_shape(converted);
@@ -189,10 +203,7 @@ bool HoistFrom(Computation& c, Instruction* loop,
     changed = true;
   }
   if (!changed) return false;
-  Instruction* tuple = c.AddInstruction(
-      std::make_unique<Instruction>(Opcode::kTuple, loop->shape(), std::move(elements)));
-  tuple->set_name(init->name() + ".hoisted");
-  loop->set_operand(0, tuple);
+  SetInit(c, loop, std::move(elements), ".hoisted");
   return true;
 }
 

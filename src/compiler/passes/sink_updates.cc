@@ -295,11 +295,7 @@ class Sinker {
   }
 
   Instruction* ElementOf(Computation& into, Instruction* tuple, int64_t index) {
-    auto e =
-        std::make_unique<Instruction>(Opcode::kGetTupleElement, tuple->shape().tuple_shape(index),
-                                      std::vector<Instruction*>{tuple});
-    e->tuple_index = index;
-    return Add(into, std::move(e), fmt::format("{}.{}", tuple->name(), index));
+    return into.AddTupleElement(tuple, index, fmt::format("{}.{}", tuple->name(), index));
   }
 
   // The fusion's computation over one slice: each value of the stack's

@@ -213,11 +213,7 @@ class Widener {
     std::vector<Instruction*> elements;
     std::vector<Shape> shapes;
     for (int64_t i = 0; i < original.tuple_size(); ++i) {
-      auto element = std::make_unique<Instruction>(
-          Opcode::kGetTupleElement, wide->shape().tuple_shape(i), std::vector<Instruction*>{wide});
-      element->tuple_index = i;
-      element->set_name(fmt::format("{}.element{}", name, i));
-      Instruction* e = c.AddInstruction(std::move(element));
+      Instruction* e = c.AddTupleElement(wide, i, fmt::format("{}.element{}", name, i));
       elements.push_back(Narrowed(c, e, original.tuple_shape(i), e->name()));
       shapes.push_back(original.tuple_shape(i));
     }

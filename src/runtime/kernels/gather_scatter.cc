@@ -12,18 +12,6 @@ namespace {
 
 using hlo::Opcode;
 
-int64_t LoadIndex(const uint8_t* p, DType dtype) {
-  return DispatchAnyType(dtype, [&](auto tag) -> int64_t {
-    using T = typename decltype(tag)::type;
-    T v;
-    std::memcpy(&v, p, sizeof(T));
-    // Unsigned indices compare as unsigned (as in XLA): a u64 past 2^63 is
-    // huge, not negative.
-    if constexpr (std::is_unsigned_v<T>) v = std::min<T>(v, static_cast<T>(INT64_MAX));
-    return static_cast<int64_t>(v);
-  });
-}
-
 // Positions in the indices array of each batch element's index vector.
 struct IndexWalker {
   std::vector<int64_t> batch_dims;     // sizes of the index batch dims
@@ -135,7 +123,7 @@ KernelInfo MakeGatherKernel(const hlo::Instruction& inst, ThreadPool& pool_ref) 
         for (size_t k = 0; k < start_map.size(); ++k) {
           int64_t d = start_map[k];
           int64_t s =
-              LoadIndex(a.operands[1] + (ioff + k * walker.vector_stride) * index_es, index_type);
+              ReadIndex(a.operands[1] + (ioff + k * walker.vector_stride) * index_es, index_type);
           s = std::clamp<int64_t>(s, 0, op_dims[d] - slice_sizes[d]);  // XLA clamps gather starts
           src += s * op_strides[d];
         }
@@ -206,7 +194,7 @@ KernelInfo MakeScatterKernel(const hlo::Instruction& inst, ThreadPool& pool,
       std::fill(start.begin(), start.end(), 0);
       for (size_t k = 0; k < dims_map.size(); ++k) {
         start[dims_map[k]] =
-            LoadIndex(a.operands[1] + (ioff + k * walker.vector_stride) * index_es, index_type);
+            ReadIndex(a.operands[1] + (ioff + k * walker.vector_stride) * index_es, index_type);
       }
       bool in_bounds = true;  // XLA skips windows that do not fit entirely
       int64_t op_off = 0;

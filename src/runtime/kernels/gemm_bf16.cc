@@ -55,6 +55,19 @@ inline void ContiguousPairs(const uint16_t* x, int64_t full, uint32_t* out, int6
   }
 }
 
+// A whole line (a row of A, a column of B) of k elements with stride
+// `stride` into every out_stride-th slot of out: its (k + 1) / 2 pairs.
+inline void PackLine(const uint16_t* x, int64_t stride, int64_t k, uint32_t* out,
+                     int64_t out_stride) {
+  const int64_t pairs = (k + 1) / 2, full = k / 2;
+  int64_t q = 0;
+  if (stride == 1) {
+    ContiguousPairs(x, full, out, out_stride);
+    q = full;
+  }
+  for (; q < pairs; ++q) out[q * out_stride] = Pair(x, stride, 2 * q, k);
+}
+
 // Sixteen columns of B stored transposed (each column's k contiguous),
 // pairs q0..q0 + 15 of each, into a panel's rows: out[r * kNr + c] = pair
 // q0 + r of column c. A 16 x 16 transpose of 32-bit words in registers
@@ -132,13 +145,7 @@ void PackPairsB(int64_t kc, int64_t cols, MatrixView<const uint16_t> b, uint32_t
       }
     }
     for (; j < width; ++j) {
-      const uint16_t* column = src + j * b.col_stride;
-      int64_t q = 0;
-      if (b.row_stride == 1) {
-        ContiguousPairs(column, full, out + j, kNr);
-        q = full;
-      }
-      for (; q < pairs; ++q) out[q * kNr + j] = Pair(column, b.row_stride, 2 * q, kc);
+      PackLine(src + j * b.col_stride, b.row_stride, kc, out + j, kNr);
     }
     for (int64_t q = 0; q < pairs; ++q) std::fill(out + q * kNr + width, out + (q + 1) * kNr, 0u);
   }
@@ -164,13 +171,7 @@ void PackPairsA(int64_t rows, int64_t kc, MatrixView<const uint16_t> a, uint32_t
       continue;
     }
     for (int64_t i = 0; i < height; ++i) {
-      const uint16_t* row = block + i * a.row_stride;
-      int64_t q = 0;
-      if (a.col_stride == 1) {
-        ContiguousPairs(row, full, out + i, kMr);
-        q = full;
-      }
-      for (; q < pairs; ++q) out[q * kMr + i] = Pair(row, a.col_stride, 2 * q, kc);
+      PackLine(block + i * a.row_stride, a.col_stride, kc, out + i, kMr);
     }
     for (int64_t i = height; i < kMr; ++i) {
       for (int64_t q = 0; q < pairs; ++q) out[q * kMr + i] = 0;

@@ -54,13 +54,23 @@ struct Windows {
   }
 };
 
+// A native fold's input, initial value (a scalar operand) and output.
+template <typename T>
+struct Folding {
+  const T* x;
+  T init;
+  T* out;
+  static Folding Of(const KernelArgs& a) {
+    Folding f{reinterpret_cast<const T*>(a.operands[0]), T(), reinterpret_cast<T*>(a.outputs[0])};
+    std::memcpy(&f.init, a.operands[1], sizeof(T));
+    return f;
+  }
+};
+
 template <typename T>
 Kernel NativeReduceWindow(const Windows& windows, Opcode op, ThreadPool* pool) {
   return [windows, op, pool](const KernelArgs& a) {
-    const T* x = reinterpret_cast<const T*>(a.operands[0]);
-    T init;
-    std::memcpy(&init, a.operands[1], sizeof(T));
-    T* out = reinterpret_cast<T*>(a.outputs[0]);
+    const auto [x, init, out] = Folding<T>::Of(a);
     const Reducer<T> f{op};
     pool->ParallelFor(windows.outputs, std::max<int64_t>(1, 4096 / windows.taps),
                       [&](int64_t lo, int64_t hi) {
@@ -108,10 +118,7 @@ std::optional<Scan> FindScan(const std::vector<int64_t>& dims,
 template <typename T>
 Kernel NativeScan(const Scan& scan, Opcode op, ThreadPool* pool) {
   return [scan, op, pool](const KernelArgs& a) {
-    const T* x = reinterpret_cast<const T*>(a.operands[0]);
-    T init;
-    std::memcpy(&init, a.operands[1], sizeof(T));
-    T* out = reinterpret_cast<T*>(a.outputs[0]);
+    const auto [x, init, out] = Folding<T>::Of(a);
     const Reducer<T> f{op};
     const int64_t n = scan.n, inner = scan.inner;
     if (scan.outer == 0 || inner == 0) return;  // nothing to fold (and no block of 0 to divide by)
