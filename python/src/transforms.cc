@@ -8,6 +8,7 @@
 #include "strata/autograd/grad.h"
 #include "strata/lazy/context.h"
 #include "strata/lazy/ops.h"
+#include "strata/runtime/device.h"
 #include "strata/transforms/cond.h"
 #include "strata/transforms/scan.h"
 
@@ -414,6 +415,20 @@ void BindTransforms(py::module_& m) {
     return d;
   });
   m.def("reset_metrics", [] { lazy::Context::Get().ResetMetrics(); });
+  m.def(
+      "memory_stats",
+      [] {
+        const runtime::Client& client = runtime::Client::Default();
+        py::dict d;
+        int64_t cached = 0;
+        for (int i = 0; i < client.device_count(); ++i) cached += client.device(i)->cached_bytes();
+        d["block_cache_bytes"] = cached;
+        d["idle_arena_bytes"] = client.idle_arena_bytes();
+        d["arenas_allocated"] = client.arenas_allocated();
+        return d;
+      },
+      "What strata's memory pools hold while no program runs: freed result blocks kept "
+      "for reuse (block_cache_bytes) and idle program arenas (idle_arena_bytes).");
   m.def(
       "set_dump_dir", [](std::string dir) { lazy::Context::Get().set_dump_dir(std::move(dir)); },
       py::arg("directory"), "Writes each compiled graph's IR, dot and HLO text there ('' = off).");

@@ -310,3 +310,19 @@ def test_metrics_dumps_and_the_program_text(tmp_path, metrics):
     assert metrics()["executions"] == 1
     assert "Metric: Executions 1" in strata.metrics_report()
     close(y, np.exp(np.ones(4)) * 3)
+
+
+def test_memory_stats_see_a_freed_result_block_kept_for_reuse():
+    x = strata.full([1024, 1024], 1.5)  # 4 MiB: a block the device caches when freed
+    y = x * 2.0
+    y.sync()
+    before = strata.memory_stats()
+    assert set(before) == {"block_cache_bytes", "idle_arena_bytes", "arenas_allocated"}
+    assert all(v >= 0 for v in before.values())
+    assert float(y.sum().item()) == 3.0 * 1024 * 1024
+    del y
+    import gc
+    gc.collect()
+    after = strata.memory_stats()
+    assert before["block_cache_bytes"] < 512 << 20  # far from the cache's 1 GiB cap
+    assert after["block_cache_bytes"] - before["block_cache_bytes"] >= 4 << 20

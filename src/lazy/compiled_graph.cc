@@ -78,6 +78,30 @@ CompiledGraph::CompiledGraph(const std::vector<Tensor>& inputs, const std::vecto
   checks_from_ = graph.checks_from;
 }
 
+std::vector<int64_t> CompiledGraph::RootHomes(
+    const std::vector<std::pair<int64_t, int64_t>>& homes) const {
+  if (homes.empty()) return {};
+  std::vector<int64_t> parameter_of(input_shapes_.size(), -1);
+  for (size_t p = 0; p < parameter_input_.size(); ++p) {
+    if (parameter_input_[p] >= 0) parameter_of[parameter_input_[p]] = static_cast<int64_t>(p);
+  }
+  std::vector<int64_t> root_homes(executable_->result_shapes().size(), -1);
+  bool any = false;
+  for (const auto& [output, input] : homes) {
+    if (output < 0 || output >= static_cast<int64_t>(sources_.size()) || input < 0 ||
+        input >= static_cast<int64_t>(input_shapes_.size())) {
+      Fail("[compile] cannot write output {} into input {}: the graph has {} outputs and {} inputs",
+           output, input, sources_.size(), input_shapes_.size());
+    }
+    const Source& s = sources_[output];
+    if (s.kind != Source::kRoot || parameter_of[input] < 0) continue;  // nothing to place
+    root_homes[s.index] = parameter_of[input];
+    any = true;
+  }
+  if (!any) root_homes.clear();
+  return root_homes;
+}
+
 int64_t CompiledGraph::instruction_count() const {
   if (!executable_) return 0;
   int64_t n = 0;
@@ -86,6 +110,12 @@ int64_t CompiledGraph::instruction_count() const {
 }
 
 std::vector<runtime::Buffer> CompiledGraph::Run(const std::vector<runtime::Buffer>& inputs) const {
+  return Run(inputs, {});
+}
+
+std::vector<runtime::Buffer> CompiledGraph::Run(
+    const std::vector<runtime::Buffer>& inputs,
+    const std::vector<std::pair<int64_t, int64_t>>& homes) const {
   if (inputs.size() != input_shapes_.size()) {
     Fail("[compile] the compiled graph takes {} inputs, got {}", input_shapes_.size(),
          inputs.size());
@@ -102,7 +132,10 @@ std::vector<runtime::Buffer> CompiledGraph::Run(const std::vector<runtime::Buffe
     for (size_t p = 0; p < arguments.size(); ++p) {
       if (parameter_input_[p] >= 0) arguments[p] = inputs[parameter_input_[p]];
     }
-    results = executable_->Run(arguments, runtime::Client::Default().device(0));
+    const runtime::Device* device = runtime::Client::Default().device(0);
+    std::vector<int64_t> root_homes = RootHomes(homes);
+    results = root_homes.empty() ? executable_->Run(arguments, device)
+                                 : executable_->RunInto(arguments, root_homes, device);
     if (!checks_.empty()) {
       ir::Graph checks;
       for (const ir::IndexCheck& c : checks_) checks.checks.push_back(&c);

@@ -40,6 +40,22 @@ std::vector<Buffer> Executable::Run(const std::vector<Buffer>& arguments, const 
   return RunWith(arguments, device, donated, RunContext{});
 }
 
+std::vector<Buffer> Executable::RunInto(const std::vector<Buffer>& arguments,
+                                        const std::vector<int64_t>& homes,
+                                        const Device* device) const {
+  if (module_->num_partitions() > 1) {
+    Fail("[execute] {} is an SPMD program of {} partitions: run it with RunPartitioned",
+         module_->name(), module_->num_partitions());
+  }
+  if (homes.size() != result_shapes_.size())
+    Fail("[execute] {} result places for {} results", homes.size(), result_shapes_.size());
+  for (int64_t home : homes) {
+    if (home < -1 || home >= static_cast<int64_t>(arguments.size()))
+      Fail("[execute] result place {} is not an argument (0..{})", home, arguments.size());
+  }
+  return RunWith(arguments, device, {}, RunContext{}, homes);
+}
+
 std::vector<Buffer> Executable::RunPartition(int64_t partition,
                                              const std::vector<Buffer>& arguments,
                                              const Device* device, Communicator& communicator,
@@ -108,8 +124,8 @@ std::vector<std::vector<Buffer>> Executable::RunPartitions(
 }
 
 std::vector<Buffer> Executable::RunWith(const std::vector<Buffer>& arguments, const Device* device,
-                                        const std::vector<bool>& donated,
-                                        const RunContext& context) const {
+                                        const std::vector<bool>& donated, const RunContext& context,
+                                        const std::vector<int64_t>& homes) const {
   if (!device) device = arguments.empty() ? client_->device(0) : arguments[0].device();
   if (arguments.size() != parameter_shapes_.size()) {
     std::string expected;
@@ -135,11 +151,20 @@ std::vector<Buffer> Executable::RunWith(const std::vector<Buffer>& arguments, co
   if (!donated.empty() && donated.size() != arguments.size())
     Fail("[execute] {} donation flags for {} arguments", donated.size(), arguments.size());
   std::vector<bool> taken(donated.size(), false);
+  std::vector<bool> homes_taken(homes.empty() ? 0 : arguments.size(), false);
   std::vector<Buffer> results;
   std::vector<uint8_t*> outputs;
   for (size_t k = 0; k < result_shapes_.size(); ++k) {
     const Shape& s = result_shapes_[k];
     Buffer out;
+    if (!homes.empty() && homes[k] >= 0) {
+      const int64_t i = homes[k];
+      if (!homes_taken[i] && arguments[i].size_bytes() == s.byte_size() &&
+          program_->CanWriteResultInto(static_cast<int64_t>(k), i)) {
+        homes_taken[i] = true;
+        out = Buffer::Alias(s, arguments[i]);
+      }
+    }
     for (size_t i = 0; i < donated.size() && !out.defined(); ++i) {
       if (donated[i] && !taken[i] && arguments[i].size_bytes() == s.byte_size() &&
           program_->CanWriteResultInto(static_cast<int64_t>(k), static_cast<int64_t>(i))) {

@@ -92,5 +92,53 @@ TEST(CompiledGraph, AnIndexOutOfRangeIsAnErrorFromTheRun) {
   }
 }
 
+// An optimizer-shaped update: x' = x - 0.1 m, m' = 0.9 m + 1 written into
+// x's and m's own bytes (no new buffers), with values from a plain loop. A
+// home the program cannot use (the input is read after the output is
+// written) leaves a new buffer and the input as it was.
+TEST(CompiledGraph, OutputsGoIntoTheInputsNamedAsTheirHomes) {
+  Tensor x = Tensor::FromVector<float>(std::vector<float>(1024, 0), {1024});
+  Tensor m = Tensor::FromVector<float>(std::vector<float>(1024, 0), {1024});
+  CompiledGraph graph({x, m}, {m * 0.9 + 1.0, x - m * 0.1});
+  std::vector<float> xs(1024), ms(1024);
+  for (int i = 0; i < 1024; ++i) {
+    xs[i] = 0.01f * static_cast<float>(i);
+    ms[i] = 1.0f - 0.002f * static_cast<float>(i);
+  }
+  runtime::Buffer xb = Buf(xs, {1024}), mb = Buf(ms, {1024});
+  std::vector<runtime::Buffer> out = graph.Run({xb, mb}, {{0, 1}, {1, 0}});
+  ASSERT_EQ(out.size(), 2u);
+  const std::vector<float> new_m = out[0].ToVector<float>(), new_x = out[1].ToVector<float>();
+  for (int i = 0; i < 1024; ++i) {
+    EXPECT_NEAR(new_m[i], 0.9 * ms[i] + 1.0, 1e-5) << i;
+    EXPECT_NEAR(new_x[i], xs[i] - 0.1 * ms[i], 1e-5) << i;
+  }
+  // Each output is the input it names: the same bytes.
+  EXPECT_EQ(out[0].data(), mb.data());
+  EXPECT_EQ(out[1].data(), xb.data());
+
+  // y = 2 a is wanted in a's bytes, but z = a + 1 is a result too: whichever
+  // the program runs first, the values are right, and a holds either its
+  // old values (no home given) or y (the home taken).
+  Tensor a = Tensor::FromVector<float>({0, 0, 0, 0}, {4});
+  CompiledGraph both({a}, {a * 2.0, a + 1.0});
+  runtime::Buffer ab = Buf({1, 2, 3, 4}, {4});
+  std::vector<runtime::Buffer> got = both.Run({ab}, {{0, 0}});
+  EXPECT_EQ(got[0].ToVector<float>(), (std::vector<float>{2, 4, 6, 8}));
+  EXPECT_EQ(got[1].ToVector<float>(), (std::vector<float>{2, 3, 4, 5}));
+  const std::vector<float> held =
+      got[0].data() == ab.data() ? got[0].ToVector<float>() : std::vector<float>{1, 2, 3, 4};
+  EXPECT_EQ(ab.ToVector<float>(), held);
+
+  // A home naming no output or no input is an Error that says so.
+  try {
+    graph.Run({Buf(xs, {1024}), Buf(ms, {1024})}, {{5, 0}});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot write output 5 into input 0"), std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace strata

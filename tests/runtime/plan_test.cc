@@ -360,5 +360,48 @@ TEST(Plan, DeadCodeWithoutPassesDoesNotClobberLiveValues) {
   }
 }
 
+// A backward pass's shape: g_k = tanh(P_k * g_{k-1}) where P_k = exp(c_k x)
+// is short (two ops on a parameter) and listed first, and each g_k also
+// feeds a small result r_k = sum(g_k) (a bias's gradient), the chain's end
+// listed first among the results (a backward's input gradient). Walked
+// from the root alone, every P_k runs before the chain starts and every
+// g_k waits for its r_k at the end: 2K arrays live at once. Tallest operand
+// first and results as soon as they can run keep a few.
+TEST(Plan, ShortOperandsRunBeforeTheirUseAndResultsRunEarly) {
+  const int64_t n = 1 << 18, steps = 16;
+  std::vector<float> x = Random<float>(n, 7, -1, 1), g0 = Random<float>(n, 8, -1, 1);
+  std::vector<double> want_r(steps, 0.0);
+  std::vector<float> want_g = g0;
+  for (int64_t k = 0; k < steps; ++k) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float p = std::exp(x[i] * (static_cast<float>(k + 1) * 0.125f));
+      want_g[i] = std::tanh(p * want_g[i]);
+      want_r[k] += want_g[i];
+    }
+  }
+  Graph g({F32({n}), F32({n})});
+  g.fuse = false;  // one kernel per op: the planner's buffers are what is measured
+  auto* add = g.Add(hlo::MakeScalarBinaryComputation("add", Opcode::kAdd, DType::kF32));
+  Instruction* chain = g.params[1];
+  std::vector<Instruction*> roots = {nullptr};
+  for (int64_t k = 0; k < steps; ++k) {
+    Instruction* c = g.b.Broadcast(g.b.ConstantScalar<float>((k + 1) * 0.125f), {n}, {});
+    Instruction* p = g.b.Unary(Opcode::kExp, g.b.Multiply(g.params[0], c));
+    chain = g.b.Unary(Opcode::kTanh, g.b.Multiply(p, chain));
+    roots.push_back(g.b.Reduce(chain, g.b.ConstantScalar(0.0f), {0}, add));
+  }
+  roots[0] = chain;
+  auto exe = g.Compile(g.b.Tuple(roots));
+  std::vector<Buffer> out = exe->Run({Arg(x, {n}), Arg(g0, {n})});
+  ASSERT_EQ(out.size(), static_cast<size_t>(steps + 1));
+  EXPECT_TRUE(AllClose(want_g, out[0].ToVector<float>(), 1e-5, 1e-5));
+  for (int64_t k = 0; k < steps; ++k) {
+    EXPECT_NEAR(out[k + 1].ToVector<float>()[0], want_r[k], 1e-3 * (1 + std::abs(want_r[k]))) << k;
+  }
+  const int64_t bytes = n * 4;
+  EXPECT_LE(exe->stats().temp_bytes, 4 * bytes)
+      << "of " << 2 * steps * bytes << " bytes if every P_k and g_k stayed live";
+}
+
 }  // namespace
 }  // namespace strata::runtime::test

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "strata/ir/hash.h"
@@ -33,6 +34,14 @@ class CompiledGraph {
   // Error naming the input). An index out of range in an indexing op is an
   // Error, as at a sync.
   std::vector<runtime::Buffer> Run(const std::vector<runtime::Buffer>& inputs) const;
+  // As Run, with output `o` of each pair (o, i) in `homes` written straight
+  // into input i's bytes where the program allows it (it reads input i for
+  // the last time before it first writes output o): an in-place update, an
+  // optimizer's or a buffer's, that lands in the caller's storage without a
+  // copy. Where it does not, output o is a new buffer as in Run. The caller
+  // must not read input i's old value afterwards.
+  std::vector<runtime::Buffer> Run(const std::vector<runtime::Buffer>& inputs,
+                                   const std::vector<std::pair<int64_t, int64_t>>& homes) const;
 
   const std::vector<Shape>& input_shapes() const { return input_shapes_; }
   const std::vector<Shape>& output_shapes() const { return output_shapes_; }
@@ -44,6 +53,10 @@ class CompiledGraph {
   const std::string& hlo_text() const { return hlo_text_; }
   // Instructions of the program the runtime runs (after fusion).
   int64_t instruction_count() const;
+  // Its buffer plan: arena and result bytes (all 0 for a graph that runs nothing).
+  runtime::PlanStats plan() const {
+    return executable_ ? executable_->stats() : runtime::PlanStats{};
+  }
 
  private:
   // Where each output comes from: a root of the program, an input, or a
@@ -52,6 +65,10 @@ class CompiledGraph {
     enum Kind { kRoot, kInput, kFixed } kind;
     int64_t index;
   };
+  // Per program root: the parameter whose bytes it is written into (-1:
+  // none); empty where no pair of `homes` names a root and a parameter.
+  std::vector<int64_t> RootHomes(const std::vector<std::pair<int64_t, int64_t>>& homes) const;
+
   std::shared_ptr<const runtime::Executable> executable_;  // owned by its cache entry
   ir::Hash128 key_;
   bool compiled_ = false;

@@ -42,6 +42,15 @@ class Executable {
   // The caller must not read a donated argument afterwards.
   std::vector<Buffer> Run(const std::vector<Buffer>& arguments, const Device* device = nullptr,
                           const std::vector<bool>& donated = {}) const;
+  // Donation with each result's place named: result k goes into argument
+  // homes[k]'s bytes (homes[k] >= 0, its size) when the program reads that
+  // argument for the last time before it first writes the result, else
+  // into a new buffer. An in-place update (an optimizer's) that must land
+  // in the caller's own storage. The caller must not read an argument named
+  // there afterwards unless no result took it.
+  std::vector<Buffer> RunInto(const std::vector<Buffer>& arguments,
+                              const std::vector<int64_t>& homes,
+                              const Device* device = nullptr) const;
 
   // An SPMD program (module().num_partitions() copies, each reading its own
   // partition-id): runs every partition on its own thread and device,
@@ -72,7 +81,8 @@ class Executable {
 
  private:
   std::vector<Buffer> RunWith(const std::vector<Buffer>& arguments, const Device* device,
-                              const std::vector<bool>& donated, const RunContext& context) const;
+                              const std::vector<bool>& donated, const RunContext& context,
+                              const std::vector<int64_t>& homes = {}) const;
   std::unique_ptr<hlo::Module> module_;
   std::unique_ptr<Program> program_;
   const Client* client_ = nullptr;

@@ -8,6 +8,7 @@ lowered ops as strata graphs and leaves the rest to eager PyTorch; every
 such fallback is recorded by name, as is every recompile and its reason
 (``strata.torch.explain``).
 """
+import collections
 import functools
 import operator
 import logging
@@ -38,11 +39,18 @@ class GraphReport:
         self.fallbacks = fallbacks  # Counter of op names run by eager PyTorch
         self.compiles = []  # (signature text, reason, seconds, from the persistent cache)
         self.calls = 0
+        # Mutated inputs (an optimizer's weights and moments) whose new value
+        # strata wrote straight into their storage, and those copied back.
+        self.written_in_place = 0
+        self.copied_back = 0
 
     def __str__(self):
         lines = [f"{self.kind} graph: {sum(self.ops.values())} ops "
                  f"({len(self.ops)} kinds), {len(self.compiles)} compile(s), "
                  f"{self.calls} call(s)"]
+        if self.written_in_place or self.copied_back:
+            lines.append(f"  mutated inputs: {self.written_in_place} written in place, "
+                         f"{self.copied_back} copied back")
         lines.append("  ops: " + ", ".join(f"{op} x{n}" if n > 1 else op
                                            for op, n in sorted(self.ops.items())))
         if self.fallbacks:
@@ -257,7 +265,15 @@ def _reason(old, new):
 
 
 class _Entry:
-    __slots__ = ("graph", "positions", "outputs", "mutations", "key")
+    __slots__ = ("graph", "positions", "outputs", "mutations", "homes", "key")
+
+
+def _apart(tensors, homes):
+    """Whether every input an output is written into has a storage no other
+    input shares (else writing it early could change what another reads)."""
+    storages = [t.untyped_storage().data_ptr() for t in tensors]
+    counts = collections.Counter(storages)
+    return all(counts[storages[i]] == 1 for _, i in homes)
 
 
 class StrataGraph:
@@ -308,6 +324,11 @@ class StrataGraph:
         entry = _Entry()
         entry.graph, entry.positions, entry.outputs = graph, positions, layout
         entry.mutations, entry.key = mutation_slots, key is not None
+        # A mutated input's new value is written straight into its storage
+        # where the program allows it (strata's donation): no second copy of
+        # an optimizer's weights and moments, and no copy back.
+        entry.homes = [(slot, positions.index(position)) for position, slot in mutation_slots
+                       if position in positions]
         reason = "first compile" if self.last_signature is None else "recompile: " + _reason(
             self.last_signature, signature)
         if self.last_signature is not None:
@@ -332,13 +353,20 @@ class StrataGraph:
         tensors = [t.detach() if t.requires_grad else t for t in tensors]
         if entry.key:
             tensors.append(_key_input())
+        homes = entry.homes if entry.homes and _apart(tensors, entry.homes) else ()
         try:
-            results = entry.graph.run(tensors)
+            results = entry.graph.run(tensors, homes)
         except strata.Error as e:
             raise strata.Error(f"[strata.torch] {self.report.kind} graph: {e}") from None
         results = [torch.from_dlpack(r) for r in results]
         for position, slot in entry.mutations:
-            args[position].copy_(results[slot])
+            target = args[position]
+            if results[slot].data_ptr() == target.data_ptr():
+                torch.autograd.graph.increment_version(target)  # written in place, as copy_ would
+                self.report.written_in_place += 1
+            else:
+                target.copy_(results[slot])
+                self.report.copied_back += 1
         out = [results[v] if kind == "t" else v for kind, v in entry.outputs]
         args.clear()
         return out
@@ -497,11 +525,13 @@ def decompositions():
 @functools.lru_cache(maxsize=None)
 def _aot_backend():
     from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
     return aot_autograd(
         fw_compiler=functools.partial(compile_aten, kind="forward"),
         bw_compiler=functools.partial(compile_aten, kind="backward"),
         inference_compiler=functools.partial(compile_aten, kind="inference"),
         decompositions=decompositions(),
+        partition_fn=min_cut_rematerialization_partition,
         keep_inference_input_mutations=True,
     )
 
