@@ -84,14 +84,22 @@ void Schedule(hlo::Module& module) {
         entry ? Heights(*c) : std::unordered_map<const hlo::Instruction*, int64_t>{};
     const std::unordered_set<const hlo::Instruction*> results =
         entry ? Results(*c) : std::unordered_set<const hlo::Instruction*>{};
+    // Per result: its operands not yet out (each counted once); per
+    // operand, the results waiting for it. A result is ready at zero, so
+    // readiness costs one step per operand edge, however wide the result
+    // (a fusion may read every parameter).
+    std::unordered_map<const hlo::Instruction*, int64_t> waiting;
     std::unordered_map<const hlo::Instruction*, std::vector<hlo::Instruction*>> early_users;
     for (const auto& inst : c->instructions()) {
       if (!results.count(inst.get())) continue;
-      for (const hlo::Instruction* op : inst->operands()) early_users[op].push_back(inst.get());
+      std::unordered_set<const hlo::Instruction*> distinct(inst->operands().begin(),
+                                                           inst->operands().end());
+      waiting[inst.get()] = static_cast<int64_t>(distinct.size());
+      for (const hlo::Instruction* op : distinct) early_users[op].push_back(inst.get());
     }
     std::vector<hlo::Instruction*> order;
-    std::unordered_set<const hlo::Instruction*> visited, emitted;
-    // Emits `inst`, then every result user whose operands are all out.
+    std::unordered_set<const hlo::Instruction*> visited;
+    // Emits `inst`, then every result whose operands are then all out.
     std::vector<hlo::Instruction*> ready;
     auto emit = [&](hlo::Instruction* inst) {
       ready.push_back(inst);
@@ -99,18 +107,11 @@ void Schedule(hlo::Module& module) {
         hlo::Instruction* next = ready.back();
         ready.pop_back();
         order.push_back(next);
-        emitted.insert(next);
         visited.insert(next);
         auto found = early_users.find(next);
         if (found == early_users.end()) continue;
         for (hlo::Instruction* u : found->second) {
-          if (visited.count(u)) continue;
-          bool all = true;
-          for (const hlo::Instruction* op : u->operands()) all = all && emitted.count(op);
-          if (all) {
-            visited.insert(u);
-            ready.push_back(u);
-          }
+          if (--waiting[u] == 0 && visited.insert(u).second) ready.push_back(u);
         }
       }
     };
@@ -155,7 +156,7 @@ void Schedule(hlo::Module& module) {
         } else {
           hlo::Instruction* done = top.inst;
           stack.pop_back();
-          if (!emitted.count(done)) emit(done);
+          emit(done);
         }
       }
     };
