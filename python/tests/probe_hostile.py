@@ -8,279 +8,27 @@ Cases run one after another in a worker subprocess; a worker that dies is restar
 case recorded as CRASH, one silent for 60 s is killed and its case recorded as HANG. Outcomes:
 ok-value, ok-error, CRASH, HANG, WRONG (a value unlike the reference, or a value where the
 reference refuses), UNCLEAR (an error that does not say what was wrong), REFUSED (a clear
-error where the reference gives a value). Not named test_*: CI's pytest glob skips it."""
-import argparse
+error where the reference gives a value). Not named test_*: CI's pytest glob skips it.
+The harness (case table, classifier, worker, summary) is probe_harness.py."""
+import functools
 import json
 import os
 import re
-import select
-import signal
 import struct
-import subprocess
-import sys
-import tempfile
 import threading
-import time
-import traceback
 
 import numpy as np
+import strata
+import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-CLI = os.environ.get("STRATA_CLI", "/work/probe-snap/strata-cli")
-HANG_SECONDS = 60
+import probe_harness
+from probe_harness import (
+    CASES, F32, HLO_ADD, SD, TD, TMP, S, V, WrongValue, add, ar, check_value, err, leak_from_scan,
+    llama_dir, main, mesh, save_inputs, shard, st_bytes, tmp, token_file, train_args, tt, write)
 
-# ---- the case table ------------------------------------------------------------------------
-
-
-class Case:
-    def __init__(self, cid, family, fn, expect, match, types):
-        self.id, self.family, self.fn, self.expect, self.match, self.types = (
-            cid, family, fn, expect, match, types)
-
-
-CASES = []
-
-
-def add(family, cid, fn, expect="value", match=None, types=None):
-    """expect: "value" (fn returns V(...) checks), "error" (fn must raise a clear error; `match`,
-    a regex, is what the message must name), "either" (a right value or a clear error)."""
-    assert all(c.id != cid for c in CASES), cid
-    CASES.append(Case(cid, family, fn, expect, match, types))
-
-
-def err(family, cid, fn, match=None, types=None):
-    add(family, cid, fn, "error", match, types)
-
-
-class V:
-    """A value check: `got` (strata Tensor, torch tensor, number, list) against `want`
-    (NumPy, torch or plain Python, never strata)."""
-
-    def __init__(self, got, want, dtype=True, rtol=1e-5, atol=1e-6):
-        self.got, self.want, self.dtype, self.rtol, self.atol = got, want, dtype, rtol, atol
-
-
-class WrongValue(Exception):
-    pass
-
-
-def _as_numpy(x):
-    import strata
-    import torch
-    if isinstance(x, strata.Tensor):
-        if x.dtype == strata.bfloat16:
-            return x.astype(strata.float32).numpy(), "bfloat16"
-        a = x.numpy()
-        return a, a.dtype.name
-    if isinstance(x, torch.Tensor):
-        x = x.detach()
-        name = str(x.dtype).removeprefix("torch.")
-        if x.dtype == torch.bfloat16:
-            return x.float().numpy(), name
-        return x.resolve_conj().numpy(), name
-    a = np.asarray(x)
-    return a, a.dtype.name if isinstance(x, np.ndarray) or isinstance(x, np.generic) else None
-
-
-def check_value(v):
-    got, got_dtype = _as_numpy(v.got)
-    want, want_dtype = _as_numpy(v.want)
-    if got.shape != want.shape:
-        raise WrongValue(f"shape {got.shape} != reference {want.shape}")
-    if v.dtype and want_dtype and got_dtype and got_dtype != want_dtype:
-        raise WrongValue(f"dtype {got_dtype} != reference {want_dtype}")
-    if got.dtype == bool or want.dtype == bool or got.dtype.kind in "iu" and want.dtype.kind in "iu":
-        ok = np.array_equal(got.astype(np.float64) if got.dtype.kind == "u" else got,
-                            want.astype(np.float64) if want.dtype.kind == "u" else want)
-    else:
-        ok = np.allclose(got.astype(np.float64), want.astype(np.float64), rtol=v.rtol,
-                         atol=v.atol, equal_nan=True)
-    if not ok:
-        g = np.array2string(got.ravel()[:8], precision=6)
-        w = np.array2string(want.ravel()[:8], precision=6)
-        raise WrongValue(f"value {g} != reference {w}")
-
-
-UNCLEAR_TEXT = re.compile(r"Unable to cast|std::|stoll|stoul|stoi\b|stod\b|basic_string|"
-                          r"vector::|_M_range_check|bad_alloc|bad_optional|bad_variant|"
-                          r"map::at|unordered_map|Check failed|assert(ion)? fail", re.I)
-
-
-def classify_error(case, e, tb):
-    """ok-error, or UNCLEAR with the reason."""
-    import strata
-    msg = str(e)
-    kind = type(e).__name__
-    if isinstance(e, strata.InternalError):
-        return "UNCLEAR", f"InternalError: {msg}"
-    if not msg.strip():
-        return "UNCLEAR", f"{kind} with an empty message"
-    if UNCLEAR_TEXT.search(msg):
-        return "UNCLEAR", f"{kind}: {msg}"
-    # An exception raised by strata's own Python (not by its C++ or a deliberate raise,
-    # which starts with "[name]").
-    frames = traceback.extract_tb(tb)
-    last = frames[-1].filename if frames else ""
-    deliberate = bool(frames) and (frames[-1].line or "").lstrip().startswith("raise ")
-    # A Python wrapper's call of a C++ op (strata/_views.py) passes the C++ error on.
-    calls_cpp = bool(frames) and re.search(r"\b(_raw_\w+|raw|_strata\.\w+)\(", frames[-1].line or "")
-    if last.startswith(os.path.dirname(strata.__file__)) and not isinstance(e, strata.Error) \
-            and not msg.startswith("[") and not deliberate and not calls_cpp:
-        return "UNCLEAR", f"{kind} from {os.path.basename(last)}:{frames[-1].lineno}: {msg}"
-    allowed = case.types or (strata.Error, TypeError, ValueError, IndexError, OverflowError)
-    if not isinstance(e, allowed):
-        return "UNCLEAR", f"{kind} (not a strata.Error/TypeError/ValueError/IndexError): {msg}"
-    if case.match and not re.search(case.match, msg, re.I | re.S):
-        return "UNCLEAR", f"{kind}: {msg!r} does not name /{case.match}/"
-    return "ok-error", f"{kind}: {msg}"
-
-
-def _sync(out):
-    import strata
-    import torch
-    if isinstance(out, strata.Tensor):
-        if out.dtype == strata.bfloat16:
-            out = out.astype(strata.float32)
-        out.numpy()
-    elif isinstance(out, (list, tuple)):
-        for o in out:
-            _sync(o)
-    elif isinstance(out, dict):
-        for o in out.values():
-            _sync(o)
-    elif isinstance(out, torch.Tensor):
-        out.detach().clone()
-
-
-def run_case(case):
-    """(outcome, detail) for one case, in this process."""
-    checks = None
-    try:
-        out = case.fn()
-        if isinstance(out, CLIResult):
-            if out.outcome == "ok-error" and case.match and not re.search(case.match, out.text, re.I | re.S):
-                return "UNCLEAR", f"{out.text[-400:]!r} does not name /{case.match}/"
-            if case.expect == "either" and out.outcome == "WRONG" and out.detail.startswith("exit 0"):
-                return "ok-value", ""
-            if case.expect == "either" and out.outcome == "REFUSED":
-                return "ok-error", out.detail
-            return out.outcome, out.detail
-        checks = [o for o in (out if isinstance(out, list) else [out]) if isinstance(o, V)]
-        _sync(out if not checks else [c.got for c in checks])
-    except WrongValue as e:  # raised by a case itself
-        return "WRONG", str(e)
-    except Exception as e:  # noqa: BLE001
-        outcome, detail = classify_error(case, e, e.__traceback__)
-        if case.expect == "value" and outcome == "ok-error":
-            return "REFUSED", detail
-        return outcome, detail
-    if case.expect == "error":
-        return "WRONG", f"gave a value where the reference refuses: {_short(out)}"
-    try:
-        for c in checks:
-            check_value(c)
-    except WrongValue as e:
-        return "WRONG", str(e)
-    except Exception as e:  # noqa: BLE001  reading the value failed
-        outcome, detail = classify_error(case, e, e.__traceback__)
-        return ("REFUSED" if outcome == "ok-error" else outcome), "on reading: " + detail
-    return "ok-value", ""
-
-
-def _short(out):
-    try:
-        if isinstance(out, V):
-            out = out.got
-        a, _ = _as_numpy(out)
-        return f"{a.dtype}{list(a.shape)} {np.array2string(a.ravel()[:6])}"
-    except Exception:  # noqa: BLE001
-        return repr(out)[:120]
-
-
-# ---- CLI cases -----------------------------------------------------------------------------
-
-
-class CLIResult:
-    def __init__(self, outcome, detail, text=""):
-        self.outcome, self.detail, self.text = outcome, detail, text
-
-
-CLI_UNCLEAR = re.compile(r"terminate called|what\(\):|Aborted|core dumped|std::|stoll|stoi\b|"
-                         r"basic_string|Check failed|Segmentation|InternalError", re.I)
-
-
-def cli(args, expect="error", match=None, timeout=55, cwd=None, env=None):
-    """Runs the CLI; the outcome by exit status and stderr."""
-    e = dict(os.environ)
-    e.update(env or {})
-    try:
-        p = subprocess.run([CLI] + args, capture_output=True, text=True, timeout=timeout,
-                           cwd=cwd or TMP, env=e, errors="replace")
-    except subprocess.TimeoutExpired:
-        return CLIResult("HANG", f"strata-cli {' '.join(args)} ran over {timeout} s")
-    text = (p.stderr + p.stdout).strip()
-    last = text.splitlines()[-1] if text else ""
-    if p.returncode < 0 or p.returncode in (134, 136, 139):
-        return CLIResult("CRASH", f"exit {p.returncode}: {text[-400:]}")
-    if CLI_UNCLEAR.search(text):
-        return CLIResult("UNCLEAR", f"exit {p.returncode}: {text[-400:]}")
-    if expect == "error":
-        if p.returncode == 0:
-            return CLIResult("WRONG", f"exit 0 where an error was expected: {text[-300:]}")
-        if not p.stderr.strip():
-            return CLIResult("UNCLEAR", f"exit {p.returncode} with nothing on stderr: {text[-200:]}")
-        if match and not re.search(match, text, re.I | re.S):
-            return CLIResult("UNCLEAR", f"exit {p.returncode}: {text[-400:]!r} does not name /{match}/")
-        return CLIResult("ok-error", f"exit {p.returncode}: {last}", text)
-    if p.returncode != 0:
-        return CLIResult("REFUSED", f"exit {p.returncode}: {text[-400:]}")
-    if callable(expect):  # checks the files written
-        try:
-            expect()
-        except WrongValue as w:
-            return CLIResult("WRONG", str(w))
-        except Exception as x:  # noqa: BLE001
-            return CLIResult("WRONG", f"{type(x).__name__}: {x}")
-    return CLIResult("ok-value", "")
-
-
-TMP = tempfile.mkdtemp(prefix="strata-probe-")
-
-
-def tmp(name):
-    return os.path.join(TMP, name)
-
-
-def st_bytes(header, data=b""):
-    text = json.dumps(header).encode() if isinstance(header, dict) else header
-    return struct.pack("<Q", len(text)) + text + data
-
-
-def write(name, content):
-    path = tmp(name)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "wb" if isinstance(content, bytes) else "w") as f:
-        f.write(content)
-    return path
-
-
-# ---- the cases -----------------------------------------------------------------------------
-
-import strata  # noqa: E402
-import torch  # noqa: E402
-
-S = strata.tensor
-F32 = np.float32
-
-
-def ar(*shape, dtype=np.float32, start=0):
-    n = int(np.prod(shape)) if shape else 1
-    return (np.arange(n) % 7 + start - 3).astype(dtype).reshape(shape)
-
-
-def tt(a):
-    return torch.from_numpy(np.ascontiguousarray(a))
-
+probe_harness.use_rules(probe_harness.HOSTILE_RULES)
+# the CLI's own timeout stays under the worker's 60 s, so that a hung CLI is its case's HANG
+cli = functools.partial(probe_harness.cli, timeout=55)
 
 # ---- shapes: zero-size and size-1 dims, broadcasting, huge shapes, negative dims --------------
 
@@ -443,13 +191,6 @@ err("shapes", "shapes.conv_kernel_bigger_than_input", lambda: strata.conv2d(S(ar
     match=r"kernel|size|small|3|2|shape")
 
 # ---- dtypes: bool, int8..int64, uint8..uint64, f16, bf16, f32, f64 and mixes -----------------
-
-SD = {"bool": strata.bool, "int8": strata.int8, "int16": strata.int16, "int32": strata.int32,
-      "int64": strata.int64, "uint8": strata.uint8, "uint16": strata.uint16,
-      "uint32": strata.uint32, "uint64": strata.uint64, "float16": strata.float16,
-      "bfloat16": strata.bfloat16, "float32": strata.float32, "float64": strata.float64}
-TD = {k: getattr(torch, k) for k in SD}
-
 
 def st(values, dtype):
     """The same values as a strata tensor and a torch tensor of `dtype`."""
@@ -941,18 +682,10 @@ def _raise_in_body(c, x):
 
 add("control", "control.scan_body_raises_propagates", lambda: strata.scan(_raise_in_body, S(np.zeros(2, F32)), S(X52)),
     "error", r"from the body", (_UserError,))
-_LEAK = []
-
-
-def _leak_body(c, x):
-    _LEAK.append(x)
-    return c + x, None
 
 
 def _use_leak():
-    _LEAK.clear()
-    strata.scan(_leak_body, S(np.zeros(2, F32)), S(X52))
-    return (_LEAK[0] + 1).numpy()
+    return (leak_from_scan(lambda c, x: x) + 1).numpy()
 
 
 err("control", "control.scan_leaked_tracer_used", _use_leak, match=r"scan|body|trac|leak|outside|escap")
@@ -1115,14 +848,6 @@ def _nograd_mul(v):
         return v * 1
 
 # ---- sharding: meshes, specs, wrong axes --------------------------------------------------------
-
-def mesh(ids=(0, 1, 2, 3), shape=(2, 2), names=("a", "b")):
-    return strata.Mesh(list(ids), list(shape), names)
-
-
-def shard(a, spec, m=None):
-    return strata.mark_sharding(S(a), m or mesh(), spec)
-
 
 err("sharding", "sharding.mesh_dup_ids", lambda: mesh((0, 0, 1, 2)), match=r"duplicate|repeat|twice|0")
 err("sharding", "sharding.mesh_id_beyond_devices", lambda: shard(ar(4, 4), ("a", "b"), mesh((0, 1, 2, 99))) * 2, match=r"99|device|range")
@@ -1289,20 +1014,8 @@ err("files", "files.safetensors.save_path_is_dir", lambda: strata.save_safetenso
     match=r"director|write|open|" + re.escape(TMP))
 
 # HLO text through `strata run`
-HLO_ADD = """HloModule m
-
-ENTRY main (x: f32[3], y: f32[3]) -> f32[3] {
-  x = f32[3] parameter(0)
-  y = f32[3] parameter(1)
-  ROOT add.0 = f32[3] add(x, y)
-}
-"""
-
-
 def _inputs(name="in.safetensors", **tensors):
-    path = tmp(name)
-    strata.save_safetensors(path, {k: S(v) for k, v in tensors.items()})
-    return path
+    return save_inputs(name, **tensors)
 
 
 def run_hlo(text, inputs=None, out="out.safetensors", expect="error", match=None, extra=(), path=None):
@@ -1313,7 +1026,7 @@ def run_hlo(text, inputs=None, out="out.safetensors", expect="error", match=None
 
 
 def _check_out(name, want):
-    def check():
+    def check(_output):
         got = strata.load_safetensors(tmp(name))["output"]
         check_value(V(got, want))
     return check
@@ -1373,30 +1086,11 @@ LLAMA = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_si
 
 def _model_dir(name="model", **changes):
     """A saved tiny Llama (made once), with config.json changed."""
-    import shutil
-    base = tmp("model-base")
-    if not os.path.exists(os.path.join(base, "config.json")):
-        strata.nn.LlamaForCausalLM(LLAMA, key=strata.random_key(5)).save_pretrained(base)
-    path = tmp(name)
-    if name != "model-base":
-        shutil.rmtree(path, ignore_errors=True)
-        shutil.copytree(base, path)
-        if changes:
-            config = json.load(open(os.path.join(path, "config.json")))
-            for k, v in changes.items():
-                if v is None:
-                    config.pop(k, None)
-                else:
-                    config[k] = v
-            json.dump(config, open(os.path.join(path, "config.json"), "w"))
-    return path
+    return llama_dir(LLAMA, "model-base", name, changes)
 
 
 def _tokens(name="tokens.safetensors", arr=None, key="input_ids"):
-    arr = np.array([[1, 5, 7, 2]], np.int64) if arr is None else arr
-    path = tmp(name)
-    strata.save_safetensors(path, {key: S(arr)})
-    return path
+    return token_file(name, arr, key)
 
 
 def lm(model, tokens=None, expect="error", match=None, extra=()):
@@ -1404,7 +1098,7 @@ def lm(model, tokens=None, expect="error", match=None, extra=()):
                expect, match)
 
 
-def _check_logits():
+def _check_logits(_output):
     from transformers import LlamaForCausalLM
     ref = LlamaForCausalLM.from_pretrained(tmp("model-base")).eval()
     out = strata.load_safetensors(tmp("lm-out.safetensors"))
@@ -1600,25 +1294,10 @@ def corpus(name="corpus.txt", text="the quick brown fox jumps over the lazy dog.
 
 
 def train(*changes, expect="error", match=None, out=None, base=True):
-    args = list(SMALL) if base else []
-    flags = {}
-    for k, v in zip(changes[::2], changes[1::2]):
-        flags[k] = v
-    for k, v in flags.items():
-        if k in args:
-            i = args.index(k)
-            if v is None:
-                del args[i:i + 2]
-            else:
-                args[i + 1] = v
-        elif v is not None:
-            args += [k] if v == "" else [k, v]
-    if "--corpus" not in args:
-        args += ["--corpus", corpus()]
-    if "--out" not in args:
-        import shutil
-        shutil.rmtree(tmp("run"), ignore_errors=True)
-        args += ["--out", out or tmp("run")]
+    """`strata train` on SMALL (or no base flags) changed by `changes` (flag, value, ...; the
+    last value of a flag counts, "" gives it alone)."""
+    flags = dict(zip(changes[::2], changes[1::2]))
+    args = train_args(SMALL if base else [], flags.items(), "", corpus, "run", out)
     return cli(["train", *args], expect, match)
 
 
@@ -1709,7 +1388,7 @@ def _export_setup():
     return os.path.join(run, "checkpoints")
 
 
-add("cli", "cli.export.ok", lambda: cli(["export", _export_setup(), "--out", tmp("exported")], expect=lambda: (
+add("cli", "cli.export.ok", lambda: cli(["export", _export_setup(), "--out", tmp("exported")], expect=lambda _output: (
     os.path.exists(os.path.join(tmp("exported"), "config.json")) or (_ for _ in ()).throw(WrongValue("no config.json")))))
 add("cli", "cli.export.missing", lambda: cli(["export", tmp("no-ckpt"), "--out", tmp("e1")], match=r"no-ckpt|not found|no such|exist|checkpoint"))
 add("cli", "cli.export.file_not_dir", lambda: cli(["export", write("ck-file", "x"), "--out", tmp("e2")], match=r"ck-file|director|checkpoint"))
@@ -2162,105 +1841,12 @@ def _buffer_mutation():
     outs = [f(TI(2)) for _ in range(3)]
     refs = [m2(TI(2)) for _ in range(3)]
     return [V(o, r) for o, r in zip(outs, refs)] + [V(m1.count, m2.count)]
+
+
 # ---- the runner ----------------------------------------------------------------------------
 
-
-def worker(fd):
-    out = os.fdopen(fd, "w", buffering=1)
-    by_id = {c.id: c for c in CASES}
-    for line in sys.stdin:
-        cid = line.strip()
-        if not cid:
-            continue
-        start = time.time()
-        outcome, detail = run_case(by_id[cid])
-        out.write(json.dumps({"id": cid, "outcome": outcome, "detail": detail[:1500],
-                              "seconds": round(time.time() - start, 2)}) + "\n")
-
-
-class Worker:
-    def __init__(self):
-        read, write_fd = os.pipe()
-        self.proc = subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), "--worker", str(write_fd)],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            pass_fds=(write_fd,), text=True, start_new_session=True, cwd=HERE)
-        os.close(write_fd)
-        self.read = os.fdopen(read, "r")
-        self.buffer = ""
-
-    def run(self, cid):
-        self.proc.stdin.write(cid + "\n")
-        self.proc.stdin.flush()
-        deadline = time.time() + HANG_SECONDS
-        while "\n" not in self.buffer:
-            left = deadline - time.time()
-            if left <= 0:
-                return {"id": cid, "outcome": "HANG", "detail": f"no answer in {HANG_SECONDS} s"}
-            ready, _, _ = select.select([self.read], [], [], left)
-            if ready:
-                chunk = os.read(self.read.fileno(), 65536).decode(errors="replace")
-                if not chunk:
-                    code = self.proc.wait()
-                    name = signal.Signals(-code).name if code < 0 else f"exit {code}"
-                    return {"id": cid, "outcome": "CRASH", "detail": f"worker died: {name}"}
-                self.buffer += chunk
-        line, self.buffer = self.buffer.split("\n", 1)
-        return json.loads(line)
-
-    def kill(self):
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.proc.wait()
-
-
+# the summary's columns, in this order
 OUTCOMES = ["ok-value", "ok-error", "CRASH", "HANG", "WRONG", "UNCLEAR", "REFUSED"]
 
-
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--family")
-    parser.add_argument("--id", action="append")
-    parser.add_argument("--json")
-    parser.add_argument("--list", action="store_true")
-    parser.add_argument("--worker", type=int)
-    args = parser.parse_args()
-    if args.worker is not None:
-        return worker(args.worker)
-    cases = [c for c in CASES if (not args.family or c.family == args.family)
-             and (not args.id or c.id in args.id)]
-    if args.list:
-        for c in cases:
-            print(c.family, c.id, c.expect)
-        print(len(cases), "cases")
-        return
-    results = []
-    w = Worker()
-    start = time.time()
-    for c in cases:
-        r = w.run(c.id)
-        r["family"] = c.family
-        results.append(r)
-        if r["outcome"] in ("CRASH", "HANG"):
-            w.kill()
-            w = Worker()
-        if not r["outcome"].startswith("ok"):
-            print(f"{r['outcome']:8} {c.family:9} {c.id}: {r['detail'][:600]}", flush=True)
-    w.kill()
-    families = sorted({r["family"] for r in results})
-    print(f"\n{len(results)} cases in {time.time() - start:.0f} s")
-    header = f"{'family':10}" + "".join(f"{o:>9}" for o in OUTCOMES) + f"{'total':>7}"
-    print(header)
-    for f in families + [None]:
-        rows = [r for r in results if f is None or r["family"] == f]
-        counts = [sum(r["outcome"] == o for r in rows) for o in OUTCOMES]
-        print(f"{f or 'all':10}" + "".join(f"{n:>9}" for n in counts) + f"{len(rows):>7}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
-
-
 if __name__ == "__main__":
-    main()
+    main(__file__, OUTCOMES)

@@ -14,351 +14,34 @@ classes: ok = ok-value, clear = ok-error + REFUSED. Not named test_*: CI's pytes
 
 Auto cases (most of them) take their expectation from the reference: the reference refuses ->
 strata must refuse clearly; the reference answers -> strata must give the same answer (same
-dtype, same shape, same values)."""
-import argparse
+dtype, same shape, same values). The harness (case table, classifier, worker, summary) is
+probe_harness.py."""
 import json
 import math
 import os
 import re
-import select
 import shutil
-import signal
 import struct
 import subprocess
 import sys
-import tempfile
-import time
-import traceback
 import warnings
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-CLI = os.environ.get("STRATA_CLI", "/work/main/build/strata")
-PYTHON = sys.executable
-HANG_SECONDS = 60
 warnings.filterwarnings("ignore")
 
-# ---- the case table ------------------------------------------------------------------------
+from probe_harness import (  # noqa: E402
+    F32, HANG_SECONDS, HLO_ADD, REPO, SD, TD, TMP, Auto, CLIResult, S, V, WrongValue, add, ar,
+    check_value, cli, err, leak_from_scan, llama_dir, main, mesh, save_inputs, shard, short,
+    st_bytes, tmp, token_file, train_args, tt, write)
 
-
-class Case:
-    def __init__(self, cid, family, fn, expect, match, types):
-        self.id, self.family, self.fn, self.expect, self.match, self.types = (
-            cid, family, fn, expect, match, types)
-
-
-CASES = []
-
-
-def add(family, cid, fn, expect="value", match=None, types=None):
-    """expect: "value" (fn returns V(...) checks or an Auto), "error" (fn must raise a clear
-    error; `match`, a regex, is what the message must name), "either" (a right value or a clear
-    error), "lenient" (for an Auto: "either", and also any value where the reference refuses
-    for a limitation of its own)."""
-    assert all(c.id != cid for c in CASES), cid
-    CASES.append(Case(cid, family, fn, expect, match, types))
-
-
-def err(family, cid, fn, match=None, types=None):
-    add(family, cid, fn, "error", match, types)
-
-
-class V:
-    """A value check: `got` (strata Tensor, torch tensor, number, list) against `want`
-    (NumPy, torch or plain Python, never strata)."""
-
-    def __init__(self, got, want, dtype=True, rtol=1e-5, atol=1e-6):
-        self.got, self.want, self.dtype, self.rtol, self.atol = got, want, dtype, rtol, atol
-
-
-class Auto:
-    """strata's answer `sfn()` against the reference's `rfn()`, both run by the case."""
-
-    def __init__(self, sfn, rfn, check=None, **kw):
-        self.sfn, self.rfn, self.check, self.kw = sfn, rfn, check, kw
-
-
-class WrongValue(Exception):
-    pass
-
-
-def _as_numpy(x):
-    import strata
-    import torch
-    if isinstance(x, strata.Tensor):
-        if x.dtype == strata.bfloat16:
-            return x.astype(strata.float32).numpy(), "bfloat16"
-        a = x.numpy()
-        return a, a.dtype.name
-    if isinstance(x, torch.Tensor):
-        x = x.detach()
-        name = str(x.dtype).removeprefix("torch.")
-        if x.dtype == torch.bfloat16:
-            return x.float().numpy(), name
-        if x.dtype in (torch.uint16, torch.uint32, torch.uint64):
-            return x.numpy(), name
-        return x.resolve_conj().numpy(), name
-    a = np.asarray(x)
-    return a, a.dtype.name if isinstance(x, np.ndarray) or isinstance(x, np.generic) else None
-
-
-def check_value(v):
-    got, got_dtype = _as_numpy(v.got)
-    want, want_dtype = _as_numpy(v.want)
-    if got.shape != want.shape:
-        raise WrongValue(f"shape {got.shape} != reference {want.shape}")
-    if v.dtype and want_dtype and got_dtype and got_dtype != want_dtype:
-        raise WrongValue(f"dtype {got_dtype} != reference {want_dtype}")
-    if got.dtype == object or want.dtype == object:
-        ok = got.tolist() == want.tolist()
-    elif got.dtype == bool or want.dtype == bool or got.dtype.kind in "iu" and want.dtype.kind in "iu":
-        ok = np.array_equal(got.astype(object), want.astype(object))
-    else:
-        ok = np.allclose(got.astype(np.float64), want.astype(np.float64), rtol=v.rtol,
-                         atol=v.atol, equal_nan=True)
-        # inf and -0.0 must be the same too (allclose lets -0.0 == 0.0 pass: fine)
-        if ok and got.size:
-            g, w = got.astype(np.float64), want.astype(np.float64)
-            ok = np.array_equal(np.isinf(g) & (g > 0), np.isinf(w) & (w > 0)) and \
-                np.array_equal(np.isinf(g) & (g < 0), np.isinf(w) & (w < 0))
-    if not ok:
-        g = np.array2string(got.ravel()[:8], precision=6)
-        w = np.array2string(want.ravel()[:8], precision=6)
-        raise WrongValue(f"value {g} != reference {w}")
-
-
-UNCLEAR_TEXT = re.compile(r"Unable to cast|std::|stoll|stoul|stoi\b|stod\b|basic_string|"
-                          r"vector::|_M_range_check|bad_alloc|bad_optional|bad_variant|"
-                          r"map::at|unordered_map|Check failed|assert(ion)? fail|"
-                          r"absl::|RET_CHECK", re.I)
-
-
-def classify_error(case, e, tb):
-    """ok-error, or UNCLEAR with the reason."""
-    import strata
-    msg = str(e)
-    kind = type(e).__name__
-    if isinstance(e, strata.InternalError):
-        return "UNCLEAR", f"InternalError: {msg}"
-    if isinstance(e, WrongValue):
-        return "WRONG", msg
-    if not msg.strip():
-        return "UNCLEAR", f"{kind} with an empty message"
-    if UNCLEAR_TEXT.search(msg):
-        return "UNCLEAR", f"{kind}: {msg}"
-    # An exception raised by strata's own Python (not by its C++ or a deliberate raise,
-    # which starts with "[name]").
-    frames = traceback.extract_tb(tb)
-    last = frames[-1].filename if frames else ""
-    # A Python wrapper's call of a C++ op (strata/_views.py) passes the C++ error on.
-    calls_cpp = bool(frames) and re.search(r"\b(_raw_\w+|raw|_strata\.\w+)\(", frames[-1].line or "")
-    if last.startswith(os.path.dirname(strata.__file__)) and not calls_cpp \
-            and not isinstance(e, strata.Error) \
-            and not msg.startswith("[") and not isinstance(e, (torch_errors())) \
-            and "incompatible function arguments" not in msg and "strata" not in msg:
-        return "UNCLEAR", f"{kind} from {os.path.basename(last)}:{frames[-1].lineno}: {msg}"
-    allowed = case.types or (strata.Error, TypeError, ValueError, IndexError, OverflowError,
-                             ZeroDivisionError, KeyError)
-    if not isinstance(e, allowed):
-        return "UNCLEAR", f"{kind} (not a strata.Error/TypeError/ValueError/IndexError): {msg}"
-    if case.match and not re.search(case.match, msg, re.I | re.S):
-        return "UNCLEAR", f"{kind}: {msg!r} does not name /{case.match}/"
-    return "ok-error", f"{kind}: {msg}"
-
-
-def torch_errors():
-    """Errors PyTorch itself raises through strata.torch (Dynamo's wrapped user errors)."""
-    try:
-        import torch._dynamo.exc as exc
-        return (exc.TorchRuntimeError, exc.Unsupported, exc.UserError)
-    except Exception:  # noqa: BLE001
-        return ()
-
-
-def _sync(out):
-    import strata
-    import torch
-    if isinstance(out, strata.Tensor):
-        if out.dtype == strata.bfloat16:
-            out = out.astype(strata.float32)
-        out.numpy()
-    elif isinstance(out, (list, tuple)):
-        for o in out:
-            _sync(o)
-    elif isinstance(out, dict):
-        for o in out.values():
-            _sync(o)
-    elif isinstance(out, torch.Tensor):
-        out.detach().clone()
-
-
-def _short(out):
-    try:
-        if isinstance(out, V):
-            out = out.got
-        if isinstance(out, (tuple, list)) and out and not isinstance(out[0], (int, float, bool)):
-            return "(" + ", ".join(_short(o) for o in out) + ")"
-        a, _ = _as_numpy(out)
-        return f"{a.dtype}{list(a.shape)} {np.array2string(a.ravel()[:6])}"
-    except Exception:  # noqa: BLE001
-        return repr(out)[:120]
-
-
-def _pairs(got, want, kw):
-    if isinstance(want, (tuple, list)) and not isinstance(want, np.ndarray) and want and \
-            not isinstance(want[0], (int, float, bool, np.generic)):
-        if not isinstance(got, (tuple, list)) or len(got) != len(want):
-            raise WrongValue(f"{_short(got)} is not {len(want)} results like the reference's")
-        out = []
-        for g, w in zip(got, want):
-            out += _pairs(g, w, kw)
-        return out
-    if isinstance(want, dict):
-        if not isinstance(got, dict) or sorted(got) != sorted(want):
-            raise WrongValue(f"keys {sorted(got) if isinstance(got, dict) else type(got)} != {sorted(want)}")
-        out = []
-        for k in want:
-            out += _pairs(got[k], want[k], kw)
-        return out
-    if want is None:
-        if got is not None:
-            raise WrongValue(f"{_short(got)} where the reference gives None")
-        return []
-    return [V(got, want, **kw)]
-
-
-def run_auto(case, a):
-    try:
-        with np.errstate(all="ignore"):
-            want = a.rfn()
-        ref_err = None
-    except WrongValue as e:
-        return "WRONG", f"the probe's reference: {e}"
-    except Exception as e:  # noqa: BLE001
-        want, ref_err = None, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
-    try:
-        got = a.sfn()
-        _sync(got)
-    except Exception as e:  # noqa: BLE001
-        outcome, detail = classify_error(case, e, e.__traceback__)
-        if outcome != "ok-error":
-            return outcome, detail + (f" | reference: {ref_err}" if ref_err else f" | reference gives {_short(want)}")
-        if ref_err or case.expect in ("either", "error", "lenient"):
-            return "ok-error", detail + (f" | reference: {ref_err}" if ref_err else "")
-        return "REFUSED", detail + f" | reference gives {_short(want)}"
-    if ref_err:
-        if case.expect == "lenient":  # the reference's refusal is a limitation of its own
-            return "ok-value", f"value {_short(got)} (reference refuses: {ref_err})"
-        return "WRONG", f"gave {_short(got)} where the reference refuses: {ref_err}"
-    if case.expect == "error":
-        return "WRONG", f"gave {_short(got)} where an error was expected (reference {_short(want)})"
-    try:
-        if a.check is not None:
-            note = a.check(got, want)
-            if isinstance(note, str):
-                return "ok-value", note
-        else:
-            for c in _pairs(got, want, a.kw):
-                check_value(c)
-    except WrongValue as e:
-        return "WRONG", str(e)
-    except Exception as e:  # noqa: BLE001  reading the value failed
-        outcome, detail = classify_error(case, e, e.__traceback__)
-        return ("REFUSED" if outcome == "ok-error" else outcome), "on reading: " + detail
-    return "ok-value", ""
-
-
-def run_case(case):
-    """(outcome, detail) for one case, in this process."""
-    checks = None
-    try:
-        out = case.fn()
-        if isinstance(out, Auto):
-            return run_auto(case, out)
-        if isinstance(out, CLIResult):
-            if out.outcome == "ok-error" and case.match and not re.search(case.match, out.text, re.I | re.S):
-                return "UNCLEAR", f"{out.text[-400:]!r} does not name /{case.match}/"
-            if case.expect == "either" and out.outcome == "WRONG" and out.detail.startswith("exit 0"):
-                return "ok-value", ""
-            if case.expect == "either" and out.outcome == "REFUSED":
-                return "ok-error", out.detail
-            return out.outcome, out.detail
-        checks = [o for o in (out if isinstance(out, list) else [out]) if isinstance(o, V)]
-        _sync(out if not checks else [c.got for c in checks])
-    except WrongValue as e:  # raised by a case itself
-        return "WRONG", str(e)
-    except Exception as e:  # noqa: BLE001
-        outcome, detail = classify_error(case, e, e.__traceback__)
-        if case.expect == "value" and outcome == "ok-error":
-            return "REFUSED", detail
-        return outcome, detail
-    if case.expect == "error":
-        return "WRONG", f"gave a value where the reference refuses: {_short(out)}"
-    try:
-        for c in checks:
-            check_value(c)
-    except WrongValue as e:
-        return "WRONG", str(e)
-    except Exception as e:  # noqa: BLE001  reading the value failed
-        outcome, detail = classify_error(case, e, e.__traceback__)
-        return ("REFUSED" if outcome == "ok-error" else outcome), "on reading: " + detail
-    return "ok-value", ""
+PYTHON = sys.executable
 
 
 # ---- CLI and subprocess cases --------------------------------------------------------------
 
-
-class CLIResult:
-    def __init__(self, outcome, detail, text=""):
-        self.outcome, self.detail, self.text = outcome, detail, text
-
-
-CLI_UNCLEAR = re.compile(r"terminate called|what\(\):|Aborted|core dumped|std::|stoll|stoi\b|unexpected error|"
-                         r"basic_string|Check failed|Segmentation|InternalError|Traceback .*"
-                         r"File \"/work/main/python/strata", re.I | re.S)
-
-
-def _judge(p, text, expect, match, name):
-    last = text.splitlines()[-1] if text else ""
-    if p.returncode < 0 or p.returncode in (134, 136, 139):
-        return CLIResult("CRASH", f"exit {p.returncode}: {text[-400:]}")
-    if CLI_UNCLEAR.search(text):
-        return CLIResult("UNCLEAR", f"exit {p.returncode}: {text[-400:]}")
-    if expect == "error":
-        if p.returncode == 0:
-            return CLIResult("WRONG", f"exit 0 where an error was expected: {text[-300:]}")
-        if not p.stderr.strip():
-            return CLIResult("UNCLEAR", f"exit {p.returncode} with nothing on stderr: {text[-200:]}")
-        if match and not re.search(match, p.stderr, re.I | re.S):
-            return CLIResult("UNCLEAR", f"exit {p.returncode}: {p.stderr[-400:]!r} does not name /{match}/")
-        return CLIResult("ok-error", f"exit {p.returncode}: {last}", p.stderr)
-    if p.returncode != 0:
-        return CLIResult("REFUSED", f"exit {p.returncode}: {text[-400:]}")
-    if callable(expect):  # checks the output / the files written
-        try:
-            expect(p.stdout + p.stderr)
-        except WrongValue as w:
-            return CLIResult("WRONG", str(w))
-        except Exception as x:  # noqa: BLE001
-            return CLIResult("WRONG", f"{type(x).__name__}: {x}")
-    return CLIResult("ok-value", "")
-
-
-def cli(args, expect="error", match=None, timeout=60, cwd=None, env=None):
-    """Runs the CLI; the outcome by exit status and stderr. expect: "error", "value" or a
-    callable given the output, raising WrongValue."""
-    e = dict(os.environ)
-    e.update(env or {})
-    try:
-        p = subprocess.run([CLI] + args, capture_output=True, text=True, timeout=timeout,
-                           cwd=cwd or TMP, env=e, errors="replace")
-    except subprocess.TimeoutExpired:
-        return CLIResult("HANG", f"strata {' '.join(args)} ran over {timeout} s")
-    return _judge(p, (p.stderr + p.stdout).strip(), expect, match, "strata")
-
-
-PY_PRELUDE = "import sys; sys.path.insert(0, %r)\n" % os.environ.get("STRATA_PY", "/work/main/build/python")
+PY_PRELUDE = "import sys; sys.path.insert(0, %r)\n" % os.environ.get(
+    "STRATA_PY", os.path.join(REPO, "build", "python"))
 
 
 def pyrun(code, env=None, expect="error", match=None, timeout=60):
@@ -411,49 +94,12 @@ def contains(*needles):
     return check
 
 
-# a worker shares its parent's directory (given as --tmp); the parent makes one
-TMP = sys.argv[sys.argv.index("--tmp") + 1] if "--tmp" in sys.argv[:-1] else tempfile.mkdtemp(prefix="strata-probe3-")
-
-
-def tmp(name):
-    return os.path.join(TMP, name)
-
-
-def st_bytes(header, data=b""):
-    text = json.dumps(header).encode() if isinstance(header, dict) else header
-    return struct.pack("<Q", len(text)) + text + data
-
-
-def write(name, content):
-    path = tmp(name)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "wb" if isinstance(content, bytes) else "w") as f:
-        f.write(content)
-    return path
-
-
 # ---- shared helpers --------------------------------------------------------------------------
 
 import strata  # noqa: E402
 import torch  # noqa: E402
 
-S = strata.tensor
-F32 = np.float32
-SD = {"bool": strata.bool, "int8": strata.int8, "int16": strata.int16, "int32": strata.int32,
-      "int64": strata.int64, "uint8": strata.uint8, "uint16": strata.uint16,
-      "uint32": strata.uint32, "uint64": strata.uint64, "float16": strata.float16,
-      "bfloat16": strata.bfloat16, "float32": strata.float32, "float64": strata.float64}
-TD = {k: getattr(torch, k) for k in SD}
 NPD = {k: (np.bool_ if k == "bool" else getattr(np, k)) for k in SD if k != "bfloat16"}
-
-
-def ar(*shape, dtype=np.float32, start=0):
-    n = int(np.prod(shape)) if shape else 1
-    return (np.arange(n) % 7 + start - 3).astype(dtype).reshape(shape)
-
-
-def tt(a):
-    return torch.from_numpy(np.ascontiguousarray(a))
 
 
 class P:
@@ -500,7 +146,7 @@ def N(f, *arrays, g=None, **kw):
 def anyval(got, want):
     """NaN / inf / out-of-range floats cast to an integer type: undefined in C, so any value
     (or a clear error) is accepted; the values are noted for the report."""
-    return f"any value accepted (C cast UB): strata {_short(got)}, reference {_short(want)}"
+    return f"any value accepted (C cast UB): strata {short(got)}, reference {short(want)}"
 
 
 UB_CASTS = {"int64_from_nan", "int32_from_inf", "uint8_from_neg_float", "full_inf_into_int64",
@@ -1648,24 +1294,14 @@ def scan_vs_torch(fn, init, xs, stack=True, **kw):
     return Auto(lambda: strata.scan(fn, _s(init), _s(xs), **kw), ref)
 
 
-_LEAKED = []
-
-
-def _leak(c, x):
-    _LEAKED.append(c)
-    return c + x, None
-
-
 def _leak_into_later_scan():
-    _LEAKED.clear()
-    strata.scan(_leak, S(np.zeros(2, F32)), S(X52))
-    return strata.scan(lambda c, x: (c + _LEAKED[0], None), S(np.zeros(2, F32)), S(X52))[0]
+    leaked = leak_from_scan(lambda c, x: c)
+    return strata.scan(lambda c, x: (c + leaked, None), S(np.zeros(2, F32)), S(X52))[0]
 
 
 def _leak_into_grad():
-    _LEAKED.clear()
-    strata.scan(_leak, S(np.zeros(2, F32)), S(X52))
-    return strata.grad(lambda a: (a * _LEAKED[0]).sum())(S(ar(2)))
+    leaked = leak_from_scan(lambda c, x: c)
+    return strata.grad(lambda a: (a * leaked).sum())(S(ar(2)))
 
 
 def _leak_from_cond():
@@ -1953,8 +1589,8 @@ NNOPS = {
     "dropout_bad_key": lambda: Auto(lambda: strata.dropout(S(ar(4)), 0.5, S(ar(4))), lambda: (_ for _ in ()).throw(ValueError("no key"))),
     "dropout_int_input": lambda: Auto(lambda: strata.dropout(S(np.ones(4, np.int64)), 0.5, strata.random_key(0)),
                                       lambda: F.dropout(torch.ones(4, dtype=torch.int64), 0.5)),
-    "random_key_negative": lambda: Auto(lambda: strata.random_key(-1), lambda: torch.manual_seed(-1), lambda g, w: f"a key {_short(g)}"),
-    "random_key_2p64": lambda: Auto(lambda: strata.random_key(2**64), lambda: torch.manual_seed(2**64), lambda g, w: f"a key {_short(g)}"),
+    "random_key_negative": lambda: Auto(lambda: strata.random_key(-1), lambda: torch.manual_seed(-1), lambda g, w: f"a key {short(g)}"),
+    "random_key_2p64": lambda: Auto(lambda: strata.random_key(2**64), lambda: torch.manual_seed(2**64), lambda g, w: f"a key {short(g)}"),
     "split_key_zero": lambda: Auto(lambda: strata.split_key(strata.random_key(0), 0), lambda: []),
     "split_key_negative": lambda: Auto(lambda: strata.split_key(strata.random_key(0), -1), lambda: (_ for _ in ()).throw(ValueError("negative"))),
     "normal_negative_std": lambda: Auto(lambda: strata.normal(strata.random_key(0), (3,), std=-1.0), lambda: torch.normal(0.0, -1.0, (3,))),
@@ -2574,14 +2210,6 @@ add("safet", "safet.index.empty_weight_map", lambda: Auto(lambda: strata.load_sa
 # shard: Mesh / mark_sharding misuse; sharded programs against NumPy
 # =============================================================================================
 
-def mesh(ids=(0, 1, 2, 3), shape=(2, 2), names=("a", "b")):
-    return strata.Mesh(list(ids), list(shape), names)
-
-
-def shard(a, spec, m=None):
-    return strata.mark_sharding(S(a), m or mesh(), spec)
-
-
 SHARD_ERR = {
     "mesh_shape_product_mismatch": (lambda: mesh((0, 1, 2), (2, 2)), r"3|4|device|shape|product"),
     "mesh_empty": (lambda: strata.Mesh([], [], ()), r"empty|device|axis|at least"),
@@ -3118,21 +2746,8 @@ def corpus(name="corpus3.txt", text="the quick brown fox jumps over the lazy dog
 
 
 def train(*changes, expect="error", match=None, out=None, env=None):
-    args = list(TINY)
-    for k, v in zip(changes[::2], changes[1::2]):
-        if k in args:
-            i = args.index(k)
-            if v is None:
-                del args[i:i + 2]
-            else:
-                args[i + 1] = v
-        elif v is not None:
-            args += [k] if v is FLAG else [k, v]
-    if "--corpus" not in args:
-        args += ["--corpus", corpus()]
-    if "--out" not in args:
-        shutil.rmtree(tmp("run3"), ignore_errors=True)
-        args += ["--out", out or tmp("run3")]
+    """`strata train` on TINY changed by `changes` (flag, value, ...; FLAG gives a flag alone)."""
+    args = train_args(TINY, zip(changes[::2], changes[1::2]), FLAG, corpus, "run3", out)
     return cli(["train", *args], expect, match, env=env)
 
 
@@ -3302,20 +2917,11 @@ add("cli", "cli.demo_env_fusion_disagree", lambda: cli(["demo"], env={"STRATA_FU
 add("cli", "cli.train_env_device_threads_text", lambda: train("--devices", "2", env={"STRATA_DEVICE_THREADS": "lots"}), "error", r"STRATA_DEVICE_THREADS|lots")
 
 # run
-HLO3 = """HloModule m
-
-ENTRY main (x: f32[3], y: f32[3]) -> f32[3] {
-  x = f32[3] parameter(0)
-  y = f32[3] parameter(1)
-  ROOT add.0 = f32[3] add(x, y)
-}
-"""
+HLO3 = HLO_ADD
 
 
 def _inputs3(name="in3x.safetensors", **tensors):
-    path = tmp(name)
-    strata.save_safetensors(path, {k: S(v) for k, v in tensors.items()})
-    return path
+    return save_inputs(name, **tensors)
 
 
 def run3(text, inputs=None, expect="error", match=None, out="out3.safetensors", path=None, extra=()):
@@ -3403,30 +3009,11 @@ LLAMA3 = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_s
 
 
 def _model3(name="model3-base", **changes):
-    base = tmp("model3-base")
-    if not os.path.exists(os.path.join(base, "config.json")):
-        strata.nn.LlamaForCausalLM(LLAMA3, key=strata.random_key(5)).save_pretrained(base)
-    if name == "model3-base":
-        return base
-    path = tmp(name)
-    shutil.rmtree(path, ignore_errors=True)
-    shutil.copytree(base, path)
-    if changes:
-        config = json.load(open(os.path.join(path, "config.json")))
-        for k, v in changes.items():
-            if v is None:
-                config.pop(k, None)
-            else:
-                config[k] = v
-        json.dump(config, open(os.path.join(path, "config.json"), "w"))
-    return path
+    return llama_dir(LLAMA3, "model3-base", name, changes)
 
 
 def _tokens3(name="tok3.safetensors", arr=None, key="input_ids"):
-    arr = np.array([[1, 5, 7, 2]], np.int64) if arr is None else arr
-    path = tmp(name)
-    strata.save_safetensors(path, {key: S(arr)})
-    return path
+    return token_file(name, arr, key)
 
 
 def lm3(model, tokens=None, expect="error", match=None, extra=()):
@@ -3934,110 +3521,10 @@ for name, (text, inputs, want, match) in HLO_CASES.items():
 
 # ---- the runner ----------------------------------------------------------------------------
 
-
-def worker(fd):
-    out = os.fdopen(fd, "w", buffering=1)
-    by_id = {c.id: c for c in CASES}
-    for line in sys.stdin:
-        cid = line.strip()
-        if not cid:
-            continue
-        start = time.time()
-        try:
-            outcome, detail = run_case(by_id[cid])
-        except BaseException as e:  # noqa: BLE001  the probe's own failure, not strata's
-            outcome, detail = "PROBE-ERROR", f"{type(e).__name__}: {e}"
-        out.write(json.dumps({"id": cid, "outcome": outcome, "detail": str(detail)[:1500],
-                              "seconds": round(time.time() - start, 2)}) + "\n")
-
-
-class Worker:
-    def __init__(self):
-        read, write_fd = os.pipe()
-        self.proc = subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), "--worker", str(write_fd), "--tmp", TMP],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            pass_fds=(write_fd,), text=True, start_new_session=True, cwd=HERE)
-        os.close(write_fd)
-        self.read = os.fdopen(read, "r")
-        self.buffer = ""
-
-    def run(self, cid, seconds=HANG_SECONDS):
-        self.proc.stdin.write(cid + "\n")
-        self.proc.stdin.flush()
-        deadline = time.time() + seconds
-        while "\n" not in self.buffer:
-            left = deadline - time.time()
-            if left <= 0:
-                return {"id": cid, "outcome": "HANG", "detail": f"no answer in {seconds} s"}
-            ready, _, _ = select.select([self.read], [], [], left)
-            if ready:
-                chunk = os.read(self.read.fileno(), 65536).decode(errors="replace")
-                if not chunk:
-                    code = self.proc.wait()
-                    name = signal.Signals(-code).name if code < 0 else f"exit {code}"
-                    return {"id": cid, "outcome": "CRASH", "detail": f"worker died: {name}"}
-                self.buffer += chunk
-        line, self.buffer = self.buffer.split("\n", 1)
-        return json.loads(line)
-
-    def kill(self):
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.proc.wait()
-
-
+# the summary's columns, in this order
 OUTCOMES = ["ok-value", "ok-error", "REFUSED", "CRASH", "HANG", "WRONG", "UNCLEAR", "PROBE-ERROR"]
 # subprocess cases have their own 60 s timeout: give the worker a little more
 SLOW_FAMILIES = {"cli": HANG_SECONDS + 30, "env": HANG_SECONDS + 30}
 
-
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--family", action="append")
-    parser.add_argument("--id", action="append")
-    parser.add_argument("--json")
-    parser.add_argument("--list", action="store_true")
-    parser.add_argument("--worker", type=int)
-    parser.add_argument("--tmp")
-    args = parser.parse_args()
-    if args.worker is not None:
-        return worker(args.worker)
-    cases = [c for c in CASES if (not args.family or c.family in args.family)
-             and (not args.id or c.id in args.id)]
-    if args.list:
-        for c in cases:
-            print(c.family, c.id, c.expect)
-        print(len(cases), "cases")
-        return
-    results = []
-    w = Worker()
-    start = time.time()
-    for c in cases:
-        r = w.run(c.id, SLOW_FAMILIES.get(c.family, HANG_SECONDS))
-        r["family"] = c.family
-        results.append(r)
-        if r["outcome"] in ("CRASH", "HANG"):
-            w.kill()
-            w = Worker()
-        if not r["outcome"].startswith("ok"):
-            print(f"{r['outcome']:8} {c.family:9} {c.id}: {r['detail'][:600]}", flush=True)
-    w.kill()
-    families = sorted({r["family"] for r in results})
-    print(f"\n{len(results)} cases in {time.time() - start:.0f} s")
-    header = f"{'family':10}" + "".join(f"{o:>9}" for o in OUTCOMES) + f"{'total':>7}"
-    print(header)
-    for f in families + [None]:
-        rows = [r for r in results if f is None or r["family"] == f]
-        counts = [sum(r["outcome"] == o for r in rows) for o in OUTCOMES]
-        print(f"{f or 'all':10}" + "".join(f"{n:>9}" for n in counts) + f"{len(rows):>7}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
-    shutil.rmtree(TMP, ignore_errors=True)
-
-
 if __name__ == "__main__":
-    main()
+    main(__file__, OUTCOMES, SLOW_FAMILIES)
