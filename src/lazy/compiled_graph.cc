@@ -88,11 +88,6 @@ std::vector<int64_t> CompiledGraph::RootHomes(
   std::vector<int64_t> root_homes(executable_->result_shapes().size(), -1);
   bool any = false;
   for (const auto& [output, input] : homes) {
-    if (output < 0 || output >= static_cast<int64_t>(sources_.size()) || input < 0 ||
-        input >= static_cast<int64_t>(input_shapes_.size())) {
-      Fail("[compile] cannot write output {} into input {}: the graph has {} outputs and {} inputs",
-           output, input, sources_.size(), input_shapes_.size());
-    }
     const Source& s = sources_[output];
     if (s.kind != Source::kRoot || parameter_of[input] < 0) continue;  // nothing to place
     root_homes[s.index] = parameter_of[input];
@@ -124,6 +119,13 @@ std::vector<runtime::Buffer> CompiledGraph::Run(
     if (inputs[i].shape() != input_shapes_[i]) {
       Fail("[compile] input {} must be {} as when the graph was compiled, got {}", i,
            input_shapes_[i].ToString(), inputs[i].shape().ToString());
+    }
+  }
+  for (const auto& [output, input] : homes) {  // checked even where nothing runs
+    if (output < 0 || output >= static_cast<int64_t>(sources_.size()) || input < 0 ||
+        input >= static_cast<int64_t>(input_shapes_.size())) {
+      Fail("[compile] cannot write output {} into input {}: the graph has {} outputs and {} inputs",
+           output, input, sources_.size(), input_shapes_.size());
     }
   }
   std::vector<runtime::Buffer> results;

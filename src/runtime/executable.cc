@@ -31,22 +31,23 @@ Executable::Executable(std::unique_ptr<hlo::Module> module, std::unique_ptr<Prog
   stats_.kernels = program_->kernel_count();
 }
 
-std::vector<Buffer> Executable::Run(const std::vector<Buffer>& arguments, const Device* device,
-                                    const std::vector<bool>& donated) const {
+void Executable::CheckSinglePartition() const {
   if (module_->num_partitions() > 1) {
     Fail("[execute] {} is an SPMD program of {} partitions: run it with RunPartitioned",
          module_->name(), module_->num_partitions());
   }
+}
+
+std::vector<Buffer> Executable::Run(const std::vector<Buffer>& arguments, const Device* device,
+                                    const std::vector<bool>& donated) const {
+  CheckSinglePartition();
   return RunWith(arguments, device, donated, RunContext{});
 }
 
 std::vector<Buffer> Executable::RunInto(const std::vector<Buffer>& arguments,
                                         const std::vector<int64_t>& homes,
                                         const Device* device) const {
-  if (module_->num_partitions() > 1) {
-    Fail("[execute] {} is an SPMD program of {} partitions: run it with RunPartitioned",
-         module_->name(), module_->num_partitions());
-  }
+  CheckSinglePartition();
   if (homes.size() != result_shapes_.size())
     Fail("[execute] {} result places for {} results", homes.size(), result_shapes_.size());
   for (int64_t home : homes) {

@@ -138,6 +138,15 @@ TEST(CompiledGraph, OutputsGoIntoTheInputsNamedAsTheirHomes) {
     EXPECT_NE(std::string(e.what()).find("cannot write output 5 into input 0"), std::string::npos)
         << e.what();
   }
+  // Also where the graph runs no program (its output is its input).
+  CompiledGraph identity({a}, {a});
+  try {
+    identity.Run({Buf({1, 2, 3, 4}, {4})}, {{0, 3}});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot write output 0 into input 3"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -80,6 +80,7 @@ class Executable {
   const std::vector<Shape>& result_shapes() const { return result_shapes_; }
 
  private:
+  void CheckSinglePartition() const;  // Run and RunInto: an SPMD program is an Error
   std::vector<Buffer> RunWith(const std::vector<Buffer>& arguments, const Device* device,
                               const std::vector<bool>& donated, const RunContext& context,
                               const std::vector<int64_t>& homes = {}) const;
