@@ -131,6 +131,14 @@ void Context::ThrowOnIndexErrors(const ir::Graph& graph,
 
 namespace {
 thread_local Context* current_context = nullptr;
+
+// The dump directory (STRATA_DUMP_DIR) made if missing: an Error naming it
+// when it cannot be, not the standard library's filesystem_error.
+void MakeDumpDirectory(const std::string& dir) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) Fail("[dump] STRATA_DUMP_DIR: cannot make '{}': {}", dir, error.message());
+}
 }  // namespace
 
 Context& Context::Default() {
@@ -287,7 +295,7 @@ std::shared_ptr<const Context::Entry> Context::CompileAndInsert(const ir::Hash12
     entry->report.peak_bytes_per_device = arguments + entry->executable->stats().planned_peak_bytes;
     if (!dump_dir_.empty()) {
       std::string base = (std::filesystem::path(dump_dir_) / graph.hash.ToString()).string();
-      std::filesystem::create_directories(dump_dir_);
+      MakeDumpDirectory(dump_dir_);
       std::ofstream(base + ".spmd.hlo.txt") << hlo::ToText(*partitioned.module);
       std::ofstream(base + ".collectives.txt") << entry->report.ToString();
       std::ofstream(base + ".propagated.hlo.txt") << partitioned.propagated_text;
@@ -377,7 +385,7 @@ std::string Context::ExplainMiss(const Entry& fresh) const {
 
 void Context::Dump(const ir::Graph& graph, const hlo::Module& module,
                    const hlo::Module& optimized) const {
-  std::filesystem::create_directories(dump_dir_);
+  MakeDumpDirectory(dump_dir_);
   std::string base = (std::filesystem::path(dump_dir_) / graph.hash.ToString()).string();
   std::ofstream(base + ".ir.txt") << ir::GraphToText(graph);
   std::ofstream(base + ".dot") << ir::GraphToDot(graph);

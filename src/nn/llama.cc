@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "strata/core/error.h"
+#include "strata/io/files.h"
 #include "strata/io/safetensors.h"
 #include "strata/nn/apply_layers.h"
 
@@ -207,7 +208,7 @@ std::unique_ptr<LlamaForCausalLM> LoadLlama(const std::string& directory) {
 }
 
 void SaveLlama(LlamaForCausalLM& model, const std::string& directory) {
-  std::filesystem::create_directories(directory);
+  io::MakeDirectories(directory, "[llama] save:");
   io::WriteLlamaConfig(std::filesystem::path(directory) / "config.json", model.model.config);
   std::vector<io::TensorData> tensors;
   std::vector<std::pair<std::string, Tensor>> state = model.state_entries();

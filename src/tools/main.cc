@@ -6,6 +6,7 @@
 #include <climits>
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <new>
 
 #include "commands.h"
@@ -209,6 +210,10 @@ int main(int argc, char** argv) {
     fmt::print(stderr,
                "strata: error: out of memory: the run needs more than this machine has (lower "
                "--batch, --seq, --hidden or --num-layers, or give inputs that are smaller)\n");
+    strata::distributed::EndJobOnError(1);
+    return 1;
+  } catch (const std::filesystem::filesystem_error& e) {  // one strata does not name itself
+    fmt::print(stderr, "strata: error: '{}': {}\n", e.path1().string(), e.code().message());
     strata::distributed::EndJobOnError(1);
     return 1;
   } catch (const std::exception& e) {

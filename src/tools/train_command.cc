@@ -17,6 +17,7 @@
 #include "commands.h"
 #include "strata/core/error.h"
 #include "strata/distributed/mpi.h"
+#include "strata/io/files.h"
 #include "strata/io/safetensors.h"
 #include "strata/lazy/context.h"
 #include "strata/runtime/process_group.h"
@@ -371,7 +372,7 @@ int RunTrain(const TrainCommandOptions& options) {
   last_checkpoint = save();
   const fs::path svg = out / "loss.svg";
   if (writes) {
-    fs::create_directories(out);
+    io::MakeDirectories(out, "[train] --out:");
     std::string curve =
         train::LossCurveSvg(trainer->history(), trainer->evals(),
                             fmt::format("strata train: {} layers, hidden {}, batch {} x {}",

@@ -13,6 +13,7 @@
 #include "json_file.h"
 #include "strata/autograd/grad.h"
 #include "strata/core/error.h"
+#include "strata/io/files.h"
 #include "strata/io/safetensors.h"
 #include "strata/lazy/context.h"
 #include "strata/lazy/ops.h"
@@ -555,9 +556,9 @@ std::string Trainer::SaveCheckpoint(const std::string& dir, int keep) const {
   sync(state);
   OnEveryProcess("checkpoint", [&] {
     if (!leader) return;
-    fs::create_directories(root);
+    io::MakeDirectories(root, "[train] checkpoint:");
     fs::remove_all(tmp);
-    fs::create_directories(tmp);
+    io::MakeDirectories(tmp, "[train] checkpoint:");
   });
   // A save that fails (a full disk, a file-size limit, a process that could
   // not write its part) leaves no partial step-N.tmp behind; the previous
@@ -572,7 +573,7 @@ std::string Trainer::SaveCheckpoint(const std::string& dir, int keep) const {
       }
       // Made by process 0 already when the processes share the directory;
       // made here when they do not, so that process 0 names the problem.
-      fs::create_directories(tmp);
+      io::MakeDirectories(tmp, "[train] checkpoint:");
       WriteShardFile(tmp, StateTensors(), job->rank(), job->size());
       if (leader) {
         io::WriteLlamaConfig(tmp / "config.json", model_->model.config);
@@ -799,14 +800,9 @@ std::unique_ptr<Trainer> Trainer::LoadStep(const fs::path& dir, const TrainOptio
 }
 
 void ExportCheckpoint(const std::string& checkpoint, const std::string& out) {
-  std::error_code ec;
   if (out.empty()) Fail("[export] --out must name a directory, got an empty path");
-  for (fs::path part = out; !part.empty(); part = part.parent_path()) {
-    if (fs::exists(part, ec) && !fs::is_directory(part, ec))
-      Fail("[export] --out: '{}' is a file, not a directory", part.string());
-    if (part == part.parent_path()) break;
-  }
   const fs::path dir = StepDirectory(checkpoint);
+  io::MakeDirectories(out, "[export] --out:");  // before the reading, which may be long
   std::unique_ptr<nn::LlamaForCausalLM> model;
   if (fs::exists(dir / kShardIndexName)) {
     CheckpointShards shards = CheckpointShards::Open(dir);

@@ -234,6 +234,26 @@ TEST_F(TrainCommand, AnUnwritableOutIsRefusedBeforeTheFirstStep) {
   EXPECT_NE(err.find("is a file, not a directory"), std::string::npos) << err;
 }
 
+// `strata export --out` names the directory it cannot make and why, as a
+// strata error (exit 1), not the standard library's "filesystem error".
+TEST_F(TrainCommand, ExportToADirectoryThatCannotBeMadeNamesIt) {
+  std::ofstream(Path("file")) << "not a directory";
+  std::filesystem::create_directories(Path("ckpt"));  // whole as far as its files go
+  std::ofstream(Path("ckpt") / "trainer_state.json") << "{}";
+  std::ofstream(Path("ckpt") / "model.safetensors") << "";
+  for (const std::string& bad :
+       {(Path("file") / "below").string(), std::string("/proc/strata-no-such/out")}) {
+    const std::string command = std::string(STRATA_BINARY) + " export " + Path("ckpt").string() +
+                                " --out " + bad + " 2> " + Path("export.stderr").string();
+    EXPECT_EQ(WEXITSTATUS(std::system(command.c_str())), 1) << bad;
+    const std::string err = Read(Path("export.stderr"));
+    EXPECT_NE(err.find("strata: error: [export] --out: cannot make '" + bad + "'"),
+              std::string::npos)
+        << err;
+    EXPECT_EQ(err.find("unexpected"), std::string::npos) << err;
+  }
+}
+
 TEST_F(TrainCommand, VersionSaysWhichStrata) {
   const std::string command =
       std::string(STRATA_BINARY) + " --version > " + Path("version.txt").string();
