@@ -166,3 +166,137 @@ def test_a_later_call_uses_its_own_arguments_and_parameters():
         with torch.no_grad():
             layers[0].fc.weight.mul_(0.5)  # an optimizer's update between calls
     close(st.apply_layers(layers, x, mask), unrolled(layers, x, mask))
+
+
+def count_traces(monkeypatch):
+    """How many layers the proof traces on its own, beyond the loop body's one trace."""
+    from strata.torch import _layers
+    traced = []
+    real = _layers._traced_body
+
+    def counting(layer, *rest):
+        traced.append(layer)
+        return real(layer, *rest)
+
+    monkeypatch.setattr(_layers, "_traced_body", counting)
+    return traced
+
+
+def test_a_hugging_face_model_s_layers_are_proven_alike_without_tracing_each(monkeypatch):
+    # Its decoder layers differ in layer_idx, which a forward without a key-value cache never
+    # reads: the one trace of layer 0 (the loop's body) proves all of them.
+    traced = count_traces(monkeypatch)
+    model = llama(8)
+    torch.manual_seed(3)
+    ids = torch.randint(0, 96, (2, 6))
+    want = model(ids, use_cache=False).logits
+    model.model.layers = st.scan_layers(model.model.layers)
+    close(model(ids, use_cache=False).logits, want)
+    assert traced == []
+
+
+class Tagged(Block):
+    """A Block with a Python attribute its forward never reads, and one it reads."""
+
+    def __init__(self, tag, gain=1.0):
+        super().__init__()
+        self.tag = tag
+        self.gain = gain
+
+    def forward(self, x, mask=None):
+        return super().forward(x, mask) * self.gain
+
+
+def test_an_attribute_the_forward_never_reads_may_differ(monkeypatch):
+    traced = count_traces(monkeypatch)
+    torch.manual_seed(1)
+    layers = [Tagged(tag=f"layer {i}") for i in range(5)]
+    x = torch.randn(3, 6, requires_grad=True)
+    got, got_grads = grads_of(layers, x, st.apply_layers)
+    want, want_grads = grads_of(layers, x, unrolled)
+    close(got, want)
+    for g, w in zip(got_grads, want_grads):
+        close(g, w)
+    assert traced == []
+
+
+def test_an_attribute_the_forward_reads_is_proven_by_tracing_the_layer(monkeypatch):
+    traced = count_traces(monkeypatch)
+    layers = [Tagged("a"), Tagged("b"), Tagged("c", gain=2.0)]
+    # gain is read, and differs in layer 2: traced, the constant differs, so the body does.
+    with pytest.raises(strata.Error, match="layer 2 differs from layer 0: its traced forward"):
+        st.apply_layers(layers, torch.randn(2, 6))
+    assert traced == [layers[0], layers[2]]
+    # Equal plain values held in two objects are the same to the forward: no trace.
+    traced.clear()
+    layers = [Tagged("a", gain=float("2.5")), Tagged("b", gain=float("2.5"))]
+    x = torch.randn(2, 6)
+    close(st.apply_layers(layers, x), unrolled(layers, x))
+    assert traced == []
+    # Two objects of a class the proof cannot compare are traced, and pass when they trace
+    # alike.
+    traced.clear()
+    layers = [Tagged("a", gain=Gain(0.5)), Tagged("b", gain=Gain(0.5))]
+    close(st.apply_layers(layers, x), unrolled(layers, x))
+    assert traced == [layers[0], layers[1]]
+
+
+class Gain:
+    def __init__(self, value):
+        self.value = value
+
+    def __rmul__(self, t):
+        return t * self.value
+
+
+class HoldsATensor(Block):
+    """A Block that keeps a tensor as a plain attribute, neither a parameter nor a buffer."""
+
+    def __init__(self, offset):
+        super().__init__()
+        self.offset = offset
+
+    def forward(self, x, mask=None):
+        return super().forward(x, mask) + self.offset
+
+
+def test_a_plain_tensor_attribute_that_differs_is_refused_by_name():
+    # The loop runs layer 0's forward: layer 1's own offset would be silently replaced by
+    # layer 0's, so the proof refuses and says to make it a buffer.
+    layers = [HoldsATensor(torch.zeros(6)), HoldsATensor(torch.ones(6))]
+    with pytest.raises(strata.Error, match="layer 1 differs from layer 0: its offset is a "
+                                           "tensor that is not a parameter or buffer"):
+        st.apply_layers(layers, torch.randn(2, 6))
+    same = [HoldsATensor(torch.ones(6)), HoldsATensor(torch.ones(6))]
+    x = torch.randn(2, 6)
+    close(st.apply_layers(same, x), unrolled(same, x))
+
+
+class ReadsItsDict(Block):
+    """A Block whose forward reads its attributes through __dict__, which the proof cannot
+    follow attribute by attribute."""
+
+    def forward(self, x, mask=None):
+        h = self.fc(x) * self.scale
+        return x + (torch.tanh(h) if self.__dict__["act"] == "tanh" else torch.relu(h))
+
+
+def test_a_forward_that_reads_its_dict_has_every_attribute_count(monkeypatch):
+    traced = count_traces(monkeypatch)
+    layers = [ReadsItsDict(), ReadsItsDict(act="relu")]
+    with pytest.raises(strata.Error, match="layer 1 differs from layer 0: its traced forward"):
+        st.apply_layers(layers, torch.randn(2, 6))
+    assert traced == [layers[0], layers[1]]
+
+
+def test_an_instance_attribute_over_a_class_one_is_traced():
+    class Scaled(Block):
+        factor = 1.0
+
+        def forward(self, x, mask=None):
+            return super().forward(x, mask) * self.factor
+
+    layers = [Scaled(), Scaled()]
+    layers[1].factor = 3.0  # only layer 1 holds its own; layer 0 reads the class's
+    with pytest.raises(strata.Error, match="layer 1 differs from layer 0: its traced forward"):
+        st.apply_layers(layers, torch.randn(2, 6))

@@ -1,6 +1,11 @@
 """``strata.torch.apply_layers``: layers of one structure (a model's decoder layers) run as one
 ``strata.torch.scan`` over their stacked parameters, and ``scan_layers``, which makes a
 ``ModuleList`` of them do so inside the model that loops over it."""
+import contextlib
+import enum
+import os
+import sys
+
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -52,11 +57,138 @@ def _traced_body(layer, x, args, kwargs):
     return gm.code
 
 
-# Layer lists already proven alike, by what the proof depended on (_alike_key): the proof
-# traces every layer, which a training loop need not repeat at every step.
+# A module's own bookkeeping that _differs compares (its tensors, submodules and mode).
+_STRUCTURE = frozenset({"_parameters", "_buffers", "_modules", "training"})
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+
+
+class _Reads:
+    """What layer 0's forward read while it was traced as the loop's body: the attributes of
+    its modules' own ``__dict__`` s, as (module name, attribute) pairs, and the modules whose
+    ``__dict__`` code outside torch read whole (every attribute of those counts as read).
+
+    The proof of the other layers rests on it: a layer whose modules hold the same values in
+    every attribute layer 0's forward read (and the same set of attributes) traces to the same
+    body, so only layers that differ in a read attribute are traced themselves. Hugging Face's
+    decoder layers differ in ``layer_idx``, which a forward without a cache never reads."""
+
+    _recording = None  # the _Reads being recorded, while a body is traced
+
+    def __init__(self, layer):
+        self.layer = layer
+        self.names = set()
+        self.whole = set()
+        self._module_names = {id(m): name for name, m in layer.named_modules()}
+
+    def saw(self, module, attr):
+        name = self._module_names.get(id(module))
+        if name is None:
+            return
+        if attr == "__dict__":
+            if not sys._getframe(2).f_code.co_filename.startswith(_TORCH_DIR):
+                self.whole.add(name)
+        elif attr in object.__getattribute__(module, "__dict__"):
+            self.names.add((name, attr))
+
+    def read(self, name, attr):
+        return name in self.whole or (name, attr) in self.names
+
+    @contextlib.contextmanager
+    def recording(self):
+        """Every module of the layer, for the time of the trace, of a subclass of its own class
+        that tells this record which attributes are read."""
+        swapped = []
+        previous, _Reads._recording = _Reads._recording, self
+        try:
+            for _, m in self.layer.named_modules():
+                cls = type(m)
+                m.__class__ = _recording_class(cls)
+                swapped.append((m, cls))
+            yield self
+        finally:
+            for m, cls in swapped:
+                m.__class__ = cls
+            _Reads._recording = previous
+
+
+_RECORDING_CLASSES = {}
+
+
+def _recording_class(cls):
+    """``cls`` with a ``__getattribute__`` that reports each read to the _Reads recording."""
+    sub = _RECORDING_CLASSES.get(cls)
+    if sub is None:
+        def __getattribute__(self, attr):
+            reads = _Reads._recording
+            if reads is not None:
+                reads.saw(self, attr)
+            return cls.__getattribute__(self, attr)
+
+        sub = type(cls.__name__, (cls,), {"__getattribute__": __getattribute__,
+                                          "__module__": cls.__module__,
+                                          "__qualname__": cls.__qualname__})
+        _RECORDING_CLASSES[cls] = sub
+    return sub
+
+
+_EQUAL_BY_VALUE = (bool, int, float, complex, str, bytes, type(None), torch.dtype, torch.device,
+                   torch.Size, enum.Enum)
+
+
+def _same(a, b):
+    """Whether two attribute values are certainly the same to a forward: one object, equal
+    plain values, or containers of such."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, _EQUAL_BY_VALUE):
+        return a == b
+    if isinstance(a, (tuple, list)):
+        return len(a) == len(b) and all(map(_same, a, b))
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    return False
+
+
+def _read_difference(first, other, reads):
+    """How `other`'s forward may differ from layer 0's: ``(True, None)`` when it may trace
+    otherwise (a module type, an attribute set, or the value of an attribute the forward read
+    differs), ``(False, why)`` when it certainly computes otherwise, ``(False, None)`` when it
+    traces the same. A tensor held as a plain attribute (not a parameter or buffer) that the
+    forward reads is such a why when it differs: the loop runs layer 0's forward, which would
+    use layer 0's tensor for every layer."""
+    mine, theirs = dict(first.named_modules()), dict(other.named_modules())
+    if list(mine) != list(theirs):
+        return True, None
+    for name, m in mine.items():
+        n = theirs[name]
+        if type(m) is not type(n):
+            return True, None
+        a, b = vars(m), vars(n)
+        if a.keys() != b.keys():
+            return True, None
+        for attr, value in a.items():
+            if attr in _STRUCTURE or not reads.read(name, attr):
+                continue
+            other_value = b[attr]
+            tensors = [isinstance(v, torch.Tensor) for v in (value, other_value)]
+            if all(tensors):
+                if (value.shape != other_value.shape or value.dtype != other_value.dtype
+                        or not torch.equal(value, other_value)):
+                    where = f"{name}.{attr}" if name else attr
+                    return False, (f"its {where} is a tensor that is not a parameter or buffer "
+                                   "and differs from layer 0's; the loop runs layer 0's forward, "
+                                   "so register it as a buffer (buffers are stacked like the "
+                                   "weights)")
+            elif any(tensors) or not _same(value, other_value):
+                return True, None
+    return False, None
+
+
+# Layer lists already proven alike, by what the proof depended on (_alike_key), which a
+# training loop need not repeat at every step.
 _ALIKE = {}
-
-
 def _plain(value):
     return isinstance(value, (bool, int, float, str, type(None)))
 
@@ -85,23 +217,42 @@ def _alike_key(layers, x, args, kwargs):
             torch.utils._pytree.tree_structure((args, kwargs)))
 
 
-def _check_alike(layers, x, args, kwargs):
-    """Raises naming the first layer unlike layer 0; returns the key the proof is kept by."""
-    key = _alike_key(layers, x, args, kwargs)
-    if key in _ALIKE:
-        return key
-    first = layers[0]
-    code = _traced_body(first, x, args, kwargs)
-    for i, layer in enumerate(layers[1:], start=1):
-        why = _differs(first, layer)
-        if why is None and _traced_body(layer, x, args, kwargs) != code:
-            why = "its traced forward is not layer 0's (a Python attribute changes what it does)"
-        if why is not None:
-            raise _error(f"layer {i} differs from layer 0: {why}")
-    if len(_ALIKE) > 64:
-        _ALIKE.clear()
-    _ALIKE[key] = True
-    return key
+class _Proof:
+    """The proof that `layers` are alike, made while layer 0's forward is traced as the loop's
+    body (``_scan`` calls ``recording()`` around its trace and ``check()`` after it): one trace
+    at any depth, plus one for each layer whose read attributes differ from layer 0's."""
+
+    def __init__(self, layers, x, args, kwargs, key):
+        self.layers, self.x, self.args, self.kwargs, self.key = layers, x, args, kwargs, key
+        self.reads = _Reads(layers[0])
+
+    def check_structure(self):
+        """Raises naming the first layer whose type, mode or tensors are not layer 0's (before
+        the tensors are stacked)."""
+        for i, layer in enumerate(self.layers[1:], start=1):
+            why = _differs(self.layers[0], layer)
+            if why is not None:
+                raise _error(f"layer {i} differs from layer 0: {why}")
+
+    def recording(self):
+        return self.reads.recording()
+
+    def check(self):
+        """After the trace: raises naming the first layer whose forward is not layer 0's."""
+        first, code = self.layers[0], None
+        for i, layer in enumerate(self.layers[1:], start=1):
+            trace, why = _read_difference(first, layer, self.reads)
+            if trace:
+                if code is None:
+                    code = _traced_body(first, self.x, self.args, self.kwargs)
+                if _traced_body(layer, self.x, self.args, self.kwargs) != code:
+                    why = ("its traced forward is not layer 0's (a Python attribute changes "
+                           "what it does)")
+            if why is not None:
+                raise _error(f"layer {i} differs from layer 0: {why}")
+        if len(_ALIKE) > 64:
+            _ALIKE.clear()
+        _ALIKE[self.key] = True
 
 
 def _check_arguments(args, kwargs):
@@ -133,7 +284,10 @@ def apply_layers(layers, x, *args, remat="carries", **kwargs):
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"[strata.torch.apply_layers] x is a {type(x).__name__}, not a tensor")
     _check_arguments(args, kwargs)
-    key = _check_alike(layers, x, args, kwargs)
+    key = _alike_key(layers, x, args, kwargs)
+    proof = None if key in _ALIKE else _Proof(layers, x, args, kwargs, key)
+    if proof is not None:
+        proof.check_structure()
     first = layers[0]
     names = list(_state(first))
     stacked = {n: torch.stack([_state(layer)[n] for layer in layers]) for n in names}
@@ -158,7 +312,7 @@ def apply_layers(layers, x, *args, remat="carries", **kwargs):
         return out, None
 
     carry, _ = _scan(body, x, stacked, False, len(layers), remat,
-                     consts=[leaves[i] for i in at], cache_key=("apply_layers", key))
+                     consts=[leaves[i] for i in at], cache_key=("apply_layers", key), proof=proof)
     return carry
 
 

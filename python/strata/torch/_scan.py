@@ -7,6 +7,8 @@ graph through the backend's table into the body of ``strata.scan``. Tensors ``fn
 (a module's parameters included) become inputs of the loop, so gradients reach them too, as
 they reach ``init`` and ``xs``: the backward is strata's reverse While, run by a
 ``torch.autograd.Function``."""
+import contextlib
+
 import torch
 import torch.utils._pytree as pytree
 from torch.func import functionalize
@@ -267,10 +269,12 @@ def scan(fn, init, xs=None, reverse=False, length=None, remat="carries"):
 _BODIES = {}
 
 
-def _scan(fn, init, xs, reverse, length, remat, consts=None, cache_key=None):
+def _scan(fn, init, xs, reverse, length, remat, consts=None, cache_key=None, proof=None):
     """scan, and ``fn(carry, x, consts)`` with loop-invariant ``consts`` (a pytree of tensors)
     passed as arguments: a body traced so can be kept under ``cache_key`` and reused by later
-    calls with other ``consts`` of the same shapes."""
+    calls with other ``consts`` of the same shapes. A ``proof`` (apply_layers') watches the
+    trace (``proof.recording()``) and is checked after it, before the loop runs; with one the
+    body is traced anew."""
     if _tracing:
         raise _error("a scan inside another scan's body (or inside apply_layers' layers) is not "
                      "supported yet; nest the loops as one scan over a flattened xs, or unroll "
@@ -281,11 +285,14 @@ def _scan(fn, init, xs, reverse, length, remat, consts=None, cache_key=None):
     xs_leaves, xs_structure, xs_paths = _leaves("xs", xs)
     const_leaves, const_structure, _ = _leaves("consts", consts)
     n = _length(xs_leaves, xs_paths, length)
-    body = _BODIES.get(cache_key) if cache_key is not None else None
+    body = _BODIES.get(cache_key) if cache_key is not None and proof is None else None
     if body is None:
         examples = [x[0] if n > 0 else x.new_empty(x.shape[1:]) for x in xs_leaves]
-        body = _Body(fn, init_leaves, init_structure, init_paths, examples, xs_structure,
-                     const_leaves, const_structure if consts is not None else None)
+        with proof.recording() if proof is not None else contextlib.nullcontext():
+            body = _Body(fn, init_leaves, init_structure, init_paths, examples, xs_structure,
+                         const_leaves, const_structure if consts is not None else None)
+        if proof is not None:
+            proof.check()
         if cache_key is not None:
             if len(_BODIES) > 32:
                 _BODIES.clear()
