@@ -4,7 +4,7 @@
 the strata backend beside. One process, one run: the ratios compare like with like. A first
 step's compile time is what it costs beyond a steady step.
 
-    python bench/torch_scan_layers_bench.py [--depths 1,8,32] [--steps 3]
+    python bench/torch_scan_layers_bench.py [--depths 1,8,32] [--steps 3] [--remat carries]
 """
 import argparse
 import copy
@@ -13,6 +13,7 @@ import time
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
+import strata
 import strata.torch as st
 
 
@@ -26,9 +27,14 @@ def model(depth, hidden, heads, kv_heads, mlp, vocab):
 
 
 def step_times(run, parameters, ids, steps):
-    """(first step, median of the next `steps`) in seconds: forward, backward, SGD update."""
+    """(first step, median of the next `steps`, strata's lowering and compiling in the first)
+    in seconds: forward, backward, SGD update."""
     times = []
-    for _ in range(steps + 1):
+    strata.reset_metrics()
+    for i in range(steps + 1):
+        if i == 1:
+            m = strata.metrics()
+            compiled = m["lower_s"] + m["compile_s"]
         start = time.perf_counter()
         loss = run(ids, labels=ids, use_cache=False).loss
         loss.backward()
@@ -38,13 +44,14 @@ def step_times(run, parameters, ids, steps):
                 p.grad = None
         times.append(time.perf_counter() - start)
     rest = sorted(times[1:])
-    return times[0], rest[len(rest) // 2]
+    return times[0], rest[len(rest) // 2], compiled
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--depths", default="1,8,32")
     parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--remat", default="carries", help="scan_layers' remat policy")
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--heads", type=int, default=8)
     parser.add_argument("--kv-heads", type=int, default=4)
@@ -56,28 +63,33 @@ def main():
     torch.set_num_threads(torch.get_num_threads())
     ids = torch.randint(0, args.vocab, (args.batch, args.seq))
     print(f"hidden {args.hidden}, heads {args.heads}/{args.kv_heads}, mlp {args.mlp}, vocab "
-          f"{args.vocab}, {args.batch} x {args.seq} tokens, {torch.get_num_threads()} threads")
+          f"{args.vocab}, {args.batch} x {args.seq} tokens, {torch.get_num_threads()} threads, "
+          f"remat {args.remat}")
     print("depth | scan_layers first / step (s) | eager step (s) | compiled unrolled first / "
           "step (s) | eager step / scan step | scan first / its 1-layer first | scan compile "
-          "(first - step, s) / its 1-layer one | compiled unrolled compile (s)")
+          "(first - step, s) / its 1-layer one | scan: strata lower + compile (s) | compiled "
+          "unrolled compile (first - step, s)")
     base = None
     for depth in [int(d) for d in args.depths.split(",")]:
         eager = model(depth, args.hidden, args.heads, args.kv_heads, args.mlp, args.vocab)
         scanned = copy.deepcopy(eager)
-        scanned.model.layers = st.scan_layers(scanned.model.layers)
+        scanned.model.layers = st.scan_layers(scanned.model.layers, remat=args.remat)
         compiled_model = copy.deepcopy(eager)
         torch._dynamo.reset()
         compiled = torch.compile(compiled_model, backend="strata")
-        s_first, s_step = step_times(scanned, list(scanned.parameters()), ids, args.steps)
-        _, e_step = step_times(eager, list(eager.parameters()), ids, args.steps)
-        c_first, c_step = step_times(compiled, list(compiled_model.parameters()), ids, args.steps)
+        s_first, s_step, s_strata = step_times(scanned, list(scanned.parameters()), ids,
+                                               args.steps)
+        _, e_step, _ = step_times(eager, list(eager.parameters()), ids, args.steps)
+        c_first, c_step, _ = step_times(compiled, list(compiled_model.parameters()), ids,
+                                        args.steps)
         # What the first step costs beyond a steady one: tracing, proving the layers alike,
         # lowering and compiling (the first step's own run grows with depth; this should not).
         s_compile, c_compile = s_first - s_step, c_first - c_step
         base = base or (s_first, s_compile)
         print(f"{depth:5d} | {s_first:7.2f} / {s_step:6.3f} | {e_step:6.3f} | {c_first:7.2f} / "
               f"{c_step:6.3f} | {e_step / s_step:5.2f}x | {s_first / base[0]:5.2f}x | "
-              f"{s_compile:5.2f} / {s_compile / base[1]:4.2f}x | {c_compile:6.2f}", flush=True)
+              f"{s_compile:5.2f} / {s_compile / base[1]:4.2f}x | {s_strata:5.2f} | "
+              f"{c_compile:6.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -397,8 +397,27 @@ void BindTensor(py::module_& m) {
       .def("numpy", &ToNumpy, "A read-only NumPy array sharing the tensor's bytes.")
       .def("item", &Item)
       .def(
-          "__dlpack__", [](const Tensor& t, py::object stream) { return ToDlpack(t); },
-          py::arg("stream") = py::none())
+          "__dlpack__",
+          // The array API's keywords: torch passes max_version first and, on a
+          // TypeError, calls again without it (after formatting this tensor's
+          // every value into the error message). strata's capsule is DLPack's
+          // unversioned one, which a caller asking for a newer version accepts.
+          [](const Tensor& t, py::object stream, py::object max_version, py::object dl_device,
+             py::object copy) {
+            if (!dl_device.is_none() && !dl_device.equal(py::make_tuple(1, 0))) {
+              throw py::buffer_error(
+                  fmt::format("strata tensors live on the CPU (DLPack device (1, 0)), asked for {}",
+                              std::string(py::repr(dl_device))));
+            }
+            if (!copy.is_none() && copy.cast<bool>()) {
+              throw py::buffer_error(
+                  "strata's __dlpack__ shares the tensor's memory; copy=True is not supported "
+                  "(copy the consumer's tensor instead)");
+            }
+            return ToDlpack(t);
+          },
+          py::kw_only(), py::arg("stream") = py::none(), py::arg("max_version") = py::none(),
+          py::arg("dl_device") = py::none(), py::arg("copy") = py::none())
       .def("__dlpack_device__", [](const Tensor&) { return py::make_tuple(1, 0); })  // kDLCPU
       .def("__len__", &Length)
       .def("__bool__",

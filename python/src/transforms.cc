@@ -271,22 +271,10 @@ py::object SwitchCase(const Tensor& index, const std::vector<py::function>& bran
   return FromTree(out, out_like);
 }
 
-py::object Vjp(py::function fn, py::args primals) {
-  py::object out_like = py::none();
-  Tree primal_tree = ToTree(primals, "strata.vjp primals");
-  const std::string where = Where(fn);
-  auto [out, pullback] = WithContext(where, [&] {
-    return vjp(
-        [&](const Tree& t) {
-          py::object out = fn(*FromTree(t, primals));
-          out_like = Skeleton(out);
-          return ToTree(out, "strata.vjp output");
-        },
-        primal_tree);
-  });
-  // As torch.func.vjp: a function with no floating output has nothing to
-  // differentiate (an integer output among floating ones gets no
-  // cotangent's effect, JAX's rule).
+// As torch.func.vjp: a function with no floating output has nothing to
+// differentiate (an integer output among floating ones gets no cotangent's
+// effect, JAX's rule).
+void CheckSomeOutputFloats(const Tree& out, const std::string& where) {
   const std::vector<Tensor>& leaves = out.leaves();
   if (!leaves.empty() && std::none_of(leaves.begin(), leaves.end(),
                                       [](const Tensor& t) { return IsFloating(t.dtype()); })) {
@@ -295,16 +283,65 @@ py::object Vjp(py::function fn, py::args primals) {
         "differentiate (torch.func.vjp refuses it too)",
         where, PythonDTypeName(leaves[0].dtype()));
   }
+}
+
+// `fn` as the Tree function vjp transforms; `out_like` gets its output's
+// Python structure.
+std::function<Tree(const Tree&)> TreeFunction(py::function fn, py::tuple like,
+                                              py::object& out_like) {
+  return [fn, like, &out_like](const Tree& t) {
+    py::object out = fn(*FromTree(t, like));
+    out_like = Skeleton(out);
+    return ToTree(out, "strata.vjp output");
+  };
+}
+
+Tree CotangentTree(py::object cotangent, const TreeSpec& out_spec) {
+  Tree c = ToTree(cotangent, "strata.vjp cotangent");
+  if (c.spec() != out_spec) {
+    Fail("[vjp] the cotangent's structure {} differs from the output's {}", c.spec().ToString(),
+         out_spec.ToString());
+  }
+  return c;
+}
+
+py::object Vjp(py::function fn, py::args primals) {
+  py::object out_like = py::none();
+  Tree primal_tree = ToTree(primals, "strata.vjp primals");
+  const std::string where = Where(fn);
+  auto [out, pullback] =
+      WithContext(where, [&] { return vjp(TreeFunction(fn, primals, out_like), primal_tree); });
+  CheckSomeOutputFloats(out, where);
   py::tuple like = primals;
   py::cpp_function back([pullback = pullback, like, out_spec = out.spec()](py::object cotangent) {
-    Tree c = ToTree(cotangent, "strata.vjp cotangent");
-    if (c.spec() != out_spec) {
-      Fail("[vjp] the cotangent's structure {} differs from the output's {}", c.spec().ToString(),
-           out_spec.ToString());
-    }
-    return FromTree(pullback(c), like);
+    return FromTree(pullback(CotangentTree(cotangent, out_spec)), like);
   });
   return py::make_tuple(FromTree(out, out_like), back);
+}
+
+py::object VjpWithResiduals(py::function fn, py::args primals) {
+  py::object out_like = py::none();
+  Tree primal_tree = ToTree(primals, "strata.vjp_with_residuals primals");
+  const std::string where = Where(fn);
+  StagedVjp staged = WithContext(where, [&] {
+    return vjp_with_residuals(TreeFunction(fn, primals, out_like), primal_tree);
+  });
+  CheckSomeOutputFloats(staged.out, where);
+  py::list residuals;
+  for (const Tensor& r : staged.residuals) residuals.append(py::cast(r));
+  py::tuple like = primals;
+  // By default the pullback reads the residual objects it returned, which a
+  // sync since has made data.
+  py::cpp_function back(
+      [pullback = staged.pullback, like, out_spec = staged.out.spec(), residuals](
+          py::object cotangent, py::object given) {
+        py::list from = given.is_none() ? residuals : py::list(given);
+        std::vector<Tensor> values;
+        for (py::handle r : from) values.push_back(ToTensor(r));
+        return FromTree(pullback(CotangentTree(cotangent, out_spec), values), like);
+      },
+      py::arg("cotangent"), py::arg("residuals") = py::none());
+  return py::make_tuple(FromTree(staged.out, out_like), residuals, back);
 }
 
 py::object Checkpoint(py::function fn, py::args args) {
@@ -347,6 +384,10 @@ void BindTransforms(py::module_& m) {
       },
       py::arg("fn"), py::arg("argnums") = 0, py::arg("has_aux") = false);
   m.def("vjp", &Vjp, py::arg("fn"), "jax.vjp: (fn(*primals), pullback).");
+  m.def("vjp_with_residuals", &VjpWithResiduals, py::arg("fn"),
+        "vjp split as AOTAutograd splits a joint graph: (fn(*primals), residuals, pullback). "
+        "Sync the residuals (the forward values the pullback reads) with the outputs, and "
+        "pullback(cotangent) reads their data instead of running the forward again.");
   m.def("scan", &Scan, py::arg("fn"), py::arg("init"), py::arg("xs") = py::none(),
         py::arg("length") = py::none(), py::arg("reverse") = false, py::arg("unroll") = 1,
         py::arg("remat") = "carries",

@@ -122,6 +122,34 @@ def test_scan_gradients_under_every_remat_policy_match_the_unrolled_loop(remat):
           rtol=1e-5, atol=1e-5)
 
 
+def test_vjp_with_residuals_gives_vjp_s_gradients_from_the_synced_residuals():
+    # (That the pullback then runs only the reverse loop is checked on its graph in C++:
+    # ScanRemat.AStagedVjpReadsTheSyncedResidualsInsteadOfRunningTheLoopAgain.)
+    xs = rng(5).standard_normal((6, 2, 4)).astype(np.float32)
+    w = rng(6).standard_normal((4, 4)).astype(np.float32) * 0.4
+
+    def scanned(w):
+        c, ys = strata.scan(lambda h, x: (strata.tanh(x @ w + h @ w), h), strata.zeros(2, 4),
+                            strata.tensor(xs))
+        return (c * c).sum() + ys.sum()
+
+    def unrolled(w):
+        h, total = strata.zeros(2, 4), 0
+        for t in range(6):
+            total = total + h.sum()
+            h = strata.tanh(strata.tensor(xs[t]) @ w + h @ w)
+        return (h * h).sum() + total
+
+    out, residuals, pullback = strata.vjp_with_residuals(scanned, strata.tensor(w))
+    assert residuals
+    strata.sync(out, *residuals)  # one program: the forward loop and its carry history
+    close(out, unrolled(strata.tensor(w)).numpy(), rtol=1e-5, atol=1e-5)
+    (grad,) = pullback(strata.ones([]))
+    close(grad, strata.grad(unrolled)(strata.tensor(w)).numpy(), rtol=1e-5, atol=1e-5)
+    with pytest.raises(strata.Error, match="residual"):
+        pullback(strata.ones([]), [])
+
+
 def test_checkpoint_gives_the_same_gradients():
     a = rng(5).standard_normal((4, 4)).astype(np.float32)
 

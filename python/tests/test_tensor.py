@@ -93,6 +93,18 @@ def test_dlpack_shares_memory_with_torch_both_ways():
     torch.testing.assert_close(u, torch.exp(t))
 
 
+def test_dlpack_takes_the_array_api_keywords():
+    # torch.from_dlpack asks with max_version first; a TypeError there made torch format the
+    # whole tensor into the error before asking again.
+    s = strata.exp(strata.tensor(np.arange(6, dtype=np.float32)))
+    shared = torch.from_dlpack(s.__dlpack__(max_version=(1, 0), dl_device=(1, 0), copy=False))
+    assert shared.data_ptr() == s.numpy().ctypes.data
+    with pytest.raises(BufferError, match=r"CPU.*\(2, 0\)"):
+        s.__dlpack__(dl_device=(2, 0))
+    with pytest.raises(BufferError, match="copy=True"):
+        s.__dlpack__(copy=True)
+
+
 def test_tensor_copies_a_torch_tensor_and_numpy_reads_strata_through_dlpack():
     t = torch.ones(64, 64)
     s = strata.tensor(t)  # a copy, as torch.tensor makes one

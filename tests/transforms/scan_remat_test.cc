@@ -7,6 +7,7 @@
 #include "strata/autograd/grad.h"
 #include "strata/compiler/compile.h"
 #include "strata/hlo/text.h"
+#include "strata/ir/lowering.h"
 #include "strata/lazy/context.h"
 #include "strata/lazy/ops.h"
 #include "strata/transforms/scan.h"
@@ -59,6 +60,64 @@ TEST(ScanRemat, BothPoliciesMatchTheForLoop) {
       for (size_t k = 0; k < a.size(); ++k)
         EXPECT_NEAR(a[k], b[k], 1e-10 * std::max(1.0, std::abs(b[k]))) << i << "," << k;
     }
+  }
+}
+
+// Loop nodes in the graph computing `values`.
+int64_t Loops(const std::vector<Tensor>& values) {
+  std::vector<ir::Value> roots;
+  for (const Tensor& t : values) roots.push_back(t.value());
+  int64_t n = 0;
+  for (const ir::Node* node : ir::BuildGraph(roots).post_order) n += node->loop() != nullptr;
+  return n;
+}
+
+// vjp_with_residuals, as strata.torch.scan's autograd function uses it: the
+// residuals synced with the output, the pullback reads the loop's carry
+// history (and saved residuals) as data and runs only the reverse loop.
+TEST(ScanRemat, AStagedVjpReadsTheSyncedResidualsInsteadOfRunningTheLoopAgain) {
+  const int64_t length = 5, width = 3;
+  Tensor w = Tensor::FromVector(Range(width, 0.9, 1.0), {width});
+  Tensor h0 = Tensor::FromVector(Range(width, 0.5, 2.0), {width});
+  Tensor xs = Tensor::FromVector(Range(length * width, 0.8, 0.3), {length, width});
+  Tensor h = h0, ref = zeros({}, DType::kF64);  // the plain loop
+  for (int64_t t = 0; t < length; ++t) {
+    h = TenSines(h * w + reshape(slice(xs, 0, t, t + 1), {width}));
+    ref = ref + sum(h * h);
+  }
+  ref = ref + sum(h);
+  std::vector<Tensor> expected = gradients(ref, {w, h0, xs});
+  for (Remat remat : {Remat::kSaveCarries, Remat::kSaveAll}) {
+    SCOPED_TRACE(remat == Remat::kSaveAll ? "save all" : "save carries");
+    auto f = [&](const Tree& p) {
+      auto [carry, ys] = scan(
+          [&](const Tree& c, const Tree& x) { return Step(c, x, p[0].leaf()); }, p[1], p[2],
+          {.remat = remat});
+      return Tree(sum(ys.leaf()) + sum(carry.leaf()));
+    };
+    StagedVjp staged = vjp_with_residuals(f, Tree{w, h0, xs});
+    ASSERT_FALSE(staged.residuals.empty());
+    Tensor seed = ones({}, DType::kF64);
+    // Unsynced, the residuals are the forward's own values: both loops.
+    EXPECT_EQ(Loops(staged.pullback(Tree(seed), staged.residuals).leaves()), 2);
+    std::vector<Tensor> residuals = staged.residuals;
+    std::vector<Tensor> out = staged.out.leaves();
+    std::vector<Tensor*> synced{&out[0]};
+    for (Tensor& r : residuals) synced.push_back(&r);
+    sync(synced);
+    EXPECT_NEAR(out[0].item<double>(), ref.item<double>(), 1e-10 * std::abs(ref.item<double>()));
+    std::vector<Tensor> got = staged.pullback(Tree(seed), residuals).leaves();
+    EXPECT_EQ(Loops(got), 1);  // the reverse loop alone
+    for (size_t i = 0; i < got.size(); ++i) {
+      auto a = got[i].to_vector<double>(), b = expected[i].to_vector<double>();
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t k = 0; k < a.size(); ++k)
+        EXPECT_NEAR(a[k], b[k], 1e-10 * std::max(1.0, std::abs(b[k]))) << i << "," << k;
+    }
+    EXPECT_THROW(staged.pullback(Tree(seed), {}), Error);
+    std::vector<Tensor> wrong = residuals;
+    wrong[0] = zeros({7}, DType::kF64);
+    EXPECT_THROW(staged.pullback(Tree(seed), wrong), Error);
   }
 }
 

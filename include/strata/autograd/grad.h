@@ -44,6 +44,21 @@ std::function<ValueAuxAndGrad(const Tree&)> value_and_grad_with_aux(
 std::pair<Tree, std::function<Tree(const Tree&)>> vjp(const std::function<Tree(const Tree&)>& f,
                                                       const Tree& primals);
 
+// vjp split the way AOTAutograd splits a joint graph: the pullback's graph
+// is built now, and `residuals` are the forward values it reads (a loop's
+// carry history, its saved residuals, intermediates a rule keeps), the inputs
+// excepted. Sync them with `out`, pass them back to `pullback`, and it reads
+// their data instead of computing the forward again; passed back unsynced,
+// they are the same lazy values and the pullback is plain vjp's. (Tensors
+// are values: the pullback reads the residuals it is given, not its own
+// copies.)
+struct StagedVjp {
+  Tree out;
+  std::vector<Tensor> residuals;
+  std::function<Tree(const Tree& cotangent, const std::vector<Tensor>& residuals)> pullback;
+};
+StagedVjp vjp_with_residuals(const std::function<Tree(const Tree&)>& f, const Tree& primals);
+
 // Activation checkpointing (torch.utils.checkpoint, jax.checkpoint): returns
 // fn(inputs), but backward does not keep fn's intermediates; it recomputes
 // fn's forward from the inputs once the outputs' cotangents exist (behind an

@@ -180,11 +180,11 @@ def _to_torch(t):
     return torch.from_dlpack(t)
 
 
-def _all_to_torch(tensors):
+def _all_to_torch(tensors, also=()):
     """Torch views of strata tensors, computed by one run of one program (syncing them one
-    by one would run the loop once for each)."""
-    if tensors:
-        strata.sync(*tensors)
+    by one would run the loop once for each) that also computes the strata tensors `also`."""
+    if tensors or also:
+        strata.sync(*tensors, *also)
     return [_to_torch(t) for t in tensors]
 
 
@@ -226,12 +226,15 @@ class _ScanFunction(torch.autograd.Function):
                 for i, d in zip(wanted, diff):
                     full[i] = d
                 return loop(*full)
-            outs, pullback = strata.vjp(f, *[ins[i] for i in wanted])
+            # The backward's graph is built now, and the forward values it reads (the loop's
+            # carry history and saved residuals) are computed by the forward's program with its
+            # outputs: the backward then runs only the reverse loop, not the forward again.
+            outs, residuals, pullback = strata.vjp_with_residuals(f, *[ins[i] for i in wanted])
             ctx.pullback, ctx.wanted = pullback, wanted
             ctx.out_meta = [(list(o.shape), o.dtype) for o in outs]
         else:
-            outs = loop(*ins)
-        results = _all_to_torch(list(outs))
+            outs, residuals = loop(*ins), []
+        results = _all_to_torch(list(outs), residuals)
         ctx.mark_non_differentiable(*[r for r in results if not r.is_floating_point()])
         ctx.input_count = len(inputs)
         return tuple(results)
