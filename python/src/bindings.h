@@ -41,6 +41,10 @@ Tensor FullOf(std::vector<int64_t> dims, py::handle value, std::optional<DType> 
 // torch refuses integer ** negative Python int ("Integers to negative
 // integer powers are not allowed"); an Error here too.
 void CheckIntegerPower(const Tensor& base, py::handle exponent);
+// base ** exponent for a Python number exponent: 2 is base * base (the C++
+// pow(Tensor, double)'s rule), not a pow kernel whose exponent is a program
+// parameter; anything else goes through pow with the exponent as a scalar.
+Tensor PowerOfNumber(const Tensor& base, py::handle exponent, const Tensor& exponent_tensor);
 // An operand: the Python tensor itself (no copy: copying a handle makes a
 // new registered TensorImpl) or a tensor made from the Python value.
 class TensorArg {

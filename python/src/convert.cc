@@ -390,6 +390,16 @@ void CheckIntegerPower(const Tensor& base, py::handle exponent) {
   }
 }
 
+Tensor PowerOfNumber(const Tensor& base, py::handle exponent, const Tensor& exponent_tensor) {
+  const bool number = !py::isinstance<py::bool_>(exponent) &&
+                      (py::isinstance<py::int_>(exponent) || py::isinstance<py::float_>(exponent));
+  // A float 2.0 on an integer base promotes to float (as torch): keep pow.
+  const bool same_dtype =
+      IsFloating(base.dtype()) || (py::isinstance<py::int_>(exponent) && IsInteger(base.dtype()));
+  if (number && same_dtype && exponent.cast<double>() == 2.0) return base * base;
+  return pow(base, exponent_tensor);
+}
+
 TensorArg::TensorArg(py::handle value, std::optional<DType> dtype) {
   if (py::isinstance<Tensor>(value) && (!dtype || value.cast<const Tensor&>().dtype() == *dtype)) {
     ref_ = &value.cast<const Tensor&>();

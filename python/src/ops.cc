@@ -348,6 +348,7 @@ void BindElementwise(py::module_& m) {
       [](py::handle a, py::handle b) {
         Operands o(a, b);
         CheckIntegerPower(o.first.get(), b);
+        if (py::isinstance<Tensor>(a)) return PowerOfNumber(o.first.get(), b, o.second.get());
         return pow(o.first.get(), o.second.get());
       },
       py::arg("a"), py::arg("b"));

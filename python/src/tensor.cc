@@ -36,7 +36,7 @@ Tensor Xor(const Tensor& a, const Tensor& b) { return bitwise_xor(a, b); }
 Tensor FloorDiv(const Tensor& a, const Tensor& b) { return floor_divide(a, b); }
 Tensor PowOf(const Tensor& a, py::handle b) {
   CheckIntegerPower(a, b);
-  return pow(a, TensorArg(a, b).get());
+  return PowerOfNumber(a, b, TensorArg(a, b).get());
 }
 
 int64_t Length(const Tensor& t) {

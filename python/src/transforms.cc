@@ -323,9 +323,8 @@ py::object VjpWithResiduals(py::function fn, py::args primals) {
   py::object out_like = py::none();
   Tree primal_tree = ToTree(primals, "strata.vjp_with_residuals primals");
   const std::string where = Where(fn);
-  StagedVjp staged = WithContext(where, [&] {
-    return vjp_with_residuals(TreeFunction(fn, primals, out_like), primal_tree);
-  });
+  StagedVjp staged = WithContext(
+      where, [&] { return vjp_with_residuals(TreeFunction(fn, primals, out_like), primal_tree); });
   CheckSomeOutputFloats(staged.out, where);
   py::list residuals;
   for (const Tensor& r : staged.residuals) residuals.append(py::cast(r));

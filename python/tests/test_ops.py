@@ -38,6 +38,22 @@ def test_binary_against_numpy(name):
           reference(S if name != "power" else A, b), rtol=1e-5, atol=1e-6)
 
 
+def test_a_square_is_a_product_and_keeps_torch_s_dtypes():
+    # x ** 2 (a Python number) is x * x, not a pow kernel with the exponent as a program
+    # parameter; the result's dtype is torch's, and other exponents still pow.
+    x = np.array([1.5, -2, 3, np.nan, -0.5, np.inf], np.float32)
+    for y in (strata.tensor(x) ** 2, strata.pow(strata.tensor(x), 2.0)):
+        close(y, torch.tensor(x) ** 2, rtol=0, atol=0)
+        assert "power(" not in strata.hlo_text(y)
+    assert "power(" in strata.hlo_text(strata.tensor(x) ** 3)
+    ints = np.array([3, -4, 5], np.int64)
+    for exponent in (2, 2.0):
+        got = strata.tensor(ints) ** exponent
+        want = torch.tensor(ints) ** exponent
+        assert str(got.dtype).removeprefix("strata.") == str(want.dtype).removeprefix("torch.")
+        close(got, want.numpy(), rtol=0, atol=0)
+
+
 def test_comparisons_logic_where_and_clamp():
     s = strata.tensor(S)
     for name in ["eq", "ne", "lt", "le", "gt", "ge"]:

@@ -225,6 +225,29 @@ TEST(Passes, NonIdentitiesStay) {
   EXPECT_EQ(Count(exe->module(), Opcode::kTranspose), 1) << hlo::ToText(exe->module());
 }
 
+// x^2 becomes x * x (the square, one rounding either way), x^1 becomes x;
+// x^3 and x^0.5 keep pow (their edge cases are pow's own). The references are
+// std::pow's.
+TEST(Passes, SquaresBecomeProductsAndOtherPowersStay) {
+  std::vector<float> x = {1.5f, -2, 3, NAN, -0.5f, INFINITY};
+  auto pow_of = [&](float e) {
+    std::vector<float> out;
+    for (float v : x) out.push_back(std::pow(v, e));
+    return out;
+  };
+  auto power = [](Graph& g, float e) -> Instruction* {
+    return g.b.Binary(Opcode::kPower, g.params[0],
+                      g.b.Broadcast(g.b.ConstantScalar(e), {2, 3}, {}));
+  };
+  auto exe = CompileBoth(
+      [&](Graph& g) {
+        return g.b.Tuple({power(g, 2), power(g, 1), power(g, 3), power(g, 0.5f)});
+      },
+      {F32({2, 3})}, {Arg(x, {2, 3})}, {pow_of(2), pow_of(1), pow_of(3), pow_of(0.5f)});
+  EXPECT_EQ(Count(exe->module(), Opcode::kPower), 2) << hlo::ToText(exe->module());
+  EXPECT_EQ(Count(exe->module(), Opcode::kMultiply), 1) << hlo::ToText(exe->module());
+}
+
 TEST(Passes, ComposedTransposesKeepTheirMeaning) {
   const Dims dims = {2, 3, 4};
   std::vector<float> x(24);

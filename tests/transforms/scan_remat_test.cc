@@ -90,9 +90,8 @@ TEST(ScanRemat, AStagedVjpReadsTheSyncedResidualsInsteadOfRunningTheLoopAgain) {
   for (Remat remat : {Remat::kSaveCarries, Remat::kSaveAll}) {
     SCOPED_TRACE(remat == Remat::kSaveAll ? "save all" : "save carries");
     auto f = [&](const Tree& p) {
-      auto [carry, ys] = scan(
-          [&](const Tree& c, const Tree& x) { return Step(c, x, p[0].leaf()); }, p[1], p[2],
-          {.remat = remat});
+      auto [carry, ys] = scan([&](const Tree& c, const Tree& x) { return Step(c, x, p[0].leaf()); },
+                              p[1], p[2], {.remat = remat});
       return Tree(sum(ys.leaf()) + sum(carry.leaf()));
     };
     StagedVjp staged = vjp_with_residuals(f, Tree{w, h0, xs});

