@@ -654,16 +654,27 @@ void BindFunctions(py::module_& m) {
       py::arg("fused") = true, py::arg("layout") = "bhsd");
   m.def(
       "fused_attention",
-      [](const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale) {
-        nn::AttentionOutput o = nn::fused_attention(q, k, v, causal, scale);
+      [](const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale,
+         std::optional<Tensor> mask) {
+        nn::AttentionOutput o =
+            nn::fused_attention(q, k, v, causal, scale, mask.value_or(Tensor()));
         return py::make_tuple(o.out, o.lse);
       },
       py::arg("q"), py::arg("k"), py::arg("v"), py::arg("is_causal"), py::arg("scale"),
+      py::arg("mask") = py::none(),
       "The fused attention kernel's forward call: (out, lse), lse the f32 [B, H, S] log-sum-exp "
-      "of each row of scores (what torch's flash attention returns).");
-  m.def("fused_attention_grad", &nn::fused_attention_grad, py::arg("q"), py::arg("k"), py::arg("v"),
-        py::arg("out"), py::arg("lse"), py::arg("dout"), py::arg("is_causal"), py::arg("scale"),
-        "The fused kernel's gradient call: [dq, dk, dv].");
+      "of each row of scores (what torch's flash attention returns). mask, f32 [B or 1, H or 1, "
+      "S, S], is added to the scaled scores.");
+  m.def(
+      "fused_attention_grad",
+      [](const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+         const Tensor& dout, bool causal, double scale, std::optional<Tensor> mask) {
+        return nn::fused_attention_grad(q, k, v, out, lse, dout, causal, scale,
+                                        mask.value_or(Tensor()));
+      },
+      py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("lse"), py::arg("dout"),
+      py::arg("is_causal"), py::arg("scale"), py::arg("mask") = py::none(),
+      "The fused kernel's gradient call: [dq, dk, dv].");
   m.def(
       "rotary_tables",
       [](int64_t seq, int64_t head_dim, double theta, py::object dtype) {

@@ -337,7 +337,27 @@ CASES = [
     Case("sdpa_fused_causal", lambda q, k, v: F.scaled_dot_product_attention(q, k, v,
                                                                              is_causal=True),
          ((1, 4, 9, 16), (1, 4, 9, 16), (1, 4, 9, 16)), (torch.float32, torch.bfloat16)),
+    # Hugging Face's masks (an additive [B, 1, S, S] of 0 and the dtype's min, a padded key
+    # masked), a bool one and a [S, S] one: the fused kernel with its mask, each way.
+    Case("sdpa_fused_hf_mask", lambda q, k, v: F.scaled_dot_product_attention(
+        q, k, v, attn_mask=_hf_mask(q.dtype), enable_gqa=True),
+         ((2, 4, 9, 16), (2, 2, 9, 16), (2, 2, 9, 16)),
+         (torch.float32, torch.bfloat16)),
+    Case("sdpa_fused_bool_mask", lambda q, k, v: F.scaled_dot_product_attention(
+        q, k, v, attn_mask=_hf_mask(torch.float32) == 0), ((2, 3, 9, 8), (2, 3, 9, 8),
+                                                            (2, 3, 9, 8)), (torch.float32,)),
+    Case("sdpa_fused_2d_mask", lambda q, k, v: F.scaled_dot_product_attention(
+        q, k, v, attn_mask=_hf_mask(torch.float32)[0, 0] * 0.01, is_causal=False),
+         ((1, 2, 9, 8), (1, 2, 9, 8), (1, 2, 9, 8)), (torch.float32,)),
 ]
+
+
+def _hf_mask(dtype, batch=2, seq=9):
+    """Hugging Face's 4-d attention mask: causal, and batch 1's key 0 padded."""
+    keep = torch.ones(seq, seq).tril().bool().expand(batch, 1, seq, seq).clone()
+    keep[1, :, :, 0] = False
+    keep[1, :, 0, 0] = True  # every row sees a key
+    return torch.zeros(batch, 1, seq, seq, dtype=dtype).masked_fill(~keep, torch.finfo(dtype).min)
 
 
 def sample_inputs(case, dtype):

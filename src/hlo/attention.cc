@@ -60,10 +60,10 @@ Shape AttentionResultShape(std::string_view target, const AttentionConfig& confi
                            std::span<const Shape* const> operands) {
   const bool grad = target == kAttentionGradTarget;
   if (!grad && target != kAttentionTarget) Fail("[attention] unknown target '{}'", target);
-  const size_t expected = grad ? 6 : 3;
-  if (operands.size() != expected) {
-    Fail("[{}] expected {} operands ({}), found {}", target, expected,
-         grad ? "q, k, v, o, lse, do" : "q, k, v", operands.size());
+  const size_t expected = AttentionOperandCount(target);
+  if (operands.size() != expected && operands.size() != expected + 1) {
+    Fail("[{}] expected {} operands ({}) or {} with a mask, found {}", target, expected,
+         grad ? "q, k, v, o, lse, do" : "q, k, v", expected + 1, operands.size());
   }
   const Shape &q = *operands[0], &k = *operands[1], &v = *operands[2];
   auto describe = [&] {
@@ -81,6 +81,16 @@ Shape AttentionResultShape(std::string_view target, const AttentionConfig& confi
   if ((q.dtype() != DType::kF32 && q.dtype() != DType::kBF16) || k.dtype() != q.dtype() ||
       v.dtype() != q.dtype()) {
     Fail("[{}] expected q, k and v of one element type, f32 or bf16, got {}", target, describe());
+  }
+  if (operands.size() == expected + 1) {
+    const Shape& mask = *operands[expected];
+    const int64_t b = q.dim(0), h = q.dim(heads), s = q.dim(seq);
+    if (!mask.is_array() || mask.dtype() != DType::kF32 || mask.rank() != 4 ||
+        (mask.dim(0) != 1 && mask.dim(0) != b) || (mask.dim(1) != 1 && mask.dim(1) != h) ||
+        mask.dim(2) != s || mask.dim(3) != s) {
+      Fail("[{}] expected the mask f32[{} or 1, {} or 1, {}, {}] (for {}), found {}", target, b, h,
+           s, s, describe(), mask.ToString());
+    }
   }
   const Shape lse(DType::kF32, {q.dim(0), q.dim(heads), q.dim(seq)});
   if (!grad) return Shape::Tuple({q, lse});

@@ -568,10 +568,10 @@ void Parser::CheckCustomCall(const CustomCallText& call, const std::vector<Opera
   const std::string& target = call.target;
   if (target.empty()) FailAt(at, "custom-call is missing attribute 'custom_call_target'");
   if (IsAttentionTarget(target)) {
-    const size_t expected = target == kAttentionTarget ? 3 : 6;
-    if (operands.size() != expected) {
-      FailAt(at, "custom-call target '{}' takes {} operands, found {}", target, expected,
-             operands.size());
+    const size_t expected = AttentionOperandCount(target);
+    if (operands.size() != expected && operands.size() != expected + 1) {
+      FailAt(at, "custom-call target '{}' takes {} operands ({} with a mask), found {}", target,
+             expected, expected + 1, operands.size());
     }
     try {
       ParseAttentionConfig(call.backend_config);

@@ -216,14 +216,21 @@ std::vector<ir::Value> FusedAttentionGradient::Vjp(const ir::NodePtr& node,
     return grads;
   }
   const auto& in = node->operands();
+  const bool masked = in.size() > 3;
+  if (masked && needed[3]) {
+    Fail(
+        "[fused_attention] the fused kernel gives no gradient for its mask; for one, write the "
+        "attention unfused (scores, softmax and products)");
+  }
   hlo::Attributes attributes;
   attributes.custom_call_target = std::string(hlo::kAttentionGradTarget);
   attributes.backend_config = config_;
   const ir::Value dout = lazy::ConvertValue(cotangents[0], in[0].shape().dtype());
+  std::vector<ir::Value> operands{in[0], in[1], in[2], ir::Value{node, 0}, ir::Value{node, 1},
+                                  dout};
+  if (masked) operands.push_back(in[3]);
   ir::NodePtr grad =
-      ir::Node::MakeOp(hlo::Opcode::kCustomCall,
-                       {in[0], in[1], in[2], ir::Value{node, 0}, ir::Value{node, 1}, dout},
-                       std::move(attributes))
+      ir::Node::MakeOp(hlo::Opcode::kCustomCall, std::move(operands), std::move(attributes))
           ->WithGradientRule(std::make_shared<NoSecondDerivative>());
   for (int i = 0; i < 3; ++i) grads[i] = ir::Value{grad, i};
   return grads;
@@ -297,23 +304,24 @@ void CheckFusedTypes(std::string_view op, std::initializer_list<const Tensor*> t
 }  // namespace
 
 AttentionOutput fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
-                                double scale) {
+                                double scale, const Tensor& mask) {
   CheckFusedTypes("fused_attention", {&q, &k, &v});
   hlo::Attributes attributes;
   attributes.custom_call_target = std::string(hlo::kAttentionTarget);
   attributes.backend_config = hlo::PrintAttentionConfig({causal, scale, AttentionLayout::kBHSD});
   std::string config = attributes.backend_config;
+  std::vector<ir::Value> operands{q.value(), k.value(), v.value()};
+  if (mask.defined()) operands.push_back(mask.value());
   // The shape rule (hlo::AttentionResultShape) names any shape mismatch.
   ir::NodePtr node =
-      ir::Node::MakeOp(hlo::Opcode::kCustomCall, {q.value(), k.value(), v.value()},
-                       std::move(attributes))
+      ir::Node::MakeOp(hlo::Opcode::kCustomCall, std::move(operands), std::move(attributes))
           ->WithGradientRule(std::make_shared<FusedAttentionGradient>(std::move(config)));
   return {Tensor(ir::Value{node, 0}), Tensor(ir::Value{node, 1})};
 }
 
 std::vector<Tensor> fused_attention_grad(const Tensor& q, const Tensor& k, const Tensor& v,
                                          const Tensor& out, const Tensor& lse, const Tensor& dout,
-                                         bool causal, double scale) {
+                                         bool causal, double scale, const Tensor& mask) {
   CheckFusedTypes("fused_attention_grad", {&q, &k, &v, &out, &dout});
   if (lse.dtype() != DType::kF32) {
     Fail("[fused_attention_grad] lse must be f32 [B, H, S], got {}", lse.shape().ToString());
@@ -321,10 +329,11 @@ std::vector<Tensor> fused_attention_grad(const Tensor& q, const Tensor& k, const
   hlo::Attributes attributes;
   attributes.custom_call_target = std::string(hlo::kAttentionGradTarget);
   attributes.backend_config = hlo::PrintAttentionConfig({causal, scale, AttentionLayout::kBHSD});
+  std::vector<ir::Value> operands{q.value(),   k.value(),   v.value(),
+                                  out.value(), lse.value(), dout.value()};
+  if (mask.defined()) operands.push_back(mask.value());
   ir::NodePtr grad =
-      ir::Node::MakeOp(hlo::Opcode::kCustomCall,
-                       {q.value(), k.value(), v.value(), out.value(), lse.value(), dout.value()},
-                       std::move(attributes))
+      ir::Node::MakeOp(hlo::Opcode::kCustomCall, std::move(operands), std::move(attributes))
           ->WithGradientRule(std::make_shared<NoSecondDerivative>());
   return {Tensor(ir::Value{grad, 0}), Tensor(ir::Value{grad, 1}), Tensor(ir::Value{grad, 2})};
 }

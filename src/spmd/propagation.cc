@@ -565,7 +565,20 @@ class Propagation {
     }
     if (IsAttention(inst)) {  // from o (or dq): every operand
       auto from = Of(inst)[0];
-      for (const Instruction* o : inst.operands()) {
+      const size_t plain = hlo::AttentionOperandCount(inst.custom_call_target);
+      for (size_t i = 0; i < inst.operand_count(); ++i) {
+        const Instruction* o = inst.operand(i);
+        if (i == plain) {  // the mask [B or 1, H or 1, S, S] in every layout; 1 is not split
+          std::optional<AxisSharding> split;
+          if (from && from->rank() == 4) {
+            const hlo::AttentionConfig config = hlo::ParseAttentionConfig(inst.backend_config);
+            split = AxisSharding::Replicated(4);
+            if (o->shape().dim(0) != 1) split->dims[0] = from->dims[0];
+            if (o->shape().dim(1) != 1) split->dims[1] = from->dims[config.heads_dim(4)];
+          }
+          SetArray(*o, split);
+          continue;
+        }
         SetArray(*o, AttentionSplit(inst, from, o->shape().rank()));
       }
       return;

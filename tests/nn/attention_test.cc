@@ -238,5 +238,42 @@ TEST(FusedAttention, ASecondDerivativeNamesTheUnfusedForm) {
   EXPECT_EQ(gradients(sum(dq2 * dq2), {q})[0].shape(), q.shape());
 }
 
+// With a mask, the fused call's gradients of q, k and v are the composite's
+// (scores + mask, softmax, product, in doubles); one of the mask is an Error
+// naming the unfused form.
+TEST(FusedAttention, AMaskedCallMatchesTheCompositeAndItsMaskGetsNoGradient) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  auto random = [&](std::vector<int64_t> dims) {
+    std::vector<float> v(dims[0] * dims[1] * dims[2] * dims[3]);
+    for (float& x : v) x = dist(rng);
+    return Tensor::FromVector(v, dims);
+  };
+  Tensor q = random({2, 2, 5, 4}), k = random({2, 1, 5, 4}), v = random({2, 1, 5, 4});
+  Tensor mask = random({2, 1, 5, 5}) * 3.0;
+  const double scale = 0.5;
+  Tensor weights = random({2, 2, 5, 4});
+  nn::AttentionOutput fused = nn::fused_attention(q, k, v, true, scale, mask);
+  std::vector<Tensor> got = gradients(sum(fused.out * weights), {q, k, v});
+  // The composite in doubles: k and v repeated for the two query heads.
+  Tensor qd = astype(q, DType::kF64), kd = astype(k, DType::kF64), vd = astype(v, DType::kF64);
+  auto wide = [](const Tensor& t) { return concat({t, t}, 1); };
+  Tensor s = matmul(qd, transpose(wide(kd), -1, -2)) * scale + astype(mask, DType::kF64);
+  Tensor rows = unsqueeze(arange(5), 1), cols = unsqueeze(arange(5), 0);
+  s = where(ge(rows, cols), s, constant(-INFINITY, DType::kF64));
+  Tensor out = matmul(softmax(s, -1), wide(vd));
+  std::vector<Tensor> want = gradients(sum(out * astype(weights, DType::kF64)), {qd, kd, vd});
+  got.insert(got.begin(), fused.out);
+  want.insert(want.begin(), out);
+  ExpectMatchesDoubles(got, want);
+  try {
+    gradients(sum(nn::fused_attention(q, k, v, true, scale, mask).out), {mask});
+    ADD_FAILURE() << "a gradient of the mask through the fused kernel";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no gradient for its mask"), std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace strata

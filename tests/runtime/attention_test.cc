@@ -23,7 +23,12 @@ struct Case {
   bool causal;
   bool bf16 = false;
   bool bshd = false;  // the arrays [B, S, heads, D]; the reference works in [B, heads, S, D]
+  // An additive mask: 0 none, 1 [B, H, S, S], 2 [1, 1, S, S], 3 [B, 1, S, S].
+  int mask = 0;
   double scale() const { return 1.0 / std::sqrt(static_cast<double>(d)); }
+  int64_t mask_b() const { return mask == 2 ? 1 : b; }
+  int64_t mask_h() const { return mask == 1 ? h : 1; }
+  std::string Mask() const { return fmt::format("f32[{},{},{},{}]", mask_b(), mask_h(), s, s); }
   std::string Type() const { return bf16 ? "bf16" : "f32"; }
   std::string Array(int64_t heads) const {
     return bshd ? fmt::format("{}[{},{},{},{}]", Type(), b, s, heads, d)
@@ -62,10 +67,12 @@ ENTRY main {{
   q = {0} parameter(0)
   k = {1} parameter(1)
   v = {1} parameter(2)
-  ROOT a = ({0}, f32[{2},{3},{4}]) custom-call(q, k, v), custom_call_target="strata.attention", {5}
+  {6}
+  ROOT a = ({0}, f32[{2},{3},{4}]) custom-call(q, k, v{7}), custom_call_target="strata.attention", {5}
 }}
 )",
-                     c.Q(), c.Kv(), c.b, c.h, c.s, c.Config());
+                     c.Q(), c.Kv(), c.b, c.h, c.s, c.Config(),
+                     c.mask ? "m = " + c.Mask() + " parameter(3)" : "", c.mask ? ", m" : "");
 }
 
 std::string GradModule(const Case& c) {
@@ -75,13 +82,15 @@ ENTRY main {{
   k = {1} parameter(1)
   v = {1} parameter(2)
   do = {0} parameter(3)
-  a = ({0}, f32[{2},{3},{4}]) custom-call(q, k, v), custom_call_target="strata.attention", {5}
+  {6}
+  a = ({0}, f32[{2},{3},{4}]) custom-call(q, k, v{7}), custom_call_target="strata.attention", {5}
   o = {0} get-tuple-element(a), index=0
   lse = f32[{2},{3},{4}] get-tuple-element(a), index=1
-  ROOT g = ({0}, {1}, {1}) custom-call(q, k, v, o, lse, do), custom_call_target="strata.attention_grad", {5}
+  ROOT g = ({0}, {1}, {1}) custom-call(q, k, v, o, lse, do{7}), custom_call_target="strata.attention_grad", {5}
 }}
 )",
-                     c.Q(), c.Kv(), c.b, c.h, c.s, c.Config());
+                     c.Q(), c.Kv(), c.b, c.h, c.s, c.Config(),
+                     c.mask ? "m = " + c.Mask() + " parameter(4)" : "", c.mask ? ", m" : "");
 }
 
 float RoundBf16(float x) {
@@ -138,8 +147,24 @@ struct Reference {
   std::vector<double> o, lse, dq, dk, dv;
 };
 
+// The case's mask: values in [-3, 0], some keys -inf (never key 0, so no
+// row is wholly masked), and over 512 keys one row whose first 512 are all
+// -inf (the kernel's first key tile adds nothing to it).
+std::vector<float> MaskValues(const Case& c) {
+  if (!c.mask) return {};
+  std::vector<float> m = Random(c.mask_b() * c.mask_h() * c.s * c.s, 5, false);
+  for (size_t x = 0; x < m.size(); ++x) {
+    const int64_t j = static_cast<int64_t>(x) % c.s, i = static_cast<int64_t>(x) / c.s % c.s;
+    m[x] = (m[x] - 2.0f) * 0.75f;
+    if (j > 0 && x % 7 == 3) m[x] = -INFINITY;
+    if (c.s > 512 && i == 5 && !c.causal) m[x] = j < 512 ? -INFINITY : 0.0f;
+  }
+  return m;
+}
+
 Reference Attend(const Case& c, const std::vector<float>& q, const std::vector<float>& k,
-                 const std::vector<float>& v, const std::vector<float>& dout) {
+                 const std::vector<float>& v, const std::vector<float>& dout,
+                 const std::vector<float>& mask = {}) {
   Reference r;
   r.o.assign(q.size(), 0.0);
   r.lse.assign(c.b * c.h * c.s, 0.0);
@@ -160,6 +185,10 @@ Reference Attend(const Case& c, const std::vector<float>& q, const std::vector<f
           for (int64_t x = 0; x < c.d; ++x)
             dot += double{q[qo + i * c.d + x]} * k[ko + j * c.d + x];
           p[i * c.s + j] = dot * scale;
+          if (!mask.empty()) {
+            const int64_t mb = c.mask_b() == 1 ? 0 : b, mh = c.mask_h() == 1 ? 0 : h;
+            p[i * c.s + j] += mask[((mb * c.mask_h() + mh) * c.s + i) * c.s + j];
+          }
           max = std::max(max, p[i * c.s + j]);
         }
         double total = 0;
@@ -222,7 +251,8 @@ void Check(const Case& c) {
   const auto k = Random(c.b * c.kv * c.s * c.d, 2, c.bf16);
   const auto v = Random(c.b * c.kv * c.s * c.d, 3, c.bf16);
   const auto dout = Random(c.b * c.h * c.s * c.d, 4, c.bf16);
-  const Reference want = Attend(c, q, k, v, dout);
+  const auto mask = MaskValues(c);
+  const Reference want = Attend(c, q, k, v, dout, mask);
   const double tolerance = c.bf16 ? 1e-2 : 2e-5, grad_tolerance = c.bf16 ? 2e-2 : 5e-5;
   // Arrays in the case's layout, in and out.
   auto in = [&](const std::vector<float>& x, int64_t heads) {
@@ -239,13 +269,18 @@ void Check(const Case& c) {
   };
 
   auto forward = compiler::Compile(*hlo::ParseModule(ForwardModule(c)));
-  std::vector<Buffer> o = forward->Run({in(q, c.h), in(k, c.kv), in(v, c.kv)});
+  const std::vector<int64_t> mask_dims{c.mask_b(), c.mask_h(), c.s, c.s};
+  std::vector<Buffer> args{in(q, c.h), in(k, c.kv), in(v, c.kv)};
+  if (c.mask) args.push_back(test::Arg(mask, mask_dims));
+  std::vector<Buffer> o = forward->Run(args);
   ASSERT_EQ(o.size(), 2u);
   ExpectClose(out(o[0], c.h), want.o, tolerance, "o");
   ExpectClose(FromBuffer(o[1]), want.lse, c.bf16 ? 1e-4 : 1e-6, "lse");
 
   auto backward = compiler::Compile(*hlo::ParseModule(GradModule(c)));
-  std::vector<Buffer> grads = backward->Run({in(q, c.h), in(k, c.kv), in(v, c.kv), in(dout, c.h)});
+  args = {in(q, c.h), in(k, c.kv), in(v, c.kv), in(dout, c.h)};
+  if (c.mask) args.push_back(test::Arg(mask, mask_dims));
+  std::vector<Buffer> grads = backward->Run(args);
   ASSERT_EQ(grads.size(), 3u);
   ExpectClose(out(grads[0], c.h), want.dq, grad_tolerance, "dq");
   ExpectClose(out(grads[1], c.kv), want.dk, grad_tolerance, "dk");
@@ -276,6 +311,20 @@ TEST(FusedAttention, PositionsBeforeHeadsLayoutMatchesALoopInDoubles) {
   Check({1, 2, 1, 600, 8, true, false, true});
   Check({1, 4, 2, 130, 32, true, true, true});
   Check({1, 2, 2, 70, 16, false, true, true});
+}
+
+// An additive mask (torch's float attn_mask, Hugging Face's causal and
+// padding masks) over each broadcast it may take, with the causal mask, in
+// both layouts, in bf16, and past one key tile with a row whose first tile
+// is wholly masked.
+TEST(FusedAttention, AnAdditiveMaskMatchesALoopInDoubles) {
+  for (int mask : {1, 2, 3}) {
+    Check({2, 4, 2, 70, 16, true, false, false, mask});
+    Check({2, 4, 2, 70, 16, false, false, false, mask});
+  }
+  Check({2, 4, 2, 70, 16, false, false, true, 3});
+  Check({1, 4, 2, 130, 32, true, true, false, 3});
+  Check({1, 2, 1, 600, 8, false, false, false, 2});
 }
 
 TEST(FusedAttention, NaNInAQueryReachesItsRowOnly) {
@@ -319,7 +368,15 @@ TEST(FusedAttention, MalformedCallsAreErrorsSayingWhatWasExpected) {
                  "expected q [B, S, H, D] and k, v [B, S, KV, D]");
   ExpectRejected(with(c.Config(), "backend_config=\"causal=1;scale=-1\""), "scale is '-1'");
   ExpectRejected(with(", " + c.Config(), ""), "backend_config");
-  ExpectRejected(with("custom-call(q, k, v)", "custom-call(q, k)"), "takes 3 operands, found 2");
+  ExpectRejected(with("custom-call(q, k, v)", "custom-call(q, k)"),
+                 "takes 3 operands (4 with a mask), found 2");
+  // A mask of the wrong shape or element type.
+  std::string masked = with("  ROOT", "  m = f32[1,2,4,5] parameter(3)\n  ROOT");
+  masked = masked.replace(masked.find("custom-call(q, k, v)"), 20, "custom-call(q, k, v, m)");
+  ExpectRejected(masked, "expected the mask f32[1 or 1, 2 or 1, 4, 4]");
+  std::string wide = with("  ROOT", "  m = f32[1,3,4,4] parameter(3)\n  ROOT");
+  wide = wide.replace(wide.find("custom-call(q, k, v)"), 20, "custom-call(q, k, v, m)");
+  ExpectRejected(wide, "f32[1,3,4,4]");
   // Three query heads cannot share one... two kv heads evenly.
   const Case odd{1, 3, 2, 4, 8, true};
   ExpectRejected(ForwardModule(odd), "H a multiple of KV");

@@ -13,6 +13,10 @@
 //
 // q, k, v, o and do share one element type, f32 or bf16; the kernels compute
 // in f32 either way. causal=1 masks key j for query i when j > i.
+// Either call may take one more operand, an additive mask f32[Bm, Hm, S, S]
+// (Bm 1 or B, Hm 1 or H, broadcast over what is 1): the scores are then
+// q k^T * scale + mask, as torch's attn_mask (Hugging Face's causal and
+// padding masks, 0 or a large negative number). The mask gets no gradient.
 // backend_config may also say "layout=bshd": q, o, do and dq are then
 // [B, S, H, D] and k, v, dk, dv [B, S, KV, D] (JAX's layout, and how a
 // projection's output splits into heads), read and written in place; lse
@@ -55,9 +59,15 @@ std::string PrintAttentionConfig(const AttentionConfig& config);
 AttentionConfig ParseAttentionConfig(std::string_view text);
 
 // The result of `target` over operands of these shapes in the config's
-// layout: a tuple (o, lse) or (dq, dk, dv). An Error saying what was
-// expected and what was found for anything else.
+// layout (with or without the mask): a tuple (o, lse) or (dq, dk, dv). An
+// Error saying what was expected and what was found for anything else.
 Shape AttentionResultShape(std::string_view target, const AttentionConfig& config,
                            std::span<const Shape* const> operands);
+
+// How many operands `target` takes without the mask (3 or 6); one more is
+// the mask.
+inline size_t AttentionOperandCount(std::string_view target) {
+  return target == kAttentionGradTarget ? 6 : 3;
+}
 
 }  // namespace strata::hlo

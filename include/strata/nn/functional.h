@@ -70,13 +70,16 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 // row's log-sum-exp (f32 [B, H, S]), and the gradients of q, k and v from
 // those, the cotangent of the output and the same causal and scale. q, k, v
 // (and o, dout) share one dtype, f32 or bf16, in [B, H, S, D] / [B, KV, S, D].
+// A defined `mask` is added to the scaled scores: f32 [B or 1, H or 1, S, S]
+// (torch's float attn_mask; a bool one is where(mask, 0, -inf)). It gets no
+// gradient (an Error says so when one is asked for).
 struct AttentionOutput {
   Tensor out, lse;
 };
 AttentionOutput fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
-                                double scale);
+                                double scale, const Tensor& mask = Tensor());
 std::vector<Tensor> fused_attention_grad(const Tensor& q, const Tensor& k, const Tensor& v,
                                          const Tensor& out, const Tensor& lse, const Tensor& dout,
-                                         bool causal, double scale);
+                                         bool causal, double scale, const Tensor& mask = Tensor());
 
 }  // namespace strata::nn

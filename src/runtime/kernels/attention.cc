@@ -1,4 +1,4 @@
-// Fused attention (hlo/attention.h): softmax(q k^T * scale) v and its
+// Fused attention (hlo/attention.h): softmax(q k^T * scale [+ mask]) v and its
 // gradient without writing the [B, H, S, S] scores or probabilities, the
 // FlashAttention recurrence on the CPU. A block of query rows meets the keys
 // a block at a time: its scores land in a [rows, keys] tile that stays in
@@ -96,6 +96,9 @@ const T* Contiguous(const T* src, int64_t rows, int64_t cols, int64_t stride,
 struct Dims {
   int64_t batch, heads, kv_heads, seq, head_dim;
   bool bshd;
+  // The additive mask's strides over batch and heads (0 where it broadcasts);
+  // its [S, S] rows are contiguous.
+  int64_t mask_batch_stride = 0, mask_head_stride = 0;
   int64_t groups() const { return heads / kv_heads; }
   int64_t q_stride() const { return bshd ? heads * head_dim : head_dim; }
   int64_t kv_stride() const { return bshd ? kv_heads * head_dim : head_dim; }
@@ -105,6 +108,10 @@ struct Dims {
   }
   int64_t kv_offset(int64_t b, int64_t g) const {
     return bshd ? (b * seq * kv_heads + g) * head_dim : (b * kv_heads + g) * seq * head_dim;
+  }
+  // Head h of batch b's [S, S] mask, or null without one.
+  const float* mask_of(const float* mask, int64_t b, int64_t h) const {
+    return mask ? mask + b * mask_batch_stride + h * mask_head_stride : nullptr;
   }
 };
 
@@ -119,27 +126,38 @@ void ForEachTask(ThreadPool& pool, int64_t n, F&& work) {
 }
 
 // q k^T for query rows [i0, i0 + rows) against keys [j0, j0 + cols)
-// (q_rows contiguous, k_rows at the first key), not yet scaled; masked keys
-// -inf.
-// Callers fold the scale into the one pass that shifts the row for its exp.
+// (q_rows contiguous, k_rows at the first key); causally masked keys -inf.
+// Returns the scale still to apply: without an additive mask (`mask`, the
+// head's [S, S]) the scores are left unscaled and callers fold the scale
+// into the one pass that shifts the row for its exp; with one they are
+// scaled here and the mask added, and the scale left is 1.
 template <typename T>
-void Scores(const Dims& d, const hlo::AttentionConfig& config, const T* q_rows, const T* k_rows,
-            int64_t i0, int64_t rows, int64_t j0, int64_t cols, float* s) {
+float Scores(const Dims& d, const hlo::AttentionConfig& config, const T* q_rows, const T* k_rows,
+             const float* mask, int64_t i0, int64_t rows, int64_t j0, int64_t cols, float* s) {
   Product<T>(rows, cols, d.head_dim, q_rows, d.head_dim, 1, k_rows, 1, d.head_dim, s, cols);
-  if (!config.causal || j0 + cols <= i0 + 1) return;  // no key past the first row's position
+  float left = static_cast<float>(config.scale);
+  if (mask) {
+    for (int64_t r = 0; r < rows; ++r) {
+      float* row = s + r * cols;
+      const float* add = mask + (i0 + r) * d.seq + j0;
+      for (int64_t c = 0; c < cols; ++c) row[c] = row[c] * left + add[c];
+    }
+    left = 1.0f;
+  }
+  if (!config.causal || j0 + cols <= i0 + 1) return left;  // no key past the first row's
   for (int64_t r = 0; r < rows; ++r) {
     // Causal: keys past the query's position are masked.
     const int64_t open = std::clamp<int64_t>(i0 + r + 1 - j0, 0, cols);
     std::fill(s + r * cols + open, s + (r + 1) * cols, -std::numeric_limits<float>::infinity());
   }
+  return left;
 }
 
 template <typename T>
 void Forward(const Dims& d, const hlo::AttentionConfig& config, const T* q, const T* k, const T* v,
-             T* o, float* lse, ThreadPool& pool) {
+             const float* mask, T* o, float* lse, ThreadPool& pool) {
   const int64_t blocks = (d.seq + kQueryBlock - 1) / kQueryBlock, dh = d.head_dim;
   const int64_t qs = d.q_stride(), ks = d.kv_stride();
-  const float scale = static_cast<float>(config.scale);
   ForEachTask(pool, d.batch * d.heads * blocks, [&](int64_t task) {
     const int64_t bh = task / blocks, i0 = task % blocks * kQueryBlock;
     const int64_t b = bh / d.heads, h = bh % d.heads, g = h / d.groups();
@@ -160,15 +178,22 @@ void Forward(const Dims& d, const hlo::AttentionConfig& config, const T* q, cons
     row_sum.assign(rows, 0.0f);
     for (int64_t j0 = 0; j0 < keys; j0 += kKeyBlock) {
       const int64_t cols = std::min(kKeyBlock, keys - j0);
-      Scores<T>(d, config, q_rows, k_head + j0 * dh, i0, rows, j0, cols, s.data());
+      const float scale = Scores<T>(d, config, q_rows, k_head + j0 * dh, d.mask_of(mask, b, h), i0,
+                                    rows, j0, cols, s.data());
       for (int64_t r = 0; r < rows; ++r) {
         float* row = s.data() + r * cols;
         float raw_max = -std::numeric_limits<float>::infinity();
         for (int64_t c = 0; c < cols; ++c) raw_max = row[c] > raw_max ? row[c] : raw_max;
         // The running max of the scaled scores (scale > 0 keeps the order).
-        // The first tile holds each row's key 0, so m is finite from there
-        // on (or NaN, which then reaches the row's output).
+        // Without a mask the first tile holds each row's key 0, so m is
+        // finite from there on (or NaN, which then reaches the row's
+        // output). A mask may hide every key of a tile: m stays -inf, the
+        // tile adds nothing and the sums so far keep their scale.
         const float m = std::max(row_max[r], raw_max * scale);
+        if (m == -std::numeric_limits<float>::infinity()) {
+          std::fill(row, row + cols, 0.0f);
+          continue;
+        }
         const float rescale = std::exp(row_max[r] - m);
         row_max[r] = m;
         for (int64_t c = 0; c < cols; ++c) row[c] = row[c] * scale - m;
@@ -202,7 +227,8 @@ void Forward(const Dims& d, const hlo::AttentionConfig& config, const T* q, cons
 // tasks write one value.
 template <typename T>
 void Backward(const Dims& d, const hlo::AttentionConfig& config, const T* q, const T* k, const T* v,
-              const T* o, const float* lse, const T* dout, T* dq, T* dk, T* dv, ThreadPool& pool) {
+              const T* o, const float* lse, const T* dout, const float* mask, T* dq, T* dk, T* dv,
+              ThreadPool& pool) {
   const int64_t dh = d.head_dim, qs = d.q_stride(), ks = d.kv_stride();
   const float scale = static_cast<float>(config.scale);
   ForEachTask(pool, d.batch * d.kv_heads, [&](int64_t task) {
@@ -241,10 +267,15 @@ void Backward(const Dims& d, const hlo::AttentionConfig& config, const T* q, con
         for (int64_t j0 = 0; j0 < keys; j0 += kKeyBlock) {
           const int64_t cols = std::min(kKeyBlock, keys - j0);
           // p = exp(scores - lse): the forward pass's probabilities.
-          Scores<T>(d, config, q_rows, k_head + j0 * dh, i0, rows, j0, cols, p.data());
+          const float left = Scores<T>(d, config, q_rows, k_head + j0 * dh, d.mask_of(mask, b, h),
+                                       i0, rows, j0, cols, p.data());
           for (int64_t r = 0; r < rows; ++r) {
             float* row = p.data() + r * cols;
-            for (int64_t c = 0; c < cols; ++c) row[c] = row[c] * scale - row_lse[r];
+            // A row whose every key is masked has lse -inf: its p is 0.
+            const float shift = row_lse[r] == -std::numeric_limits<float>::infinity()
+                                    ? std::numeric_limits<float>::infinity()
+                                    : row_lse[r];
+            for (int64_t c = 0; c < cols; ++c) row[c] = row[c] * left - shift;
             ExpFloats(row, row, cols);
           }
           // dv[keys] += p^T do.
@@ -286,8 +317,15 @@ KernelInfo MakeAttentionKernel(const hlo::Instruction& inst, ThreadPool& pool) {
   const Shape &qs = inst.operand(0)->shape(), &ks = inst.operand(1)->shape();
   const bool bshd = config.layout == hlo::AttentionLayout::kBSHD;
   const int64_t h = config.heads_dim(4), s = bshd ? 1 : 2;
-  const Dims d{qs.dim(0), qs.dim(h), ks.dim(h), qs.dim(s), qs.dim(3), bshd};
+  Dims d{qs.dim(0), qs.dim(h), ks.dim(h), qs.dim(s), qs.dim(3), bshd};
   const bool grad = inst.custom_call_target == hlo::kAttentionGradTarget;
+  const int mask_at = static_cast<int>(hlo::AttentionOperandCount(inst.custom_call_target));
+  const bool masked = inst.operand_count() > mask_at;
+  if (masked) {
+    const Shape& m = inst.operand(mask_at)->shape();
+    d.mask_head_stride = m.dim(1) == 1 ? 0 : d.seq * d.seq;
+    d.mask_batch_stride = m.dim(0) == 1 ? 0 : m.dim(1) * d.seq * d.seq;
+  }
   auto make = [&](auto tag) -> KernelInfo {
     using T = typename decltype(tag)::type;
     if (d.batch * d.heads * d.seq == 0) return {[](const KernelArgs&) {}};  // nothing at all
@@ -304,17 +342,20 @@ KernelInfo MakeAttentionKernel(const hlo::Instruction& inst, ThreadPool& pool) {
       }};
     }
     if (grad) {
-      return {[d, config, &pool](const KernelArgs& args) {
+      return {[d, config, masked, mask_at, &pool](const KernelArgs& args) {
         auto in = [&](int i) { return reinterpret_cast<const T*>(args.operands[i]); };
         auto out = [&](int i) { return reinterpret_cast<T*>(args.outputs[i]); };
+        const float* mask =
+            masked ? reinterpret_cast<const float*>(args.operands[mask_at]) : nullptr;
         Backward<T>(d, config, in(0), in(1), in(2), in(3),
-                    reinterpret_cast<const float*>(args.operands[4]), in(5), out(0), out(1), out(2),
-                    pool);
+                    reinterpret_cast<const float*>(args.operands[4]), in(5), mask, out(0), out(1),
+                    out(2), pool);
       }};
     }
-    return {[d, config, &pool](const KernelArgs& args) {
+    return {[d, config, masked, mask_at, &pool](const KernelArgs& args) {
       auto in = [&](int i) { return reinterpret_cast<const T*>(args.operands[i]); };
-      Forward<T>(d, config, in(0), in(1), in(2), reinterpret_cast<T*>(args.outputs[0]),
+      const float* mask = masked ? reinterpret_cast<const float*>(args.operands[mask_at]) : nullptr;
+      Forward<T>(d, config, in(0), in(1), in(2), mask, reinterpret_cast<T*>(args.outputs[0]),
                  reinterpret_cast<float*>(args.outputs[1]), pool);
     }};
   };

@@ -261,26 +261,52 @@ def _attention(q, k, v, is_causal, attn_mask, scale):
     return out, strata.squeeze(strata.log(total) + top, -1)
 
 
-def _fusable(q, k, v, attn_mask, *more):
-    """Whether strata's fused kernel computes this attention: no mask, one
-    dtype (f32 or bf16) throughout, as many positions in q as in k (torch's
-    causal mask for other lengths is aligned differently), KV dividing H."""
-    return (attn_mask is None and q.ndim == 4 and k.ndim == 4 and v.shape == k.shape
+def _fusable(q, k, v, *more):
+    """Whether strata's fused kernel computes this attention: one dtype (f32 or
+    bf16) throughout, as many positions in q as in k (torch's causal mask for
+    other lengths is aligned differently), KV dividing H."""
+    return (q.ndim == 4 and k.ndim == 4 and v.shape == k.shape
             and q.shape[2] == k.shape[2] and q.shape[3] == k.shape[3] and q.shape[3] > 0
             and k.shape[1] > 0 and q.shape[1] % k.shape[1] == 0
             and all(t.dtype == q.dtype for t in (k, v, *more))
             and q.dtype in (strata.float32, strata.bfloat16))
 
 
+def _kernel_mask(attn_mask, q):
+    """torch's attn_mask as the fused kernel's additive f32 [B or 1, H or 1, S, S] mask (a bool
+    mask keeps where True), or None when the kernel cannot take it (its gradient, for one, which
+    torch's flash attention does not give either, is never asked here)."""
+    if attn_mask is None:
+        return None
+    if attn_mask.dtype == strata.bool:
+        mask = strata.where(attn_mask, strata.zeros([], strata.float32),
+                            strata.full([], -math.inf, dtype=strata.float32))
+    elif attn_mask.dtype in (strata.float32, strata.bfloat16, strata.float16):
+        mask = strata.astype(attn_mask, strata.float32)
+    else:
+        return None
+    if mask.ndim > 4:
+        return None
+    mask = mask.reshape(*([1] * (4 - mask.ndim)), *mask.shape)
+    b, h, s = q.shape[0], q.shape[1], q.shape[2]
+    if (mask.shape[0] not in (1, b) or mask.shape[1] not in (1, h)
+            or mask.shape[2] not in (1, s) or mask.shape[3] not in (1, s)):
+        return None
+    if mask.shape[2] != s or mask.shape[3] != s:  # broadcast rows or keys: the kernel reads both
+        mask = strata.expand(mask, mask.shape[0], mask.shape[1], s, s)
+    return mask
+
+
 @lower(aten._scaled_dot_product_flash_attention_for_cpu)
 def _flash_attention(q, k, v, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=None):
     if dropout_p > 0:
         raise NotImplementedError("attention dropout")
-    if _fusable(q, k, v, attn_mask):
+    mask = _kernel_mask(attn_mask, q)
+    if _fusable(q, k, v) and (attn_mask is None or mask is not None):
         # One kernel that never writes the [B, H, S, S] scores; its lse is
         # torch's (the log of each row's sum of exp of the scaled scores).
         scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-        return strata.fused_attention(q, k, v, bool(is_causal), float(scale))
+        return strata.fused_attention(q, k, v, bool(is_causal), float(scale), mask)
     out, lse = _attention(q, k, v, is_causal, attn_mask, scale)
     return out, lse.astype(strata.float32)
 
@@ -290,10 +316,12 @@ def _flash_attention_backward(grad_out, q, k, v, out, logsumexp, dropout_p, is_c
                               attn_mask=None, scale=None):
     if dropout_p > 0:
         raise NotImplementedError("attention dropout")
-    if _fusable(q, k, v, attn_mask, out, grad_out) and logsumexp.dtype == strata.float32:
+    mask = _kernel_mask(attn_mask, q)
+    if (_fusable(q, k, v, out, grad_out) and logsumexp.dtype == strata.float32
+            and (attn_mask is None or mask is not None)):
         scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
         return tuple(strata.fused_attention_grad(q, k, v, out, logsumexp, grad_out,
-                                                 bool(is_causal), float(scale)))
+                                                 bool(is_causal), float(scale), mask))
     _, pullback = strata.vjp(lambda a, b, c: _attention(a, b, c, is_causal, attn_mask, scale)[0],
                              q, k, v)
     return tuple(pullback(grad_out))
