@@ -186,9 +186,24 @@ class Visitor {
     AxisSharding rows = AxisSharding::Replicated(3);  // the log-sum-exp, [B, H, S]
     rows.dims[0] = s.dims[0];
     rows.dims[1] = s.dims[heads];
+    // The mask, [B or 1, H or 1, S, S] in every layout: split with the batch
+    // and the heads where it has them, whole over a dim of 1.
+    const int64_t mask_at =
+        static_cast<int64_t>(hlo::AttentionOperandCount(inst.custom_call_target));
+    AxisSharding mask = AxisSharding::Replicated(4);
+    if (inst.operand_count() > mask_at) {
+      const Shape& m = inst.operand(mask_at)->shape();
+      if (m.dim(0) != 1) mask.dims[0] = s.dims[0];
+      if (m.dim(1) != 1) mask.dims[1] = s.dims[heads];
+    }
     std::vector<Instruction*> operands;
     for (int64_t i = 0; i < inst.operand_count(); ++i) {
-      operands.push_back(OperandAs(inst, i, inst.operand(i)->shape().rank() == 3 ? rows : s).local);
+      const Shape& shape = inst.operand(i)->shape();
+      operands.push_back(OperandAs(inst, i,
+                                   i == mask_at        ? mask
+                                   : shape.rank() == 3 ? rows
+                                                       : s)
+                             .local);
     }
     std::vector<AxisSharding> leaves;
     std::vector<Shape> local;

@@ -99,5 +99,26 @@ TEST(SpmdAttention, SplitsItCannotKeepAreReshardedFirst) {
   EXPECT_GT(run.partition.report.collectives.size(), 0u);
 }
 
+// A mask with q split over batch and heads: Hugging Face's [B, 1, S, S]
+// follows the batch split and stays whole over its single head, a
+// [1, H, S, S] the other way round; read where it lies, no collective.
+TEST(SpmdAttention, AMaskSplitsWhereItHasTheDimAndNotWhereItIsOne) {
+  for (const std::string mask_shape : {"f32[2,1,16,16]", "f32[1,4,16,16]", "f32[2,4,16,16]"}) {
+    SCOPED_TRACE(mask_shape);
+    std::string text = Program(2, "{devices=[2,2,1,1]0,1,2,3}", "{devices=[2,2,1,1]0,1,2,3}");
+    for (const std::string call : {"custom-call(q, k, v)", "custom-call(q, k, v, o, lse, do)"}) {
+      const size_t at = text.find(call);
+      ASSERT_NE(at, std::string::npos) << call;
+      text.replace(at, call.size(), call.substr(0, call.size() - 1) + ", m)");
+    }
+    const std::string param = "  do = f32[2,4,16,8] parameter(3)";
+    text.replace(text.find(param), param.size(),
+                 "  m = " + mask_shape + " parameter(4), sharding={replicated}\n" + param);
+    auto run = RunBoth(text, Mesh({0, 1, 2, 3}, {2, 2}, {"x", "y"}));
+    ExpectClose(run);
+    EXPECT_TRUE(run.partition.report.collectives.empty()) << run.partition.report.ToString();
+  }
+}
+
 }  // namespace
 }  // namespace strata::spmd
