@@ -20,7 +20,17 @@ def _error(message):
 
 
 def _state(layer):
-    return dict(layer.named_parameters()) | dict(layer.named_buffers())
+    """The layer's parameters then buffers by dotted name, as ``dict(named_parameters()) |
+    dict(named_buffers())`` gives them (a tensor shared twice named once), in one walk."""
+    parameters, buffers, seen = {}, {}, set()
+    for prefix, m in layer.named_modules():
+        for into, own in ((parameters, m._parameters), (buffers, m._buffers)):
+            for name, t in own.items():
+                if t is None or id(t) in seen:
+                    continue
+                seen.add(id(t))
+                into[f"{prefix}.{name}" if prefix else name] = t
+    return parameters | buffers
 
 
 def _describe(t):
@@ -193,18 +203,17 @@ def _plain(value):
     return isinstance(value, (bool, int, float, str, type(None)))
 
 
-def _alike_key(layers, x, args, kwargs):
-    """Everything the traced forwards of `layers` on these arguments depend on: each layer's
-    object, the types, modes and plain attributes of its modules, its tensors' shapes and
-    dtypes, and the arguments' shapes, dtypes and plain values."""
-    def module_key(layer):
+def _alike_key(layers, states, x, args, kwargs):
+    """Everything the traced forwards of `layers` (their tensors `states`) on these arguments
+    depend on: each layer's object, the types, modes and plain attributes of its modules, its
+    tensors' shapes and dtypes, and the arguments' shapes, dtypes and plain values."""
+    def module_key(layer, state):
         parts = []
         for name, m in layer.named_modules():
             attrs = tuple(sorted((k, v) for k, v in vars(m).items()
                                  if not k.startswith("_") and _plain(v)))
             parts.append((name, type(m), m.training, attrs))
-        state = tuple((n, tuple(t.shape), t.dtype, t.requires_grad)
-                      for n, t in _state(layer).items())
+        state = tuple((n, tuple(t.shape), t.dtype, t.requires_grad) for n, t in state.items())
         return id(layer), tuple(parts), state
 
     def value_key(v):
@@ -213,7 +222,7 @@ def _alike_key(layers, x, args, kwargs):
         return ("value", v) if _plain(v) else ("object", type(v))
 
     leaves = torch.utils._pytree.tree_leaves((x, args, kwargs))
-    return (tuple(module_key(layer) for layer in layers), tuple(value_key(v) for v in leaves),
+    return (tuple(map(module_key, layers, states)), tuple(value_key(v) for v in leaves),
             torch.utils._pytree.tree_structure((args, kwargs)))
 
 
@@ -284,13 +293,13 @@ def apply_layers(layers, x, *args, remat="carries", **kwargs):
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"[strata.torch.apply_layers] x is a {type(x).__name__}, not a tensor")
     _check_arguments(args, kwargs)
-    key = _alike_key(layers, x, args, kwargs)
+    states = [_state(layer) for layer in layers]  # one walk of each layer per call
+    key = _alike_key(layers, states, x, args, kwargs)
     proof = None if key in _ALIKE else _Proof(layers, x, args, kwargs, key)
     if proof is not None:
         proof.check_structure()
     first = layers[0]
-    names = list(_state(first))
-    stacked = {n: torch.stack([_state(layer)[n] for layer in layers]) for n in names}
+    stacked = {n: torch.stack([state[n] for state in states]) for n in states[0]}
 
     # The tensors among args and kwargs go in as arguments of the body (the rest, plain
     # values, are part of the key), so its trace is kept under the key of the proof, which
