@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 
 #include "strata/autograd/grad.h"
 #include "strata/compiler/compile.h"
@@ -32,18 +33,33 @@ std::vector<double> Range(int64_t n, double scale, double offset) {
   return v;
 }
 
-TEST(ScanRemat, BothPoliciesMatchTheForLoop) {
-  const int64_t length = 6, width = 3;
-  Tensor w = Tensor::FromVector(Range(width, 0.9, 1.0), {width});
-  Tensor h0 = Tensor::FromVector(Range(width, 0.5, 2.0), {width});
-  Tensor xs = Tensor::FromVector(Range(length * width, 0.8, 0.3), {length, width});
-  // The reference: the same recurrence as a plain loop of lazy ops.
-  Tensor h = h0, ref = zeros({}, DType::kF64);
-  for (int64_t t = 0; t < length; ++t) {
-    h = TenSines(h * w + reshape(slice(xs, 0, t, t + 1), {width}));
-    ref = ref + sum(h * h) * static_cast<double>(t + 1);
+// The recurrence's weight, first carry and xs, and the reference: the same
+// recurrence as a plain loop of lazy ops, sum_t weight(t) * sum(h_t^2) +
+// sum(h_last).
+struct Recurrence {
+  int64_t length, width;
+  Tensor w, h0, xs;
+  Recurrence(int64_t length, int64_t width)
+      : length(length),
+        width(width),
+        w(Tensor::FromVector(Range(width, 0.9, 1.0), {width})),
+        h0(Tensor::FromVector(Range(width, 0.5, 2.0), {width})),
+        xs(Tensor::FromVector(Range(length * width, 0.8, 0.3), {length, width})) {}
+  Tensor PlainLoop(const std::function<double(int64_t)>& weight) const {
+    Tensor h = h0, ref = zeros({}, DType::kF64);
+    for (int64_t t = 0; t < length; ++t) {
+      h = TenSines(h * w + reshape(slice(xs, 0, t, t + 1), {width}));
+      ref = ref + sum(h * h) * weight(t);
+    }
+    return ref + sum(h);
   }
-  ref = ref + sum(h);
+};
+
+TEST(ScanRemat, BothPoliciesMatchTheForLoop) {
+  const Recurrence r(6, 3);
+  const int64_t length = r.length;
+  const Tensor &w = r.w, &h0 = r.h0, &xs = r.xs;
+  Tensor ref = r.PlainLoop([](int64_t t) { return static_cast<double>(t + 1); });
   std::vector<Tensor> expected = gradients(ref, {w, h0, xs});
   double expected_loss = ref.item<double>();
   Tensor weights = arange(1, length + 1, 1, DType::kF64);
@@ -76,16 +92,9 @@ int64_t Loops(const std::vector<Tensor>& values) {
 // residuals synced with the output, the pullback reads the loop's carry
 // history (and saved residuals) as data and runs only the reverse loop.
 TEST(ScanRemat, AStagedVjpReadsTheSyncedResidualsInsteadOfRunningTheLoopAgain) {
-  const int64_t length = 5, width = 3;
-  Tensor w = Tensor::FromVector(Range(width, 0.9, 1.0), {width});
-  Tensor h0 = Tensor::FromVector(Range(width, 0.5, 2.0), {width});
-  Tensor xs = Tensor::FromVector(Range(length * width, 0.8, 0.3), {length, width});
-  Tensor h = h0, ref = zeros({}, DType::kF64);  // the plain loop
-  for (int64_t t = 0; t < length; ++t) {
-    h = TenSines(h * w + reshape(slice(xs, 0, t, t + 1), {width}));
-    ref = ref + sum(h * h);
-  }
-  ref = ref + sum(h);
+  const Recurrence r(5, 3);
+  const Tensor &w = r.w, &h0 = r.h0, &xs = r.xs;
+  Tensor ref = r.PlainLoop([](int64_t) { return 1.0; });
   std::vector<Tensor> expected = gradients(ref, {w, h0, xs});
   for (Remat remat : {Remat::kSaveCarries, Remat::kSaveAll}) {
     SCOPED_TRACE(remat == Remat::kSaveAll ? "save all" : "save carries");
