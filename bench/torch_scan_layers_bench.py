@@ -27,8 +27,10 @@ def model(depth, hidden, heads, kv_heads, mlp, vocab):
 
 
 class _Tracing:
-    """Seconds spent tracing scan bodies (make_fx of layer 0, the proof riding on it, and any
-    layer the proof traces itself), counted by wrapping strata.torch's body tracer."""
+    """Seconds spent tracing scan bodies (make_fx of layer 0, with the alike-proof's recording
+    riding on it), counted by wrapping strata.torch's body tracer. A layer the proof traces on
+    its own (one whose read attributes differ from layer 0's; none in a Hugging Face model) is
+    not counted."""
 
     seconds = 0.0
 
