@@ -23,6 +23,8 @@
 #include <sstream>
 #include <thread>
 
+#include "netns_hosts.h"
+
 extern char** environ;
 namespace fs = std::filesystem;
 
@@ -390,6 +392,37 @@ TEST_F(TrainMpi, AHungProcessIsATimeoutNamingIt) {
   const std::string err = Read(Path("job.stderr"));
   EXPECT_NE(err.find("timed out after 3000 ms waiting for process(es) 1"), std::string::npos)
       << err;
+}
+
+// A job across hosts: two network namespaces with addresses of their own,
+// mpirun launching through a hostfile and an rsh agent, TCP between the
+// processes (as between machines). The same losses and weights, bit for
+// bit, as one process running the mesh's devices in-process, with one
+// process per host and with two.
+TEST_F(TrainMpi, HostsInNetworkNamespacesTrainOverTcpAsOneProcessDoes) {
+  testing::NetnsHosts hosts(2, 2, dir_);
+  if (!hosts.made()) GTEST_SKIP() << hosts.why_not();
+  for (Plan p : {Plan{"fsdp", "data=2", 2}, Plan{"fsdp+tp", "data=2,model=2", 4}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << p.sharding << " on " << p.mesh << ", " << p.processes << " processes");
+    const std::string args =
+        std::string("--steps 12 --mesh ") + p.mesh + " --sharding " + p.sharding;
+    const std::string in_process = std::string(p.sharding) + "_threads";
+    const std::string job = std::string(p.sharding) + "_hosts";
+    ASSERT_EQ(Train("", in_process, args), 0) << Stderr(in_process);
+    ASSERT_EQ(
+        Train(hosts.Mpirun(STRATA_MPIEXEC, p.processes) + (p.processes > 2 ? "" : " --map-by node"),
+              job, args),
+        0)
+        << Stderr(job);
+    EXPECT_EQ(Losses(job, "step-0000012"), Losses(in_process, "step-0000012"));
+    const std::string weights = Weights(job, "step-0000012");
+    EXPECT_FALSE(weights.empty());
+    EXPECT_TRUE(weights == Weights(in_process, "step-0000012"));
+    EXPECT_NE(
+        Read(Path(job + ".stdout")).find("over " + std::to_string(p.processes) + " processes"),
+        std::string::npos);
+  }
 }
 
 }  // namespace
