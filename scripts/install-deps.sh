@@ -16,6 +16,7 @@ packages=(
   clang-format
   clang-16 libclang-rt-16-dev  # libFuzzer and the sanitizers' runtimes for scripts/fuzz.sh
   qemu-user            # the tests run the build on emulated CPUs without AVX-512 and without AVX
+  iproute2 nftables    # the hosts tests: network namespaces, cut links, a slow and lossy link
   # The Python module (import strata): pybind11 and DLPack's header; its tests
   # run in the PyPI environment of scripts/install-python.sh (PyTorch 2.x). Debian's
   # NumPy, pytest and PyTorch 1.13 (with OpenBLAS beside it: python3-torch is

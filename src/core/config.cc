@@ -69,6 +69,14 @@ Config Config::FromEnvironment() {
     c.collective_timeout = std::chrono::milliseconds(
         Integer("STRATA_COLLECTIVE_TIMEOUT_MS", 1, 1LL << 40, "a positive number of milliseconds"));
   }
+  if (Env("STRATA_PEER_TIMEOUT_MS")) {
+    c.peer_timeout = std::chrono::milliseconds(Integer(
+        "STRATA_PEER_TIMEOUT_MS", 0, 1LL << 40, "a number of milliseconds (0: not watched)"));
+  }
+  if (Env("STRATA_JOIN_TIMEOUT_MS")) {
+    c.join_timeout = std::chrono::milliseconds(Integer(
+        "STRATA_JOIN_TIMEOUT_MS", 0, 1LL << 40, "a number of milliseconds (0: wait forever)"));
+  }
   if (const char* v = Env("STRATA_DUMP_DIR")) c.dump_dir = v;
   if (const char* v = Env("STRATA_CACHE_DIR")) c.cache_dir = v;
   if (Env("STRATA_INDEX_CHECKS")) c.index_checks = Switch("STRATA_INDEX_CHECKS");

@@ -188,6 +188,9 @@ class MpiCommunicator final : public runtime::Communicator {
   int ProcessOf(int64_t participant) const { return static_cast<int>(participant / local_.count); }
 
   void ThrowIfAborted(const CollectiveCall& call) {
+    if (const std::string lost = LostPeer(); !lost.empty()) {
+      Fail("[{}] {}", CollectiveName(call.collective), lost);
+    }
     std::lock_guard<std::mutex> lock(mutex_);
     if (!abort_reason_.empty()) {
       Fail("[{}] aborted: {}", CollectiveName(call.collective), abort_reason_);
@@ -307,8 +310,9 @@ class MpiCommunicator final : public runtime::Communicator {
         std::lock_guard<std::mutex> lock(mutex_);
         aborted = abort_reason_;
       }
+      const std::string lost = LostPeer();
       const auto now = std::chrono::steady_clock::now();
-      if (!aborted.empty() || now >= deadline) {
+      if (!aborted.empty() || !lost.empty() || now >= deadline) {
         std::vector<int> silent;
         for (size_t k = 0; k < peers.size(); ++k) {
           if (!arrived[k] || everyone) silent.push_back(peers[k]);
@@ -316,13 +320,17 @@ class MpiCommunicator final : public runtime::Communicator {
         for (MPI_Request& r : requests) {
           if (r != MPI_REQUEST_NULL) MPI_Cancel(&r);
         }
+        if (!lost.empty()) Fail("[{}] {}", CollectiveName(call.collective), lost);
         if (!aborted.empty()) Fail("[{}] aborted: {}", CollectiveName(call.collective), aborted);
+        const std::vector<std::string>& hosts = Hosts();
+        std::vector<std::string> where;
+        for (int p : silent) where.push_back(fmt::format("{} on '{}'", p, hosts[p]));
         Fail(
-            "[{}] timed out after {} ms waiting for process(es) {} in {} (this is process {}): "
-            "they died, hang, or are still busy; raise STRATA_COLLECTIVE_TIMEOUT_MS if they are "
-            "just slow",
-            CollectiveName(call.collective), timeout_.count(), fmt::join(silent, ","),
-            Describe(call), me_);
+            "[{}] timed out after {} ms waiting for process(es) {} in {} (this is process {} on "
+            "'{}'): they died, hang, or are still busy; raise STRATA_COLLECTIVE_TIMEOUT_MS if "
+            "they are just slow",
+            CollectiveName(call.collective), timeout_.count(), fmt::join(where, ", "),
+            Describe(call), me_, hosts[me_]);
       }
       if (everyone || now - start < std::chrono::microseconds(100)) {
         std::this_thread::yield();

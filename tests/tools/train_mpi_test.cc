@@ -4,7 +4,8 @@
 // process writes its own part of a checkpoint, exported as one Hugging Face
 // directory; resumes with another number of processes; a stop asked of one
 // process stops all after the same step; a process killed or hung stops the
-// job within a bounded time, with an error naming it, and a job killed at a
+// job within a bounded time, with an error naming it (and a stopped one
+// within the peer timeout, long before the collectives'), and a job killed at a
 // random moment resumes from its last complete checkpoint and loses nothing.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -23,7 +24,7 @@
 #include <sstream>
 #include <thread>
 
-#include "netns_hosts.h"
+#include "mpi_job.h"
 
 extern char** environ;
 namespace fs = std::filesystem;
@@ -31,71 +32,12 @@ namespace fs = std::filesystem;
 namespace strata {
 namespace {
 
-constexpr const char* kModel =
-    " train --corpus " STRATA_SOURCE_DIR
-    "/data/corpus.txt --hidden 32 --num-layers 2 --heads 4 --kv-heads 2 --intermediate 64 "
-    "--batch 4 --seq 8 --warmup 4 --eval-every 10 --eval-batches 2 --seed 11 --sample-tokens 0 ";
-
-// mpirun as CI runs it: as root, more processes than cores, shared memory.
-const std::string kMpirun = std::string(
-                                "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
-                                "OMPI_MCA_btl=self,vader ") +
-                            STRATA_MPIEXEC + " --oversubscribe --bind-to none";
-
-class TrainMpi : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("strata_train_mpi_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  fs::path Path(const std::string& name) const { return dir_ / name; }
-
-  static std::string Read(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
-
-  // Runs `launcher strata train <model> args` into out; returns the exit status.
-  int Train(const std::string& launcher, const std::string& out, const std::string& args) {
-    std::string command = launcher + (launcher.empty() ? "" : " ") + STRATA_BINARY + kModel +
-                          "--out " + Path(out).string() + " " + args + " > " +
-                          Path(out + ".stdout").string() + " 2> " + Path(out + ".stderr").string();
-    int status = std::system(command.c_str());
-    return WEXITSTATUS(status);
-  }
-  std::string Stderr(const std::string& out) { return Read(Path(out + ".stderr")); }
-
-  std::vector<double> Losses(const std::string& out, const std::string& step) {
-    auto state =
-        nlohmann::json::parse(Read(Path(out) / "checkpoints" / step / "trainer_state.json"));
-    std::vector<double> losses;
-    for (const auto& row : state["history"]) losses.push_back(row[1].get<double>());
-    return losses;
-  }
-  // The weights of a checkpoint as a Hugging Face directory holds them: an
-  // MPI job's tiles exported by `strata export` into one file.
-  std::string Weights(const std::string& out, const std::string& step) {
-    const fs::path dir = Path(out) / "checkpoints" / step;
-    if (fs::exists(dir / "model.safetensors")) return Read(dir / "model.safetensors");
-    const fs::path exported = Path(out + "_" + step + "_hf");
-    const std::string command = std::string(STRATA_BINARY) + " export " + dir.string() + " --out " +
-                                exported.string() + " 2> " + Path(out + ".export.stderr").string();
-    if (std::system(command.c_str()) != 0) {
-      ADD_FAILURE() << "strata export " << dir << ": " << Read(Path(out + ".export.stderr"));
-      return "";
-    }
-    return Read(exported / "model.safetensors");
-  }
-
-  fs::path dir_;
-};
+using TrainMpi = testing::MpiJobTest;
+using testing::Job;
+using testing::kModel;
+using testing::kMpirun;
+using testing::StartJob;
+using testing::WaitForJob;
 
 struct Plan {
   const char* sharding;
@@ -201,88 +143,6 @@ TEST_F(TrainMpi, ADamagedPartOfTheNewestCheckpointIsFoundAndFallenBackPastByEver
   EXPECT_NE(Read(Path("job.stdout")).find("resumed from step 10"), std::string::npos);
   EXPECT_EQ(Losses("job", "step-0000020"), Losses("whole", "step-0000020"));
   EXPECT_TRUE(Weights("job", "step-0000020") == Weights("whole", "step-0000020"));
-}
-
-// The job's processes, by rank: those whose command line holds `marker`
-// (the run's output directory) and whose environment has an MPI rank.
-// A /proc file's bytes, or "" when its process ended while it was read
-// (the read then fails with ESRCH, which the stream reports by throwing).
-std::string ReadProcFile(const fs::path& path) {
-  try {
-    std::ifstream in(path, std::ios::binary);
-    return std::string((std::istreambuf_iterator<char>(in)), {});
-  } catch (const std::exception&) {
-    return "";
-  }
-}
-
-std::vector<pid_t> Ranks(const std::string& marker, int processes) {
-  std::vector<pid_t> ranks(processes, -1);
-  std::error_code error;
-  for (const auto& entry : fs::directory_iterator("/proc", error)) {
-    const std::string name = entry.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    const std::string args = ReadProcFile(entry.path() / "cmdline");
-    if (args.find(marker) == std::string::npos) continue;
-    const std::string text = ReadProcFile(entry.path() / "environ");
-    const std::string key = std::string("OMPI_COMM_WORLD_RANK=");
-    size_t at = text.find(key);
-    if (at == std::string::npos) continue;
-    int rank = std::atoi(text.c_str() + at + key.size());
-    if (rank >= 0 && rank < processes) ranks[rank] = std::stoi(name);
-  }
-  return ranks;
-}
-
-// A job of 2 processes started in the background by a shell.
-struct Job {
-  pid_t shell = 0;
-  std::vector<pid_t> ranks;  // by rank; empty when they never ran
-};
-
-// Starts `env mpirun -np 2 strata train <model> args --out dir/name` and
-// waits until both processes run steps (the progress bar has begun).
-Job StartJob(const fs::path& dir, const std::string& name, const std::string& args,
-             const std::string& env) {
-  const fs::path out = dir / name;
-  const std::string command = env + " " + kMpirun + " -np 2 " + STRATA_BINARY + kModel + args +
-                              " --out " + out.string() + " > " + out.string() + ".stdout 2> " +
-                              out.string() + ".stderr";
-  Job job;
-  const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
-  if (posix_spawn(&job.shell, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) != 0)
-    return job;
-  const fs::path stdout_file = out.string() + ".stdout";
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (std::chrono::steady_clock::now() < give_up) {
-    std::vector<pid_t> found = Ranks(out.string(), 2);
-    if (found[0] > 0 && found[1] > 0) job.ranks = found;
-    if (!job.ranks.empty() && fs::exists(stdout_file) && fs::file_size(stdout_file) > 0) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  if (job.ranks.empty()) {
-    kill(job.shell, SIGKILL);
-    waitpid(job.shell, nullptr, 0);
-  }
-  return job;
-}
-
-// Waits at most 120 s for the job to end: mpirun's exit status (-3 if it did
-// not end and was killed) and the seconds it took.
-std::pair<int, double> WaitForJob(const Job& job) {
-  const auto start = std::chrono::steady_clock::now();
-  int status = 0;
-  const auto deadline = start + std::chrono::seconds(120);
-  while (waitpid(job.shell, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      for (pid_t rank : job.ranks) kill(rank, SIGKILL);
-      waitpid(job.shell, &status, 0);
-      return {-3, 120};
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return {WEXITSTATUS(status), seconds};
 }
 
 // Starts a long job of 2 processes, waits until both run, sends `signal` to
@@ -394,35 +254,17 @@ TEST_F(TrainMpi, AHungProcessIsATimeoutNamingIt) {
       << err;
 }
 
-// A job across hosts: two network namespaces with addresses of their own,
-// mpirun launching through a hostfile and an rsh agent, TCP between the
-// processes (as between machines). The same losses and weights, bit for
-// bit, as one process running the mesh's devices in-process, with one
-// process per host and with two.
-TEST_F(TrainMpi, HostsInNetworkNamespacesTrainOverTcpAsOneProcessDoes) {
-  testing::NetnsHosts hosts(2, 2, dir_);
-  if (!hosts.made()) GTEST_SKIP() << hosts.why_not();
-  for (Plan p : {Plan{"fsdp", "data=2", 2}, Plan{"fsdp+tp", "data=2,model=2", 4}}) {
-    SCOPED_TRACE(::testing::Message()
-                 << p.sharding << " on " << p.mesh << ", " << p.processes << " processes");
-    const std::string args =
-        std::string("--steps 12 --mesh ") + p.mesh + " --sharding " + p.sharding;
-    const std::string in_process = std::string(p.sharding) + "_threads";
-    const std::string job = std::string(p.sharding) + "_hosts";
-    ASSERT_EQ(Train("", in_process, args), 0) << Stderr(in_process);
-    ASSERT_EQ(
-        Train(hosts.Mpirun(STRATA_MPIEXEC, p.processes) + (p.processes > 2 ? "" : " --map-by node"),
-              job, args),
-        0)
-        << Stderr(job);
-    EXPECT_EQ(Losses(job, "step-0000012"), Losses(in_process, "step-0000012"));
-    const std::string weights = Weights(job, "step-0000012");
-    EXPECT_FALSE(weights.empty());
-    EXPECT_TRUE(weights == Weights(in_process, "step-0000012"));
-    EXPECT_NE(
-        Read(Path(job + ".stdout")).find("over " + std::to_string(p.processes) + " processes"),
-        std::string::npos);
-  }
+TEST_F(TrainMpi, AStoppedProcessIsLostWithinThePeerTimeoutAndNamedWithItsHost) {
+  // Process 1 stops (SIGSTOP) while the collectives would wait 5 minutes:
+  // its heartbeats stop too, and after 3 s of silence process 0's next or
+  // waiting collective fails naming it and its host.
+  auto [status, seconds] = SignalProcessOne(dir_, SIGSTOP, "STRATA_PEER_TIMEOUT_MS=3000");
+  ASSERT_GE(status, 0) << "the job did not start or did not end (" << status << ")";
+  EXPECT_NE(status, 0);
+  EXPECT_LT(seconds, 30);
+  const std::string err = Read(Path("job.stderr"));
+  EXPECT_NE(err.find("lost process 1 (on host '"), std::string::npos) << err;
+  EXPECT_NE(err.find("nothing heard from it for 3"), std::string::npos) << err;
 }
 
 }  // namespace

@@ -24,6 +24,8 @@ struct Config {
   std::string trace_path;  // STRATA_TRACE: Chrome trace file ("": none)
   std::string isa;         // STRATA_ISA: portable, avx2, avx512, avx512bf16 ("": the CPU's)
   std::chrono::milliseconds collective_timeout{300000};  // STRATA_COLLECTIVE_TIMEOUT_MS
+  std::chrono::milliseconds peer_timeout{20000};         // STRATA_PEER_TIMEOUT_MS (0: not watched)
+  std::chrono::milliseconds join_timeout{30000};         // STRATA_JOIN_TIMEOUT_MS (0: wait forever)
   std::string dump_dir;          // STRATA_DUMP_DIR: each compiled graph's HLO written there
   std::string cache_dir;         // STRATA_CACHE_DIR: the persistent compile cache ("": none)
   bool index_checks = true;      // STRATA_INDEX_CHECKS (0: off): gathers check their indices
