@@ -2,9 +2,8 @@
 # Data-parallel scaling across processes: `strata train` as 2 MPI processes
 # x 1 thread against 1 process x 2 threads, the same model and global batch,
 # alternating which runs first, ROUNDS times. Prints each run's tokens/s
-# (the summary's, after the first step) and the ratio. Then all-reduce and
-# reduce-scatter between the 2 processes, 1 KiB to 256 MiB, against memcpy
-# (bench/mpi_collectives_bench.cc).
+# (the summary's, after the first step) and the ratio. Then strata's
+# collectives against Open MPI's own calls (bench/run_collectives_bench.sh).
 #
 #   bench/run_mpi_bench.sh                 # the default model
 #   ROUNDS=5 bench/run_mpi_bench.sh --hidden 256 --num-layers 4
@@ -29,6 +28,5 @@ for ((r = 1; r <= ROUNDS; r++)); do
 done
 echo "$(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg)"
 if [ -z "${SKIP_COLLECTIVES:-}" ]; then
-  mpirun --oversubscribe --bind-to none -np 2 "$BUILD_DIR/mpi_collectives_bench"
-  echo "$(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg)"
+  BUILD_DIR="$BUILD_DIR" bench/run_collectives_bench.sh
 fi

@@ -77,8 +77,13 @@ class NetnsHosts {
     made_ = true;
   }
 
+  // Kills what still runs on the hosts (a daemon cut off from mpirun
+  // waits minutes for it), then deletes them.
   ~NetnsHosts() {
-    for (const std::string& host : hosts_) Run("ip netns del " + host);
+    for (size_t i = 0; i < hosts_.size(); ++i) {
+      KillHost(static_cast<int>(i));
+      Run("ip netns del " + hosts_[i]);
+    }
     Run("ip link del " + bridge_);
   }
 
