@@ -21,6 +21,7 @@
 #include <atomic>
 #include <climits>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -225,12 +226,17 @@ class MpiCommunicator final : public runtime::Communicator {
   };
 
   // Sends and receives the pieces, each peer's led by the call's signature
-  // (checked on arrival), and waits for all, polling and sleeping, within
-  // the timeout. `peers` are the processes to exchange with (each sends
-  // and receives at least the signature).
+  // (checked on arrival), runs `meanwhile` (this process's own share of the
+  // work, which then overlaps the transfer), and waits for all, polling and
+  // sleeping, within the timeout. `peers` are the processes to exchange
+  // with (each sends and receives at least the signature).
   void Exchange(const CollectiveCall& call, const std::vector<int>& peers,
-                const std::vector<Piece>& sends, const std::vector<Piece>& receives) {
-    if (peers.empty()) return;  // every member is in this process
+                const std::vector<Piece>& sends, const std::vector<Piece>& receives,
+                const std::function<void()>& meanwhile = {}) {
+    if (peers.empty()) {  // every member is in this process
+      if (meanwhile) meanwhile();
+      return;
+    }
     const int tag = TagOf(call.group);
     uint64_t signature = SignatureOf(call);
     std::vector<MPI_Request> requests;
@@ -260,6 +266,7 @@ class MpiCommunicator final : public runtime::Communicator {
       for (const Piece& p : sends)
         if (p.peer == peer) post(true, peer, p.data, p.bytes);
     }
+    if (meanwhile) meanwhile();
     Wait(call, requests, peers, arrival);
     for (auto [peer, theirs] : their_signature) {
       if (theirs != signature) {
@@ -271,24 +278,25 @@ class MpiCommunicator final : public runtime::Communicator {
     }
   }
 
-  // Waits for every request. `arrival[k]` is the index of the receive of
-  // peer k's signature, its first message: until it arrives the peer is
-  // still computing, and the wait sleeps (after 100 us of yielding,
-  // longer and longer, to 250 us) so it does not hold a core the peer may
-  // need; once every peer has arrived, data is moving (shared memory moves
-  // a large message in 32 KiB fragments, each needing a test) and the wait
-  // only yields.
+  // Waits for every request. The first 20 us only test, without yielding
+  // the core: a message already in flight lands in them (a yield is a
+  // system call, about a microsecond in a VM, and a small collective takes
+  // a few). Then `arrival[k]` (the index of the receive of peer k's
+  // signature, its first message) tells whether peer k is still computing:
+  // until it arrives the wait sleeps (after 100 us of yielding, longer and
+  // longer, to 250 us) so it does not hold a core the peer may need; once
+  // every peer has arrived, data is moving (a rendezvous needs each side
+  // to test) and the wait only yields.
   void Wait(const CollectiveCall& call, std::vector<MPI_Request>& requests,
             const std::vector<int>& peers, const std::vector<size_t>& arrival) {
     const auto start = std::chrono::steady_clock::now();
     const auto deadline = start + timeout_;
     auto pause = std::chrono::microseconds(10);
     std::vector<bool> arrived(peers.size(), false);
-    std::vector<MPI_Status> statuses(requests.size());
     while (true) {
       int done = 0;
-      int rc =
-          MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, statuses.data());
+      int rc = MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done,
+                           MPI_STATUSES_IGNORE);
       if (rc != MPI_SUCCESS) {
         Fail(
             "[{}] MPI failed while exchanging {} (error {}): the processes' messages disagree in "
@@ -296,6 +304,9 @@ class MpiCommunicator final : public runtime::Communicator {
             CollectiveName(call.collective), Describe(call), rc);
       }
       if (done) return;
+      // The first microseconds only test: a message in flight lands in them.
+      const auto now = std::chrono::steady_clock::now();
+      if (now - start < std::chrono::microseconds(20)) continue;
       bool everyone = true;
       for (size_t k = 0; k < peers.size(); ++k) {
         if (!arrived[k]) {
@@ -311,7 +322,6 @@ class MpiCommunicator final : public runtime::Communicator {
         aborted = abort_reason_;
       }
       const std::string lost = LostPeer();
-      const auto now = std::chrono::steady_clock::now();
       if (!aborted.empty() || !lost.empty() || now >= deadline) {
         std::vector<int> silent;
         for (size_t k = 0; k < peers.size(); ++k) {
@@ -395,8 +405,9 @@ class MpiCommunicator final : public runtime::Communicator {
           for (int64_t r : mine) sends.push_back({q, input[r], b});
           for (int64_t j : members_of(q)) receives.push_back({q, output[first] + j * b, b});
         }
-        for (int64_t r : mine) std::memcpy(output[first] + r * b, input[r], b);
-        Exchange(call, peers, sends, receives);
+        Exchange(call, peers, sends, receives, [&] {
+          for (int64_t r : mine) std::memcpy(output[first] + r * b, input[r], b);
+        });
         copy_to_others(n * b);
         return;
       }
@@ -412,9 +423,10 @@ class MpiCommunicator final : public runtime::Communicator {
           for (int64_t j : theirs)
             for (int64_t r : mine) receives.push_back({q, output[r] + j * b, b});
         }
-        for (int64_t j : mine)
-          for (int64_t r : mine) std::memcpy(output[r] + j * b, input[j] + r * b, b);
-        Exchange(call, peers, sends, receives);
+        Exchange(call, peers, sends, receives, [&] {
+          for (int64_t j : mine)
+            for (int64_t r : mine) std::memcpy(output[r] + j * b, input[j] + r * b, b);
+        });
         return;
       }
 
