@@ -1,6 +1,7 @@
 """strata.torch.scan against the same loop written out in eager PyTorch: values and gradients
 to init, xs and the tensors the body captures, for several lengths, in reverse, with
-integer carries, without xs, with random numbers, under torch.compile; and its errors."""
+integer carries, without xs, with random numbers, nested, under torch.compile (and torch's
+own scan op there); and its errors."""
 import numpy as np
 import pytest
 import torch
@@ -188,6 +189,67 @@ def test_inside_torch_compile_the_scan_runs_and_gradients_flow():
     (gw,) = torch.autograd.grad(want, [xs])
     close(loss, want)
     close(g, gw)
+
+
+@pytest.mark.parametrize("outer, inner", [(1, 1), (4, 5), (3, 7)])
+def test_a_scan_nested_in_a_body_matches_two_written_out_loops(outer, inner):
+    # The inner scan is one node of the outer body, a While loop inside the outer one; values
+    # and gradients (to init, xs and a weight only the inner body captures) as the two loops
+    # written out give them; an integer y (a count) comes out of the inner loop too.
+    torch.manual_seed(outer * 10 + inner)
+    w = torch.randn(3, 3, requires_grad=True)
+
+    def inner_step(c, x):
+        return torch.tanh(c @ w + x), {"sum": c.sum(), "positive": (x > 0).sum()}
+
+    def outer_step(c, row, scan_fn):
+        c2, ys = scan_fn(inner_step, c, row)
+        return c2 * 0.9, ys
+
+    init = torch.randn(2, 3, requires_grad=True)
+    xs = torch.randn(outer, inner, 2, 3, requires_grad=True)
+    carry, ys = st.scan(lambda c, row: outer_step(c, row, st.scan), init, xs)
+    want_carry, want_ys = python_scan(lambda c, row: outer_step(c, row, python_scan), init, xs)
+    close(carry, want_carry)
+    close(ys["sum"], want_ys["sum"])
+    assert torch.equal(ys["positive"], want_ys["positive"])
+    got = torch.autograd.grad(carry.square().sum() + ys["sum"].sum(), [init, xs, w])
+    want = torch.autograd.grad(want_carry.square().sum() + want_ys["sum"].sum(), [init, xs, w])
+    for g, gw in zip(got, want):
+        close(g, gw)
+
+
+def test_torchs_own_scan_under_torch_compile_is_one_strata_loop_forward_and_backward():
+    from torch._higher_order_ops.scan import scan as torch_scan
+    torch.manual_seed(3)
+    w = torch.randn(4, 4, requires_grad=True)
+
+    def model(init, xs):
+        carry, ys = torch_scan(lambda c, x: (torch.tanh(c @ w + x), c.sin()), init, xs)
+        return carry.square().sum() + ys.sum()
+
+    init, xs = torch.randn(2, 4, requires_grad=True), torch.randn(6, 2, 4, requires_grad=True)
+    strata.torch.reset()
+    loss = torch.compile(model, backend="strata")(init, xs)
+    got = torch.autograd.grad(loss, [init, xs, w])
+    report = str(strata.torch.explain(model, init, xs))
+    assert "0 Dynamo graph break(s), 0 op(s) run by eager PyTorch" in report, report
+    assert "backward graph" in report and "scan" in report, report
+
+    def reference(init, xs):
+        carry, ys = python_scan(lambda c, x: (torch.tanh(c @ w + x), c.sin()), init, xs)
+        return carry.square().sum() + ys.sum()
+
+    want = reference(init, xs)
+    close(loss, want)
+    for g, gw in zip(got, torch.autograd.grad(want, [init, xs, w])):
+        close(g, gw)
+
+
+def test_a_scan_nested_without_xs_says_it_needs_them():
+    with pytest.raises(strata.Error, match="inside another scan's body needs xs"):
+        st.scan(lambda c, x: (st.scan(lambda c2, _: (c2 + 1, None), c, length=3)[0], None),
+                torch.zeros(2), torch.zeros(4, 2))
 
 
 # ---- errors ---------------------------------------------------------------------------------

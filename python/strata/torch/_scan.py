@@ -24,8 +24,15 @@ REMATS = ("carries", "all", "dots", "dots_no_batch")
 
 
 # How many scan bodies are being traced now: a scan called inside one is
-# nested, which the body's tracing cannot take yet.
+# nested, and recorded as torch's scan op (one node of the outer body).
 _tracing = 0
+# How the body traces: over fake tensors, or, once a scan is found nested in it, over real
+# ones (torch's scan op copies the tensors a nested body captures, which fails on fake ones).
+_mode = ["fake"]
+
+
+class _Nested(Exception):
+    """A scan nested in a body traced over fake tensors: trace it again over real ones."""
 
 
 def _error(message):
@@ -96,9 +103,11 @@ class _Body:
         global _tracing
         try:
             _tracing += 1
-            gm = make_fx(functionalize(flat), tracing_mode="fake",
-                         decomposition_table=_backend.decompositions(),
-                         _allow_non_fake_inputs=True)(*init_leaves, *x_examples, *consts)
+            try:
+                gm = self._trace(flat, "fake", init_leaves, x_examples, consts)
+            except _Nested:
+                carry_structure.clear()
+                gm = self._trace(flat, "real", init_leaves, x_examples, consts)
         except RuntimeError as e:
             if type(e).__name__ == "GuardOnDataDependentSymNode":
                 raise _error(f"the body {_name(fn)} branches on, or converts to a Python number, "
@@ -117,6 +126,16 @@ class _Body:
                          f"{carry_structure[0][0]}, but init is {init_structure[0]}")
         self.gm = gm
         self._check(fn, init_leaves, init_paths)
+
+    @staticmethod
+    def _trace(flat, mode, init_leaves, x_examples, consts):
+        _mode.append(mode)
+        try:
+            return make_fx(functionalize(flat), tracing_mode=mode,
+                           decomposition_table=_backend.decompositions(),
+                           _allow_non_fake_inputs=True)(*init_leaves, *x_examples, *consts)
+        finally:
+            _mode.pop()
 
     def _check(self, fn, init_leaves, init_paths):
         gm = self.gm
@@ -253,7 +272,6 @@ class _ScanFunction(torch.autograd.Function):
         return (None, *grads_in)
 
 
-@torch._dynamo.disable
 def scan(fn, init, xs=None, reverse=False, length=None, remat="carries"):
     """``jax.lax.scan`` on torch: ``fn(carry, x) -> (carry, y)`` over the leading dimension of
     every leaf of ``xs`` (pytrees of CPU tensors), as one strata While loop. Returns
@@ -263,9 +281,37 @@ def scan(fn, init, xs=None, reverse=False, length=None, remat="carries"):
     default: the carries, recomputing each step), ``"all"``, ``"dots"`` or
     ``"dots_no_batch"``. Gradients reach ``init``, ``xs`` and every tensor ``fn`` captures.
 
-    Under ``torch.compile`` the call runs as its own strata loop between graphs (Dynamo does
-    not trace into it)."""
+    Inside another scan's body the call is torch's own scan op
+    (``torch._higher_order_ops.scan``), one node of the outer body, which strata lowers to a
+    While loop inside the outer one (``xs`` must be given there; ``remat`` is the outer
+    loop's). Under ``torch.compile`` the call runs as its own strata loop between graphs
+    (Dynamo does not trace into it: torch's scan op cannot differentiate a loop with an integer
+    carry or output, which this one can); torch's own scan op there is lowered to strata's
+    loop, as one node of the graph, forward and backward."""
+    if _tracing:
+        return _torch_scan(fn, init, xs, reverse, length)
+    return _eager_scan(fn, init, xs, reverse, length, remat)
+
+
+@torch._dynamo.disable
+def _eager_scan(fn, init, xs, reverse, length, remat):
     return _scan(fn, init, xs, reverse, length, remat)
+
+
+def _torch_scan(fn, init, xs, reverse, length):
+    """The scan as torch's higher-order op, which make_fx records as one node."""
+    from torch._higher_order_ops.scan import scan as hop_scan
+    leaves = [leaf for leaf in pytree.tree_leaves(xs) if leaf is not None]
+    if not leaves:
+        raise _error("a scan inside another scan's body needs xs "
+                     "(a length alone is not supported there); scan over a tensor of that "
+                     "length instead")
+    if length is not None and any(leaf.shape[0] != length for leaf in leaves):
+        raise _error(f"length={length} but xs has {leaves[0].shape[0]} steps")
+    if _mode[-1] == "fake":
+        raise _Nested()
+    with torch.no_grad():  # strata differentiates the outer loop, this one within it: not torch
+        return hop_scan(fn, init, xs, reverse=reverse)
 
 
 # Traced bodies kept by their callers' keys (apply_layers: its layers and arguments' shapes).
@@ -278,10 +324,6 @@ def _scan(fn, init, xs, reverse, length, remat, consts=None, cache_key=None, pro
     calls with other ``consts`` of the same shapes. A ``proof`` (apply_layers') watches the
     trace (``proof.recording()``) and is checked after it, before the loop runs; with one the
     body is traced anew."""
-    if _tracing:
-        raise _error("a scan inside another scan's body (or inside apply_layers' layers) is not "
-                     "supported yet; nest the loops as one scan over a flattened xs, or unroll "
-                     "the inner one")
     if remat not in REMATS:
         raise _error(f"remat must be one of {', '.join(REMATS)}, got {remat!r}")
     init_leaves, init_structure, init_paths = _leaves("init", init)

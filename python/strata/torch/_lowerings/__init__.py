@@ -11,7 +11,7 @@ Backward ops without a decomposition in torch (``convolution_backward``,
 the pooling backwards) are the VJP of the forward lowering, taken by strata's
 own autodiff: one rule, two ops.
 """
-from . import creation, elementwise, indexing, nn, random, reductions, shapes  # noqa: F401
+from . import control, creation, elementwise, indexing, nn, random, reductions, shapes  # noqa: F401
 from ._table import DTYPES, LOWERINGS, lower, lowering_for, strata_dtype  # noqa: F401
 from .random import RandomKeys  # noqa: F401
 
