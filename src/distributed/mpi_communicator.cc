@@ -202,14 +202,22 @@ class MpiCommunicator final : public runtime::Communicator {
   // communicator's generation, checked against the sets seen so far so that
   // two sets never share one.
   int TagOf(std::span<const int64_t> group) {
-    std::vector<int64_t> members(group.begin(), group.end());
-    std::sort(members.begin(), members.end());
+    // Groups come sorted as a rule: then no copy.
+    std::vector<int64_t> sorted;
+    std::span<const int64_t> members = group;
+    if (!std::is_sorted(group.begin(), group.end())) {
+      sorted.assign(group.begin(), group.end());
+      std::sort(sorted.begin(), sorted.end());
+      members = sorted;
+    }
     uint64_t h = Mix(0, generation_);
     for (int64_t m : members) h = Mix(h, static_cast<uint64_t>(m));
     const int tag = static_cast<int>(h % static_cast<uint64_t>(tag_limit_));
     std::lock_guard<std::mutex> lock(mutex_);
-    auto [it, added] = tags_.emplace(tag, members);
-    if (!added && it->second != members) {
+    auto it = tags_.find(tag);
+    if (it == tags_.end()) {
+      tags_.emplace(tag, std::vector<int64_t>(members.begin(), members.end()));
+    } else if (!std::equal(it->second.begin(), it->second.end(), members.begin(), members.end())) {
       Fail("[mpi] member sets {{{}}} and {{{}}} hash to one MPI tag ({}); use other groups",
            fmt::join(it->second, ","), fmt::join(members, ","), tag);
     }
@@ -240,8 +248,9 @@ class MpiCommunicator final : public runtime::Communicator {
     const int tag = TagOf(call.group);
     uint64_t signature = SignatureOf(call);
     std::vector<MPI_Request> requests;
-    std::vector<size_t> arrival;  // per peer: its signature's receive
-    std::map<int, uint64_t> their_signature;
+    requests.reserve(2 * peers.size() + sends.size() + receives.size());
+    std::vector<size_t> arrival;                          // per peer: its signature's receive
+    std::vector<uint64_t> their_signature(peers.size());  // by peer's position
     auto post = [&](bool send, int peer, uint8_t* data, int64_t bytes) {
       for (int64_t at = 0; at < bytes; at += kPiece) {
         const int n = static_cast<int>(std::min(kPiece, bytes - at));
@@ -255,9 +264,10 @@ class MpiCommunicator final : public runtime::Communicator {
         requests.push_back(r);
       }
     };
-    for (int peer : peers) {
+    for (size_t k = 0; k < peers.size(); ++k) {
+      const int peer = peers[k];
       arrival.push_back(requests.size());
-      post(false, peer, reinterpret_cast<uint8_t*>(&their_signature[peer]), 8);
+      post(false, peer, reinterpret_cast<uint8_t*>(&their_signature[k]), 8);
       for (const Piece& p : receives)
         if (p.peer == peer) post(false, peer, p.data, p.bytes);
     }
@@ -268,8 +278,9 @@ class MpiCommunicator final : public runtime::Communicator {
     }
     if (meanwhile) meanwhile();
     Wait(call, requests, peers, arrival);
-    for (auto [peer, theirs] : their_signature) {
-      if (theirs != signature) {
+    for (size_t k = 0; k < peers.size(); ++k) {
+      const int peer = peers[k];
+      if (their_signature[k] != signature) {
         Fail(
             "[{}] participants disagree: process {} made a different call on the member set of "
             "this call, {}",

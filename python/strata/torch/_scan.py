@@ -310,8 +310,26 @@ def _torch_scan(fn, init, xs, reverse, length):
         raise _error(f"length={length} but xs has {leaves[0].shape[0]} steps")
     if _mode[-1] == "fake":
         raise _Nested()
+    # Torch's op takes only tensors in y: its leaves go through as a list. Their structure
+    # (None leaves included) comes from one step run outside the trace (fn may not write it
+    # out from inside: torch's op traces fn with Dynamo, which refuses side effects).
+    from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
+    with disable_proxy_modes_tracing(), torch.no_grad():
+        _, y = fn(pytree.tree_map(lambda t: t.clone(), init), pytree.tree_map(lambda t: t[0], xs))
+    y_leaves, y_spec = pytree.tree_flatten(y)
+    present = [leaf is not None for leaf in y_leaves]
+    empty = not any(present)  # torch's op fails on a step without y: it gets a 0-d stand-in
+
+    def flat_fn(carry, x):
+        new_carry, y = fn(carry, x)
+        if empty:  # made from an input: a constant would leave the op's graph as None
+            return new_carry, [pytree.tree_leaves(x)[0].new_zeros(())]
+        return new_carry, [leaf for leaf in pytree.tree_flatten(y)[0] if leaf is not None]
+
     with torch.no_grad():  # strata differentiates the outer loop, this one within it: not torch
-        return hop_scan(fn, init, xs, reverse=reverse)
+        carry, ys = hop_scan(flat_fn, init, xs, reverse=reverse)
+    stacked = iter([] if empty else ys)
+    return carry, pytree.tree_unflatten([next(stacked) if p else None for p in present], y_spec)
 
 
 # Traced bodies kept by their callers' keys (apply_layers: its layers and arguments' shapes).
