@@ -4,6 +4,7 @@
 #include "planner.h"
 #include "strata/compiler/passes.h"
 #include "strata/core/config.h"
+#include "strata/hlo/expand.h"
 #include "strata/hlo/verifier.h"
 #include "strata/runtime/trace.h"
 
@@ -64,6 +65,7 @@ std::unique_ptr<runtime::Executable> Compile(const hlo::Module& module,
   }
   const runtime::Client* client = options.client ? options.client : &runtime::Client::Default();
   std::unique_ptr<hlo::Module> m = module.Clone();
+  hlo::ExpandXlaOps(*m);  // XLA's batch norms, maps and asynchronous collectives
   CallUnrunnableFusions(*m, client->thread_pool());
   InlineCalls(*m);  // so no called function calls another when it is widened
   WidenHalfArithmetic(*m);

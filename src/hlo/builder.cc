@@ -25,7 +25,10 @@ NameScope::NameScope() : outer_(current_scope) { current_scope = this; }
 NameScope::~NameScope() { current_scope = outer_; }
 NameScope* NameScope::current() { return current_scope; }
 
-Builder::Builder(std::string name) : computation_(std::make_unique<Computation>(std::move(name))) {}
+Builder::Builder(std::string name)
+    : owned_(std::make_unique<Computation>(std::move(name))), computation_(owned_.get()) {}
+
+Builder::Builder(Computation* into) : computation_(into) {}
 
 Instruction* Builder::Finish(Instruction* inst) {
   inst->set_shape(InferShape(*inst));
@@ -322,10 +325,10 @@ Instruction* Builder::CollectivePermute(Instruction* x, SourceTargetPairs pairs,
 }
 
 std::unique_ptr<Computation> Builder::Build(Instruction* root) {
-  STRATA_CHECK(root && root->parent() == computation_.get(), "root must belong to {}",
+  STRATA_CHECK(owned_ && root && root->parent() == computation_, "root must belong to {}",
                computation_->name());
   computation_->set_root(root);
-  return std::move(computation_);
+  return std::move(owned_);
 }
 
 std::unique_ptr<Computation> MakeScalarBinaryComputation(std::string name, Opcode op, DType dtype) {

@@ -37,6 +37,13 @@ struct AttributeRule {
         [](Parser& p, Instruction& i) { i.use_global_device_ids = p.ParseBool(); }    \
   }
 
+// batch-norm-training, -inference and -grad.
+#define BATCH_NORM_RULES(op)                                                                 \
+  {Opcode::op, "epsilon", true, [](Parser& p, Instruction& i) { i.epsilon = p.ParseFloat(); }}, \
+  {                                                                                          \
+    Opcode::op, "feature_index", true, INTEGER_INTO(feature_index)                           \
+  }
+
 const AttributeRule kAttributeRules[] = {
     {Opcode::kIota, "iota_dimension", true,
      [](Parser& p, Instruction& i) { i.dimensions = {p.ParseInteger("an iota dimension")}; }},
@@ -106,10 +113,32 @@ const AttributeRule kAttributeRules[] = {
      }},
     {Opcode::kRngBitGenerator, "algorithm", false,
      [](Parser& p, Instruction& i) { i.rng_algorithm = p.ParseRngAlgorithm(); }},
+    {Opcode::kCholesky, "lower", false,
+     [](Parser& p, Instruction& i) { i.linalg.lower = p.ParseBool(); }},
+    {Opcode::kTriangularSolve, "left_side", false,
+     [](Parser& p, Instruction& i) { i.linalg.left_side = p.ParseBool(); }},
+    {Opcode::kTriangularSolve, "lower", false,
+     [](Parser& p, Instruction& i) { i.linalg.lower = p.ParseBool(); }},
+    {Opcode::kTriangularSolve, "unit_diagonal", false,
+     [](Parser& p, Instruction& i) { i.linalg.unit_diagonal = p.ParseBool(); }},
+    {Opcode::kTriangularSolve, "transpose_a", false,
+     [](Parser& p, Instruction& i) { i.linalg.transpose_a = p.ParseTranspose(); }},
+    BATCH_NORM_RULES(kBatchNormTraining),
+    BATCH_NORM_RULES(kBatchNormInference),
+    BATCH_NORM_RULES(kBatchNormGrad),
+    {Opcode::kMap, "dimensions", false, INTEGER_LIST_INTO(dimensions)},
+    {Opcode::kMap, "to_apply", true, CALLED_INTO(0)},
     COLLECTIVE_RULES(kAllReduce),
     {Opcode::kAllReduce, "to_apply", true, CALLED_INTO(0)},
+    COLLECTIVE_RULES(kAllReduceStart),
+    {Opcode::kAllReduceStart, "to_apply", true, CALLED_INTO(0)},
     COLLECTIVE_RULES(kAllGather),
     {Opcode::kAllGather, "dimensions", true, INTEGER_LIST_INTO(dimensions)},
+    COLLECTIVE_RULES(kAllGatherStart),
+    {Opcode::kAllGatherStart, "dimensions", true, INTEGER_LIST_INTO(dimensions)},
+    {Opcode::kCollectivePermuteStart, "channel_id", false, INTEGER_INTO(channel_id)},
+    {Opcode::kCollectivePermuteStart, "source_target_pairs", true,
+     [](Parser& p, Instruction& i) { i.source_target_pairs = p.ParseSourceTargetPairs(); }},
     COLLECTIVE_RULES(kReduceScatter),
     {Opcode::kReduceScatter, "dimensions", true, INTEGER_LIST_INTO(dimensions)},
     {Opcode::kReduceScatter, "to_apply", true, CALLED_INTO(0)},
@@ -121,6 +150,7 @@ const AttributeRule kAttributeRules[] = {
 };
 
 #undef COLLECTIVE_RULES
+#undef BATCH_NORM_RULES
 
 #undef INTEGER_LIST_INTO
 #undef INTEGER_INTO

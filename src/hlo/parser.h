@@ -302,6 +302,8 @@ struct Parser {
   ReplicaGroups ParseReplicaGroups();
   SourceTargetPairs ParseSourceTargetPairs();
   bool ParseBool();
+  float ParseFloat();
+  bool ParseTranspose();  // transpose_a=: whether a is transposed
   Computation* ParseCalledComputation();
   std::vector<Computation*> ParseCalledList();
   Literal ParseLiteral(const Shape& shape, const Token& shape_token);

@@ -372,6 +372,27 @@ bool Parser::ParseBool() {
   FailAt(t, "expected true or false, found {}", Describe(t));
 }
 
+// A batch norm's epsilon: a decimal number.
+float Parser::ParseFloat() {
+  Token t = Take();
+  if (t.kind == TokenKind::kNumber) {
+    std::string text(t.text);
+    char* end = nullptr;
+    float value = std::strtof(text.c_str(), &end);
+    if (end == text.c_str() + text.size()) return value;
+  }
+  FailAt(t, "expected a number, found {}", Describe(t));
+}
+
+// triangular-solve's transpose_a: NO_TRANSPOSE, TRANSPOSE or ADJOINT (the
+// transpose on the real numbers strata solves over).
+bool Parser::ParseTranspose() {
+  Token t = Take();
+  if (t.IsName("NO_TRANSPOSE")) return false;
+  if (t.IsName("TRANSPOSE") || t.IsName("ADJOINT")) return true;
+  FailAt(t, "expected NO_TRANSPOSE, TRANSPOSE or ADJOINT, found {}", Describe(t));
+}
+
 // "{%a, %b, %c}": a conditional's branch computations.
 std::vector<Computation*> Parser::ParseCalledList() {
   Expect('{', "before the branch computations");

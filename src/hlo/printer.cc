@@ -139,20 +139,45 @@ std::string AttributesText(const Instruction& inst) {
     case Opcode::kRngBitGenerator:
       add("algorithm", inst.rng_algorithm.empty() ? "rng_default" : inst.rng_algorithm);
       break;
+    case Opcode::kCholesky:
+      add("lower", inst.linalg.lower ? "true" : "false");
+      break;
+    case Opcode::kTriangularSolve:
+      add("left_side", inst.linalg.left_side ? "true" : "false");
+      add("lower", inst.linalg.lower ? "true" : "false");
+      add("unit_diagonal", inst.linalg.unit_diagonal ? "true" : "false");
+      add("transpose_a", inst.linalg.transpose_a ? "TRANSPOSE" : "NO_TRANSPOSE");
+      break;
+    case Opcode::kBatchNormTraining:
+    case Opcode::kBatchNormInference:
+    case Opcode::kBatchNormGrad:
+      add("epsilon", fmt::format("{}", inst.epsilon));
+      add("feature_index", fmt::format("{}", inst.feature_index));
+      break;
+    case Opcode::kMap:
+      add("dimensions", Braced(inst.dimensions));
+      add("to_apply", inst.called.at(0)->name());
+      break;
     case Opcode::kAllReduce:
+    case Opcode::kAllReduceStart:
     case Opcode::kAllGather:
+    case Opcode::kAllGatherStart:
     case Opcode::kReduceScatter:
     case Opcode::kAllToAll: {
+      const Opcode op = inst.opcode();
+      const bool reduces =
+          op == Opcode::kAllReduce || op == Opcode::kAllReduceStart || op == Opcode::kReduceScatter;
       if (inst.channel_id > 0) add("channel_id", fmt::format("{}", inst.channel_id));
       std::vector<std::string> groups;
       for (const auto& g : inst.replica_groups) groups.push_back(Braced(g));
       add("replica_groups", fmt::format("{{{}}}", fmt::join(groups, ",")));
-      if (inst.opcode() != Opcode::kAllReduce) add("dimensions", Braced(inst.dimensions));
+      if (op != Opcode::kAllReduce && op != Opcode::kAllReduceStart)
+        add("dimensions", Braced(inst.dimensions));
       if (inst.use_global_device_ids) add("use_global_device_ids", "true");
-      if (inst.opcode() == Opcode::kAllReduce || inst.opcode() == Opcode::kReduceScatter)
-        add("to_apply", inst.called.at(0)->name());
+      if (reduces) add("to_apply", inst.called.at(0)->name());
       break;
     }
+    case Opcode::kCollectivePermuteStart:
     case Opcode::kCollectivePermute: {
       if (inst.channel_id > 0) add("channel_id", fmt::format("{}", inst.channel_id));
       std::vector<std::string> pairs;

@@ -53,6 +53,13 @@ int64_t CollectiveDimension(const View& inst, const Shape& x) {
   return inst.attrs.dimensions[0];
 }
 
+Shape InferCollective(const View& inst);
+
+// An asynchronous collective's -start seen as the synchronous op it starts.
+View Synchronous(const View& start, Opcode op, const Shape& declared) {
+  return View{op, start.operands, start.attrs, declared};
+}
+
 Shape InferCollective(const View& inst) {
   switch (inst.op) {
     case Opcode::kPartitionId:
@@ -126,6 +133,38 @@ Shape InferCollective(const View& inst) {
         if (!targets.insert(target).second) Reject(inst, "target {} appears twice", target);
       }
       return x;
+    }
+    case Opcode::kAllReduceStart:
+      return InferCollective(Synchronous(inst, Opcode::kAllReduce, inst.declared));
+    case Opcode::kAllGatherStart: {
+      // (operand, gathered): the gathered shape as all-gather infers it.
+      const Shape& y = inst.declared.is_tuple() && inst.declared.tuple_size() == 2
+                           ? inst.declared.tuple_shape(1)
+                           : inst.declared;
+      Shape gathered = InferCollective(Synchronous(inst, Opcode::kAllGather, y));
+      return Shape::Tuple({inst.operand_shape(0), gathered});
+    }
+    case Opcode::kCollectivePermuteStart: {
+      // (operand, result, u32[] contexts): XLA writes two or four elements.
+      Shape x = InferCollective(Synchronous(inst, Opcode::kCollectivePermute, inst.declared));
+      const Shape context = Shape::Scalar(DType::kU32);
+      if (inst.declared.is_tuple() && inst.declared.tuple_size() == 2) {
+        return Shape::Tuple({x, x});
+      }
+      return Shape::Tuple({x, x, context, context});
+    }
+    case Opcode::kAllReduceDone:
+      ExpectOperands(inst, 1);
+      return inst.operand_shape(0);
+    case Opcode::kAllGatherDone:
+    case Opcode::kCollectivePermuteDone: {
+      ExpectOperands(inst, 1);
+      const Shape& started = inst.operand_shape(0);
+      if (!started.is_tuple() || started.tuple_size() < 2 || !started.tuple_shape(1).is_array()) {
+        Reject(inst, "expects its -start's tuple (operand, result, ...), got {}",
+               started.ToString());
+      }
+      return started.tuple_shape(1);
     }
     default:
       Reject(inst, "not a collective");

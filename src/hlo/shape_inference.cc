@@ -76,6 +76,10 @@ Shape InferShape(Opcode opcode, std::span<const Shape* const> operand_shapes,
       return ControlShape(inst);
     case ShapeRule::kCollective:
       return CollectiveShape(inst);
+    case ShapeRule::kLinalg:
+      return LinalgShape(inst);
+    case ShapeRule::kExpanded:
+      return ExpandedShape(inst);
   }
   shape_rules::Reject(inst, "unknown opcode {}", static_cast<int>(opcode));
 }

@@ -74,5 +74,7 @@ Shape CollectiveShape(const View& inst);
 Shape ConvolutionShape(const View& inst);  // shape_convolution.cc
 Shape SortShape(const View& inst);         // shape_sort.cc
 Shape TopKShape(const View& inst);         // shape_sort.cc
+Shape LinalgShape(const View& inst);       // shape_linalg.cc
+Shape ExpandedShape(const View& inst);     // shape_expanded.cc
 
 }  // namespace strata::hlo::shape_rules

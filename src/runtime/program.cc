@@ -137,9 +137,12 @@ KernelInfo MakeKernel(const Instruction& inst, ThreadPool& pool,
       return {[](const KernelArgs&) {}};
     case hlo::Kernel::kCollective:
       return MakeCollectiveKernel(inst, pool);
+    case hlo::Kernel::kLinalg:
+      return MakeLinalgKernel(inst, pool);
     case hlo::Kernel::kStorage:  // placed by Build, run by Execute, inlined by the passes
     case hlo::Kernel::kLoop:
     case hlo::Kernel::kInlined:
+    case hlo::Kernel::kExpanded:  // rewritten by hlo::ExpandXlaOps, which Compile runs
       break;
   }
   Fail("[runtime] {} ({}) cannot be executed directly; was the module compiled with passes?",

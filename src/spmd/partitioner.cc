@@ -16,6 +16,7 @@
 #include "strata/core/error.h"
 #include "strata/hlo/attention.h"
 #include "strata/hlo/builder.h"
+#include "strata/hlo/expand.h"
 #include "strata/hlo/shape_inference.h"
 #include "strata/hlo/text.h"
 
@@ -55,8 +56,15 @@ std::string PartitionReport::ToString() const {
 
 using partition::Visitor;
 
-PartitionedModule Partition(const hlo::Module& module, const Mesh& mesh,
+PartitionedModule Partition(const hlo::Module& given, const Mesh& mesh,
                             const PartitionOptions& options) {
+  // XLA's ops strata runs as others are partitioned as those others.
+  std::unique_ptr<hlo::Module> expanded;
+  if (hlo::HasOpsToExpand(given)) {
+    expanded = given.Clone();
+    hlo::ExpandXlaOps(*expanded);
+  }
+  const hlo::Module& module = expanded ? *expanded : given;
   for (int64_t i = 0; i < mesh.size(); ++i) {
     if (std::find(mesh.device_ids().begin(), mesh.device_ids().end(), i) ==
         mesh.device_ids().end()) {

@@ -448,6 +448,37 @@ std::unique_ptr<Module> ComplexTokenProgram() {
   return m;
 }
 
+// XLA's ops strata runs as others, and its linear algebra, in XLA's text.
+std::unique_ptr<Module> XlaOnlyProgram() {
+  return ParseModule(R"(HloModule xla_only, num_partitions=2
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY main {
+  x = f32[4,2] parameter(0)
+  v = f32[2] parameter(1)
+  a = f32[2,2] parameter(2)
+  bnt = (f32[4,2], f32[2], f32[2]) batch-norm-training(x, v, v), epsilon=0.001, feature_index=1
+  bni = f32[4,2] batch-norm-inference(x, v, v, v, v), epsilon=1e-05, feature_index=1
+  bng = (f32[4,2], f32[2], f32[2]) batch-norm-grad(x, v, v, v, bni), epsilon=0.5, feature_index=1
+  m = f32[4,2] map(x, bni), dimensions={0,1}, to_apply=add
+  l = f32[2,2] cholesky(a), lower=true
+  s = f32[2,2] triangular-solve(l, a), left_side=false, lower=true, unit_diagonal=true, transpose_a=TRANSPOSE
+  ars = f32[4,2] all-reduce-start(m), channel_id=1, replica_groups={{0,1}}, to_apply=add
+  ard = f32[4,2] all-reduce-done(ars)
+  ags = (f32[4,2], f32[8,2]) all-gather-start(ard), channel_id=2, replica_groups={{0,1}}, dimensions={0}
+  agd = f32[8,2] all-gather-done(ags)
+  cps = (f32[2,2], f32[2,2], u32[], u32[]) collective-permute-start(s), channel_id=3, source_target_pairs={{0,1},{1,0}}
+  cpd = f32[2,2] collective-permute-done(cps)
+  cs = (f32[2,2], f32[2,2], u32[]) copy-start(cpd)
+  cd = f32[2,2] copy-done(cs)
+  ROOT out = ((f32[4,2], f32[2], f32[2]), (f32[4,2], f32[2], f32[2]), f32[8,2], f32[2,2]) tuple(bnt, bng, agd, cd)
+}
+)");
+}
+
 std::vector<std::pair<std::string, ProgramFactory>> Programs() {
   return {{"unary", UnaryProgram},
           {"conditional", ConditionalProgram},
@@ -468,7 +499,8 @@ std::vector<std::pair<std::string, ProgramFactory>> Programs() {
           {"nested_tuple", NestedTupleProgram},
           {"collectives", CollectivesProgram},
           {"manual", ManualProgram},
-          {"complex_tokens", ComplexTokenProgram}};
+          {"complex_tokens", ComplexTokenProgram},
+          {"xla_only", XlaOnlyProgram}};
 }
 
 TEST(ParserRoundTrip, EveryProgramPrintsIdentically) {

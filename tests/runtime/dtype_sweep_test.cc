@@ -134,7 +134,8 @@ std::vector<Row> Table() {
            "dynamic-slice", "dynamic-update-slice", "concatenate", "pad", "reverse", "select",
            "gather", "scatter overwrite", "tuple", "get-tuple-element", "while", "conditional", "call",
            "opt-barrier", "custom-call", "all-gather", "all-to-all", "collective-permute",
-           "add-dependency"}) {
+           "add-dependency", "map", "copy-start", "all-gather-start",
+           "collective-permute-start"}) {
     // clang-format on
     rows.push_back({op, kAll});
   }
@@ -181,6 +182,13 @@ std::vector<Row> Table() {
       {"all-reduce maximum", kNumeric},
       {"all-reduce or", kIntegers | kPredOnly},
       {"reduce-scatter add", kNumeric},
+      {"all-reduce-start add", kNumeric},
+      // Narrower than XLA, which factors and solves f16, bf16 and complex too.
+      {"cholesky", Of({DType::kF32, DType::kF64})},
+      {"triangular-solve", Of({DType::kF32, DType::kF64})},
+      {"batch-norm-training", kFloats},
+      {"batch-norm-inference", kFloats},
+      {"batch-norm-grad", kFloats},
   };
   rows.insert(rows.end(), arithmetic.begin(), arithmetic.end());
   return rows;
@@ -1251,6 +1259,138 @@ void CollectivePermute(Sweep& s, DType t) {
                 {On2({x0}, {x1}, {x1, zeros}, {x0, x0})});
 }
 
+// An array of `dims` holding `values` in row-major order.
+Array Shaped(DType t, Index dims, const std::vector<Real>& values) {
+  const int64_t columns = dims.size() == 2 ? dims[1] : 1;
+  return Tabulate(t, std::move(dims), [&](const Index& i) {
+    return values[i.size() == 2 ? i[0] * columns + i[1] : i[0]];
+  });
+}
+
+// [[4, 2], [2, 2]] = l l^T with l = [[2, 0], [1, 1]]: exact in every type.
+void Cholesky(Sweep& s, DType t) {
+  const std::string entry = R"(  a = $t[2,2] parameter(0)
+  ROOT l = $t[2,2] cholesky(a), lower=true
+)";
+  s.Check("cholesky", t, Module(entry), {Shaped(t, {2, 2}, {4, 2, 2, 2})},
+          {Shaped(t, {2, 2}, {2, 0, 1, 1})});
+}
+
+// [[2, 0], [1, 1]] x = [4, 3]: x = [2, 1].
+void TriangularSolve(Sweep& s, DType t) {
+  const std::string entry = R"(  a = $t[2,2] parameter(0)
+  b = $t[2,1] parameter(1)
+  ROOT x = $t[2,1] triangular-solve(a, b), left_side=true, lower=true, unit_diagonal=false, transpose_a=NO_TRANSPOSE
+)";
+  s.Check("triangular-solve", t, Module(entry),
+          {Shaped(t, {2, 2}, {2, 9, 1, 1}), Shaped(t, {2, 1}, {4, 3})},
+          {Shaped(t, {2, 1}, {2, 1})});
+}
+
+// x's features (columns) are {0, 0, 2, 2} and {1, 1, 3, 3}: means 1 and 2,
+// variances 1, so with epsilon 0, scale 1 and offset 0 every value is exact.
+const std::vector<Real> kFeatures = {0, 1, 0, 1, 2, 3, 2, 3};
+const std::vector<Real> kNormalized = {-1, -1, -1, -1, 1, 1, 1, 1};
+
+void BatchNormTraining(Sweep& s, DType t) {
+  const std::string entry = R"(  x = $t[4,2] parameter(0)
+  one = $t[2] parameter(1)
+  zero = $t[2] parameter(2)
+  ROOT bn = ($t[4,2], $t[2], $t[2]) batch-norm-training(x, one, zero), epsilon=0, feature_index=1
+)";
+  s.Check("batch-norm-training", t, Module(entry),
+          {Shaped(t, {4, 2}, kFeatures), Shaped(t, {2}, {1, 1}), Shaped(t, {2}, {0, 0})},
+          {Shaped(t, {4, 2}, kNormalized), Shaped(t, {2}, {1, 2}), Shaped(t, {2}, {1, 1})});
+}
+
+void BatchNormInference(Sweep& s, DType t) {
+  const std::string entry = R"(  x = $t[4,2] parameter(0)
+  one = $t[2] parameter(1)
+  zero = $t[2] parameter(2)
+  mean = $t[2] parameter(3)
+  ROOT bn = $t[4,2] batch-norm-inference(x, one, zero, mean, one), epsilon=0, feature_index=1
+)";
+  s.Check("batch-norm-inference", t, Module(entry),
+          {Shaped(t, {4, 2}, kFeatures), Shaped(t, {2}, {1, 1}), Shaped(t, {2}, {0, 0}),
+           Shaped(t, {2}, {1, 2})},
+          {Shaped(t, {4, 2}, kNormalized)});
+}
+
+// dy picks the first row of feature 0 and the last of feature 1:
+// dx = dy - sum(dy) / 4 - xhat sum(dy xhat) / 4.
+void BatchNormGrad(Sweep& s, DType t) {
+  const std::string entry = R"(  x = $t[4,2] parameter(0)
+  one = $t[2] parameter(1)
+  mean = $t[2] parameter(2)
+  dy = $t[4,2] parameter(3)
+  ROOT g = ($t[4,2], $t[2], $t[2]) batch-norm-grad(x, one, mean, one, dy), epsilon=0, feature_index=1
+)";
+  s.Check("batch-norm-grad", t, Module(entry),
+          {Shaped(t, {4, 2}, kFeatures), Shaped(t, {2}, {1, 1}), Shaped(t, {2}, {1, 2}),
+           Shaped(t, {4, 2}, {1, 0, 0, 0, 0, 0, 0, 1})},
+          {Shaped(t, {4, 2}, {0.5, 0, -0.5, 0, 0, -0.5, 0, 0.5}), Shaped(t, {2}, {-1, 1}),
+           Shaped(t, {2}, {1, 1})});
+}
+
+// map(x, y) with a function that picks y where the two differ, x elsewhere.
+void Map(Sweep& s, DType t) {
+  const std::string f = R"(f {
+  a = $t[] parameter(0)
+  b = $t[] parameter(1)
+  same = pred[] compare(a, b), direction=EQ
+  ROOT r = $t[] select(same, a, b)
+}
+)";
+  const std::string entry = R"(  x = $t[2,3] parameter(0)
+  y = $t[2,3] parameter(1)
+  ROOT m = $t[2,3] map(x, y), dimensions={0,1}, to_apply=f
+)";
+  const Array x = Numbers(t, {2, 3}), y = Numbers(t, {2, 3}, 1);
+  s.Check("map", t, Module(entry, f), {x, y}, {y});
+}
+
+void CopyStartDone(Sweep& s, DType t) {
+  const std::string entry = R"(  x = $t[5] parameter(0)
+  started = ($t[5], $t[5], u32[]) copy-start(x)
+  ROOT r = $t[5] copy-done(started)
+)";
+  const Array x = Sample(t, {5});
+  s.Check("copy-start", t, Module(entry), {x}, {x});
+}
+
+// The asynchronous collectives give what their synchronous forms give.
+void AllReduceStartDone(Sweep& s, DType t) {
+  const std::string entry = R"(  x = $t[5] parameter(0)
+  started = $t[5] all-reduce-start(x), channel_id=1, replica_groups={{0,1}}, to_apply=r
+  ROOT sum = $t[5] all-reduce-done(started)
+)";
+  const Array x0 = Numbers(t, {5}), x1 = Numbers(t, {5}, 1);
+  const Array r = Tabulate(
+      t, {5}, [&](const Index& i) { return Apply(Opcode::kAdd, t, Get(x0, i), Get(x1, i)); });
+  s.CheckTrials("all-reduce-start add", t, Module(entry, Reducer("add"), 2),
+                {On2({x0}, {x1}, {r}, {r})}, /*bit_exact=*/false);
+}
+
+void AllGatherStartDone(Sweep& s, DType t) {
+  const std::string entry = R"(  x = $t[2] parameter(0)
+  started = ($t[2], $t[4]) all-gather-start(x), channel_id=1, replica_groups={{0,1}}, dimensions={0}
+  ROOT r = $t[4] all-gather-done(started)
+)";
+  const Array x[2] = {Sample(t, {2}), Sample(t, {2}, 1)};
+  const Array all = Moved(t, {4}, [&](const Index& i) { return x[i[0] / 2].at({i[0] % 2}); });
+  s.CheckTrials("all-gather-start", t, Module(entry, "", 2), {On2({x[0]}, {x[1]}, {all}, {all})});
+}
+
+void CollectivePermuteStartDone(Sweep& s, DType t) {
+  const std::string entry = R"(  x = $t[3] parameter(0)
+  started = ($t[3], $t[3], u32[], u32[]) collective-permute-start(x), channel_id=1, source_target_pairs={{0,1},{1,0}}
+  ROOT r = $t[3] collective-permute-done(started)
+)";
+  const Array x0 = Sample(t, {3}), x1 = Sample(t, {3}, 1);
+  s.CheckTrials("collective-permute-start", t, Module(entry, "", 2),
+                {On2({x0}, {x1}, {x1}, {x0})});
+}
+
 using Case = void (*)(Sweep&, DType);
 // clang-format off
 const std::map<Opcode, Case> kCases = {
@@ -1273,6 +1413,14 @@ const std::map<Opcode, Case> kCases = {
     {Opcode::kReplicaId, ReplicaId}, {Opcode::kAllReduce, AllReduce},
     {Opcode::kAllGather, AllGather}, {Opcode::kReduceScatter, ReduceScatter},
     {Opcode::kAllToAll, AllToAll}, {Opcode::kCollectivePermute, CollectivePermute},
+    {Opcode::kCholesky, Cholesky}, {Opcode::kTriangularSolve, TriangularSolve},
+    {Opcode::kBatchNormTraining, BatchNormTraining}, {Opcode::kBatchNormInference, BatchNormInference},
+    {Opcode::kBatchNormGrad, BatchNormGrad}, {Opcode::kMap, Map},
+    {Opcode::kCopyStart, CopyStartDone}, {Opcode::kCopyDone, CopyStartDone},
+    {Opcode::kAllReduceStart, AllReduceStartDone}, {Opcode::kAllReduceDone, AllReduceStartDone},
+    {Opcode::kAllGatherStart, AllGatherStartDone}, {Opcode::kAllGatherDone, AllGatherStartDone},
+    {Opcode::kCollectivePermuteStart, CollectivePermuteStartDone},
+    {Opcode::kCollectivePermuteDone, CollectivePermuteStartDone},
 };
 // clang-format on
 

@@ -23,6 +23,9 @@ namespace strata::hlo {
 class Builder {
  public:
   explicit Builder(std::string name);
+  // Adds instructions to `into`, an existing computation (Build is not
+  // called: the caller wires the new instructions in).
+  explicit Builder(Computation* into);
   Builder(const Builder&) = delete;
   Builder& operator=(const Builder&) = delete;
 
@@ -133,7 +136,8 @@ class Builder {
  private:
   Instruction* Make(Opcode op, Shape shape, std::vector<Instruction*> operands);
   Instruction* Finish(Instruction* instruction);
-  std::unique_ptr<Computation> computation_;
+  std::unique_ptr<Computation> owned_;
+  Computation* computation_;
 };
 
 // Instructions added without a name get a fresh one ("add.17"): from a

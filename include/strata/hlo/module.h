@@ -67,6 +67,13 @@ struct ConvolutionDims {
 // Groups of partition ids that exchange data in a collective (XLA's
 // replica_groups over global device ids: strata's SPMD programs run one
 // replica of N partitions). Empty means one group of every partition.
+// cholesky: lower; triangular-solve: all four (transpose_a is XLA's
+// TRANSPOSE, or ADJOINT, the same on real numbers).
+struct LinalgOptions {
+  bool lower = false, left_side = false, unit_diagonal = false, transpose_a = false;
+  bool operator==(const LinalgOptions&) const = default;
+};
+
 using ReplicaGroups = std::vector<std::vector<int64_t>>;
 using SourceTargetPairs = std::vector<std::pair<int64_t, int64_t>>;
 
@@ -98,6 +105,9 @@ struct Attributes {
   GatherDims gather;                // gather
   ScatterDims scatter;              // scatter
   Literal literal;                  // constant
+  LinalgOptions linalg;             // cholesky, triangular-solve
+  float epsilon = 0;                // batch-norm-*
+  int64_t feature_index = 0;        // batch-norm-*
   std::string rng_algorithm;        // rng-bit-generator ("rng_philox")
   std::string fusion_kind;          // fusion: XLA's kind; empty is kLoop
   // custom-call: the manual-sharding boundaries JAX's shard_map emits,
@@ -118,6 +128,7 @@ struct Attributes {
   // Called computations: reduce / reduce-window / scatter / all-reduce / reduce-scatter
   // to_apply = [0]; select-and-scatter select = [0], scatter = [1]; while
   // condition = [0], body = [1]; conditional: true_computation = [0], false_computation = [1]
+  // map to_apply = [0];
   // (a pred selector) or branch_computations (an s32 index); call = [0]; fusion = [0] (the fused
   // computation: the CPU runtime's FuseElementwise pass makes kLoop ones and runs them as one loop;
   // any other fusion runs as a call of it).

@@ -219,13 +219,28 @@ namespace strata::hlo {
   V(kAfterAll, "after-all", Other, AnyType, Control, HloOnly, None, Token) \
   V(kAddDependency, "add-dependency", Other, AnyType, Control, HloOnly, None, Storage) \
   V(kRngBitGenerator, "rng-bit-generator", Other, Real, Control, NoGradient, None, Rng) \
+  V(kCholesky, "cholesky", Other, Real, Linalg, HloOnly, None, Linalg) \
+  V(kTriangularSolve, "triangular-solve", Other, Real, Linalg, HloOnly, None, Linalg) \
+  /* XLA's ops that strata runs as others (src/hlo/expand_*.cc): */ \
+  V(kBatchNormTraining, "batch-norm-training", Other, Real, Expanded, HloOnly, None, Expanded) \
+  V(kBatchNormInference, "batch-norm-inference", Other, Real, Expanded, HloOnly, None, Expanded) \
+  V(kBatchNormGrad, "batch-norm-grad", Other, Real, Expanded, HloOnly, None, Expanded) \
+  V(kMap, "map", Other, Complex, Expanded, HloOnly, None, Expanded) \
+  V(kCopyStart, "copy-start", Other, Complex, Expanded, HloOnly, None, Expanded) \
+  V(kCopyDone, "copy-done", Other, Complex, Expanded, HloOnly, None, Expanded) \
   V(kPartitionId, "partition-id", Collective, Real, Collective, NoGradient, None, Collective) \
   V(kReplicaId, "replica-id", Collective, Real, Collective, NoGradient, None, Collective) \
   V(kAllReduce, "all-reduce", Collective, Complex, Collective, HloOnly, None, Collective) \
   V(kAllGather, "all-gather", Collective, Complex, Collective, HloOnly, None, Collective) \
   V(kReduceScatter, "reduce-scatter", Collective, Complex, Collective, HloOnly, None, Collective) \
   V(kAllToAll, "all-to-all", Collective, Complex, Collective, HloOnly, None, Collective) \
-  V(kCollectivePermute, "collective-permute", Collective, Complex, Collective, HloOnly, None, Collective)
+  V(kCollectivePermute, "collective-permute", Collective, Complex, Collective, HloOnly, None, Collective) \
+  V(kAllReduceStart, "all-reduce-start", Collective, Complex, Collective, HloOnly, None, Expanded) \
+  V(kAllReduceDone, "all-reduce-done", Collective, Complex, Collective, HloOnly, None, Expanded) \
+  V(kAllGatherStart, "all-gather-start", Collective, Complex, Collective, HloOnly, None, Expanded) \
+  V(kAllGatherDone, "all-gather-done", Collective, Complex, Collective, HloOnly, None, Expanded) \
+  V(kCollectivePermuteStart, "collective-permute-start", Collective, Complex, Collective, HloOnly, None, Expanded) \
+  V(kCollectivePermuteDone, "collective-permute-done", Collective, Complex, Collective, HloOnly, None, Expanded)
 // clang-format on
 
 enum class Opcode : uint8_t {
@@ -272,6 +287,8 @@ enum class ShapeRule : uint8_t {
   kIndexing,
   kControl,
   kCollective,
+  kLinalg,    // cholesky, triangular-solve (shape_linalg.cc)
+  kExpanded,  // XLA's ops strata runs as others (shape_expanded.cc)
 };
 ShapeRule ShapeRuleOf(Opcode op);
 
@@ -335,10 +352,13 @@ enum class Kernel : uint8_t {
   kStorage,  // none: the executor places it (a parameter, a view, a tuple)
   kLoop,     // none: the executor runs its body
   kInlined,  // none: the passes inline it before programs are built
+  kLinalg,
+  kExpanded,  // none: ExpandXlaOps (hlo/expand.h) rewrites it into other ops first
 };
 Kernel KernelOf(Opcode op);
 constexpr bool HasKernel(Kernel k) {
-  return k != Kernel::kStorage && k != Kernel::kLoop && k != Kernel::kInlined;
+  return k != Kernel::kStorage && k != Kernel::kLoop && k != Kernel::kInlined &&
+         k != Kernel::kExpanded;
 }
 
 // The api column of an elementwise row: the lazy op's and Python binding's

@@ -81,6 +81,8 @@ KernelInfo MakeGatherKernel(const hlo::Instruction& inst, ThreadPool& pool);
 KernelInfo MakeScatterKernel(const hlo::Instruction& inst, ThreadPool& pool,
                              ScalarFunction to_apply);
 KernelInfo MakeRngKernel(const hlo::Instruction& inst, ThreadPool& pool);
+// cholesky and triangular-solve (linalg.cc).
+KernelInfo MakeLinalgKernel(const hlo::Instruction& inst, ThreadPool& pool);
 // partition-id, replica-id and the collectives (collectives.cc): data goes
 // through the run's communicator.
 KernelInfo MakeCollectiveKernel(const hlo::Instruction& inst, ThreadPool& pool);

@@ -1,0 +1,405 @@
+// XLA's ops that strata runs as others (hlo/expand.h: batch norms, map,
+// asynchronous collectives, copy-start / copy-done) and its linear algebra
+// (cholesky, triangular-solve), each against an independent reference: plain
+// loops in double, finite differences, residuals of the solved system, and
+// values worked out by hand.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <random>
+
+#include "strata/compiler/compile.h"
+#include "strata/core/error.h"
+#include "strata/hlo/text.h"
+#include "strata/runtime/communicator.h"
+#include "test_util.h"
+
+namespace strata::runtime {
+namespace {
+
+using test::Arg;
+using ::testing::HasSubstr;
+
+constexpr const char* kAdd = R"(add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+)";
+
+std::vector<Buffer> RunHlo(const std::string& computations, const std::string& entry,
+                           const std::vector<Buffer>& args) {
+  return compiler::Compile(
+             *hlo::ParseModule("HloModule m\n" + computations + "ENTRY main {\n" + entry + "}\n"))
+      ->Run(args);
+}
+
+std::string ParseError(const std::string& computations, const std::string& entry) {
+  try {
+    auto m = hlo::ParseModule("HloModule m\n" + computations + "ENTRY main {\n" + entry + "}\n");
+    compiler::Compile(*m);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+std::vector<float> Random(int64_t n, uint32_t seed, float low = -1, float high = 1) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(low, high);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// ---- batch norm ------------------------------------------------------------------------------
+// x is [N, C, W] with the features at dimension 1.
+constexpr int64_t kN = 3, kC = 2, kW = 4;
+constexpr double kEps = 1e-3;
+
+int64_t At(int64_t n, int64_t c, int64_t w) { return (n * kC + c) * kW + w; }
+
+struct Normalized {
+  std::vector<double> out, mean, variance;
+};
+
+// Training-mode batch norm in double, by loops.
+Normalized TrainingReference(const std::vector<double>& x, const std::vector<double>& scale,
+                             const std::vector<double>& offset) {
+  Normalized r{std::vector<double>(x.size()), std::vector<double>(kC),
+               std::vector<double>(kC)};
+  for (int64_t c = 0; c < kC; ++c) {
+    double sum = 0, squares = 0;
+    for (int64_t n = 0; n < kN; ++n)
+      for (int64_t w = 0; w < kW; ++w) sum += x[At(n, c, w)];
+    r.mean[c] = sum / (kN * kW);
+    for (int64_t n = 0; n < kN; ++n)
+      for (int64_t w = 0; w < kW; ++w) squares += std::pow(x[At(n, c, w)] - r.mean[c], 2);
+    r.variance[c] = squares / (kN * kW);
+    for (int64_t n = 0; n < kN; ++n) {
+      for (int64_t w = 0; w < kW; ++w) {
+        r.out[At(n, c, w)] = (x[At(n, c, w)] - r.mean[c]) / std::sqrt(r.variance[c] + kEps) *
+                                 scale[c] +
+                             offset[c];
+      }
+    }
+  }
+  return r;
+}
+
+std::vector<double> Widen(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
+void ExpectNear(const std::vector<float>& got, const std::vector<double>& want, double tol,
+                const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_NEAR(got[i], want[i], tol * (1 + std::abs(want[i]))) << what << " [" << i << "]";
+  }
+}
+
+TEST(BatchNorm, TrainingNormalizesEachFeatureWithTheBatchsStatistics) {
+  const auto x = Random(kN * kC * kW, 1, -2, 3), scale = Random(kC, 2), offset = Random(kC, 3);
+  auto out = RunHlo("",
+                    R"(  x = f32[3,2,4] parameter(0)
+  scale = f32[2] parameter(1)
+  offset = f32[2] parameter(2)
+  ROOT bn = (f32[3,2,4], f32[2], f32[2]) batch-norm-training(x, scale, offset), epsilon=0.001, feature_index=1
+)",
+                    {Arg(x, {kN, kC, kW}), Arg(scale, {kC}), Arg(offset, {kC})});
+  const Normalized want = TrainingReference(Widen(x), Widen(scale), Widen(offset));
+  ExpectNear(test::ToHost<float>(out[0]), want.out, 1e-5, "output");
+  ExpectNear(test::ToHost<float>(out[1]), want.mean, 1e-6, "mean");
+  ExpectNear(test::ToHost<float>(out[2]), want.variance, 1e-6, "variance");
+}
+
+TEST(BatchNorm, InferenceNormalizesWithTheGivenStatistics) {
+  const auto x = Random(kN * kC * kW, 4), scale = Random(kC, 5), offset = Random(kC, 6);
+  const std::vector<float> mean = {0.25f, -0.5f}, variance = {2.0f, 0.5f};
+  auto out = RunHlo("",
+                    R"(  x = f32[3,2,4] parameter(0)
+  scale = f32[2] parameter(1)
+  offset = f32[2] parameter(2)
+  mean = f32[2] parameter(3)
+  variance = f32[2] parameter(4)
+  ROOT bn = f32[3,2,4] batch-norm-inference(x, scale, offset, mean, variance), epsilon=0.001, feature_index=1
+)",
+                    {Arg(x, {kN, kC, kW}), Arg(scale, {kC}), Arg(offset, {kC}),
+                     Arg(mean, {kC}), Arg(variance, {kC})});
+  std::vector<double> want(x.size());
+  for (int64_t n = 0; n < kN; ++n)
+    for (int64_t c = 0; c < kC; ++c)
+      for (int64_t w = 0; w < kW; ++w) {
+        want[At(n, c, w)] =
+            (x[At(n, c, w)] - mean[c]) / std::sqrt(variance[c] + kEps) * scale[c] + offset[c];
+      }
+  ExpectNear(test::ToHost<float>(out[0]), want, 1e-5, "output");
+}
+
+// batch-norm-grad is the gradient of training-mode batch norm: checked
+// against central differences of the double reference's sum(out * dy).
+TEST(BatchNorm, GradIsTheGradientOfTrainingByFiniteDifferences) {
+  const auto x = Random(kN * kC * kW, 7, -2, 3), scale = Random(kC, 8), offset = Random(kC, 9);
+  const auto dy = Random(kN * kC * kW, 10);
+  const Normalized stats = TrainingReference(Widen(x), Widen(scale), Widen(offset));
+  const std::vector<float> mean(stats.mean.begin(), stats.mean.end());
+  const std::vector<float> variance(stats.variance.begin(), stats.variance.end());
+  auto out = RunHlo("",
+                    R"(  x = f32[3,2,4] parameter(0)
+  scale = f32[2] parameter(1)
+  mean = f32[2] parameter(2)
+  variance = f32[2] parameter(3)
+  dy = f32[3,2,4] parameter(4)
+  ROOT g = (f32[3,2,4], f32[2], f32[2]) batch-norm-grad(x, scale, mean, variance, dy), epsilon=0.001, feature_index=1
+)",
+                    {Arg(x, {kN, kC, kW}), Arg(scale, {kC}), Arg(mean, {kC}),
+                     Arg(variance, {kC}), Arg(dy, {kN, kC, kW})});
+  auto loss = [&](std::vector<double> xs, std::vector<double> s, std::vector<double> o) {
+    const Normalized r = TrainingReference(xs, s, o);
+    double l = 0;
+    for (size_t i = 0; i < r.out.size(); ++i) l += r.out[i] * dy[i];
+    return l;
+  };
+  auto derivative = [&](int which, size_t i) {
+    std::vector<double> v[3] = {Widen(x), Widen(scale), Widen(offset)};
+    const double h = 1e-6;
+    v[which][i] += h;
+    const double up = loss(v[0], v[1], v[2]);
+    v[which][i] -= 2 * h;
+    return (up - loss(v[0], v[1], v[2])) / (2 * h);
+  };
+  const size_t sizes[3] = {x.size(), scale.size(), offset.size()};
+  const char* names[3] = {"grad_operand", "grad_scale", "grad_offset"};
+  for (int which = 0; which < 3; ++which) {
+    std::vector<double> want(sizes[which]);
+    for (size_t i = 0; i < want.size(); ++i) want[i] = derivative(which, i);
+    ExpectNear(test::ToHost<float>(out[which]), want, 1e-4, names[which]);
+  }
+}
+
+TEST(BatchNorm, AFeatureIndexOutOfRangeOrAWrongVectorIsAnError) {
+  EXPECT_THAT(ParseError("", R"(  x = f32[3,2] parameter(0)
+  v = f32[2] parameter(1)
+  ROOT bn = (f32[3,2], f32[2], f32[2]) batch-norm-training(x, v, v), epsilon=0.001, feature_index=2
+)"),
+              HasSubstr("feature_index 2 is out of range"));
+  EXPECT_THAT(ParseError("", R"(  x = f32[3,2] parameter(0)
+  v = f32[3] parameter(1)
+  ROOT bn = (f32[3,2], f32[2], f32[2]) batch-norm-training(x, v, v), epsilon=0.001, feature_index=1
+)"),
+              HasSubstr("must be f32[2] (the operand's features), got f32[3]"));
+}
+
+// ---- map -------------------------------------------------------------------------------------
+TEST(Map, AppliesItsScalarFunctionToEveryElement) {
+  const std::string f = R"(f {
+  a = f32[] parameter(0)
+  b = s32[] parameter(1)
+  bf = f32[] convert(b)
+  m = f32[] maximum(a, bf)
+  two = f32[] constant(2)
+  ROOT r = f32[] multiply(m, two)
+}
+)";
+  const std::vector<float> x = {-1, 5, 2.5f, 0, 7, -3};
+  const std::vector<int32_t> y = {0, 1, 3, -2, 9, -4};
+  auto out = RunHlo(f, R"(  x = f32[2,3] parameter(0)
+  y = s32[2,3] parameter(1)
+  ROOT m = f32[2,3] map(x, y), dimensions={0,1}, to_apply=f
+)",
+                    {Arg(x, {2, 3}), Arg(y, {2, 3})});
+  std::vector<float> want;
+  for (size_t i = 0; i < x.size(); ++i) want.push_back(2 * std::max(x[i], float(y[i])));
+  EXPECT_EQ(test::ToHost<float>(out[0]), want);
+}
+
+TEST(Map, AFunctionThatIsNotElementwiseOrAWrongSignatureIsAnError) {
+  const std::string f = R"(g {
+  a = f32[] parameter(0)
+  ROOT r = f32[1] reshape(a)
+}
+)";
+  EXPECT_THAT(ParseError(f, "  x = f32[3] parameter(0)\n  ROOT m = f32[3] map(x), to_apply=g\n"),
+              HasSubstr("must return a scalar"));
+  const std::string h = R"(h {
+  a = f32[] parameter(0)
+  t = (f32[]) tuple(a)
+  ROOT r = f32[] get-tuple-element(t), index=0
+}
+)";
+  EXPECT_THAT(ParseError(h, "  x = f32[3] parameter(0)\n  ROOT m = f32[3] map(x), to_apply=h\n"),
+              HasSubstr("is not elementwise"));
+  EXPECT_THAT(ParseError(kAdd, R"(  x = f32[3] parameter(0)
+  y = f32[2] parameter(1)
+  ROOT m = f32[3] map(x, y), dimensions={0}, to_apply=add
+)"),
+              HasSubstr("every operand must have operand 0's"));
+}
+
+// ---- asynchronous collectives and copies ----------------------------------------------------
+TEST(AsyncCollectives, StartAndDoneGiveTheCollectivesValuesOnEachPartition) {
+  const std::string text = std::string("HloModule m, num_partitions=2\n") + kAdd + R"(
+ENTRY main {
+  x = f32[2] parameter(0)
+  ars = f32[2] all-reduce-start(x), channel_id=1, replica_groups={{0,1}}, to_apply=add
+  ard = f32[2] all-reduce-done(ars)
+  ags = (f32[2], f32[4]) all-gather-start(x), channel_id=2, replica_groups={{0,1}}, dimensions={0}
+  agd = f32[4] all-gather-done(ags)
+  cps = (f32[2], f32[2], u32[], u32[]) collective-permute-start(x), channel_id=3, source_target_pairs={{0,1},{1,0}}
+  cpd = f32[2] collective-permute-done(cps)
+  cs = (f32[2], f32[2], u32[]) copy-start(x)
+  cd = f32[2] copy-done(cs)
+  ROOT out = (f32[2], f32[4], f32[2], f32[2]) tuple(ard, agd, cpd, cd)
+}
+)";
+  Client client(2, 1);
+  compiler::CompileOptions options;
+  options.client = &client;
+  auto exe = compiler::Compile(*hlo::ParseModule(text), options);
+  const std::vector<std::vector<float>> xs = {{1, 2}, {10, 20}};
+  std::vector<std::vector<Buffer>> args(2);
+  for (int p = 0; p < 2; ++p) args[p] = {Buffer::FromVector<float>(xs[p], {2}, client.device(p))};
+  auto comm = MakeInProcessCommunicator(2);
+  auto out = exe->RunPartitioned(args, {client.device(0), client.device(1)}, *comm);
+  for (int p = 0; p < 2; ++p) {
+    SCOPED_TRACE(p);
+    EXPECT_EQ(out[p][0].ToVector<float>(), (std::vector<float>{11, 22}));
+    EXPECT_EQ(out[p][1].ToVector<float>(), (std::vector<float>{1, 2, 10, 20}));
+    EXPECT_EQ(out[p][2].ToVector<float>(), xs[1 - p]);
+    EXPECT_EQ(out[p][3].ToVector<float>(), xs[p]);
+  }
+}
+
+TEST(AsyncCollectives, ADoneOfSomethingElseIsAnError) {
+  EXPECT_THAT(ParseError("", "  x = f32[2] parameter(0)\n  ROOT d = f32[2] all-gather-done(x)\n"),
+              HasSubstr("expects its -start's tuple"));
+}
+
+// ---- cholesky --------------------------------------------------------------------------------
+// n x n symmetric positive-definite matrices m m^T + n I, a batch of `batch`.
+std::vector<double> PositiveDefinite(int64_t batch, int64_t n, uint32_t seed) {
+  const auto m = Random(batch * n * n, seed);
+  std::vector<double> a(batch * n * n);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double s = i == j ? n : 0;
+        for (int64_t k = 0; k < n; ++k) s += m[(b * n + i) * n + k] * m[(b * n + j) * n + k];
+        a[(b * n + i) * n + j] = s;
+      }
+  return a;
+}
+
+template <typename T>
+void CheckCholesky(const char* type, bool lower) {
+  SCOPED_TRACE(std::string(type) + (lower ? " lower" : " upper"));
+  constexpr int64_t kBatch = 3, kSize = 5;
+  const std::vector<double> a = PositiveDefinite(kBatch, kSize, 11);
+  const std::vector<T> given(a.begin(), a.end());
+  auto out = RunHlo("", fmt::format("  a = {0}[3,5,5] parameter(0)\n"
+                                    "  ROOT l = {0}[3,5,5] cholesky(a), lower={1}\n",
+                                    type, lower ? "true" : "false"),
+                    {Arg(given, {kBatch, kSize, kSize})});
+  const std::vector<T> l = test::ToHost<T>(out[0]);
+  const double tol = sizeof(T) == 4 ? 1e-5 : 1e-12;
+  for (int64_t b = 0; b < kBatch; ++b) {
+    auto f = [&](int64_t i, int64_t j) { return double(l[(b * kSize + i) * kSize + j]); };
+    for (int64_t i = 0; i < kSize; ++i) {
+      for (int64_t j = 0; j < kSize; ++j) {
+        const bool other_triangle = lower ? j > i : j < i;
+        if (other_triangle) EXPECT_EQ(f(i, j), 0) << b << " " << i << " " << j;
+        // l l^T (or u^T u) gives a back.
+        double s = 0;
+        for (int64_t k = 0; k < kSize; ++k) s += lower ? f(i, k) * f(j, k) : f(k, i) * f(k, j);
+        const double want = a[(b * kSize + i) * kSize + j];
+        EXPECT_NEAR(s, want, tol * std::abs(want) + tol) << b << " " << i << " " << j;
+      }
+      EXPECT_GT(f(i, i), 0);
+    }
+  }
+}
+
+TEST(Cholesky, FactorsGiveTheMatrixBackInEveryTypeAndTriangle) {
+  CheckCholesky<float>("f32", true);
+  CheckCholesky<float>("f32", false);
+  CheckCholesky<double>("f64", true);
+  CheckCholesky<double>("f64", false);
+}
+
+TEST(Cholesky, AMatrixThatIsNotPositiveDefiniteGivesNaNsAndOthersInTheBatchAreUnharmed) {
+  // [[1, 2], [2, 1]] has eigenvalues 3 and -1; [[4, 2], [2, 2]] = l l^T with l = [[2, 0], [1, 1]].
+  auto out = RunHlo("", "  a = f32[2,2,2] parameter(0)\n  ROOT l = f32[2,2,2] cholesky(a), lower=true\n",
+                    {Arg(std::vector<float>{1, 2, 2, 1, 4, 2, 2, 2}, {2, 2, 2})});
+  const auto l = test::ToHost<float>(out[0]);
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(std::isnan(l[i])) << i;
+  EXPECT_EQ(std::vector<float>(l.begin() + 4, l.end()), (std::vector<float>{2, 0, 1, 1}));
+}
+
+// ---- triangular-solve ------------------------------------------------------------------------
+TEST(TriangularSolve, EveryCombinationOfOptionsSolvesItsSystem) {
+  constexpr int64_t kBatch = 2, kM = 4, kK = 3;
+  std::vector<float> a = Random(kBatch * kM * kM, 21);
+  for (int64_t b = 0; b < kBatch; ++b)
+    for (int64_t i = 0; i < kM; ++i) a[(b * kM + i) * kM + i] += 3;  // well conditioned
+  const std::vector<float> rhs = Random(kBatch * kM * kK, 22);
+  for (bool left : {true, false}) {
+    for (bool lower : {true, false}) {
+      for (bool unit : {true, false}) {
+        for (bool transpose : {true, false}) {
+          SCOPED_TRACE(fmt::format("left={} lower={} unit={} transpose={}", left, lower, unit,
+                                   transpose));
+          const std::string b_dims = left ? "2,4,3" : "2,3,4";
+          auto out = RunHlo(
+              "",
+              fmt::format("  a = f32[2,4,4] parameter(0)\n  b = f32[{}] parameter(1)\n"
+                          "  ROOT x = f32[{}] triangular-solve(a, b), left_side={}, lower={}, "
+                          "unit_diagonal={}, transpose_a={}\n",
+                          b_dims, b_dims, left, lower, unit,
+                          transpose ? "TRANSPOSE" : "NO_TRANSPOSE"),
+              {Arg(a, {kBatch, kM, kM}), Arg(rhs, left ? std::vector<int64_t>{kBatch, kM, kK}
+                                                       : std::vector<int64_t>{kBatch, kK, kM})});
+          const auto x = test::ToHost<float>(out[0]);
+          for (int64_t b = 0; b < kBatch; ++b) {
+            // op(a) as the solve reads it: one triangle, maybe a unit diagonal, maybe transposed.
+            auto t = [&](int64_t i, int64_t j) -> double {
+              const int64_t r = transpose ? j : i, c = transpose ? i : j;
+              if (r == c && unit) return 1;
+              if (lower ? c > r : c < r) return 0;
+              return a[(b * kM + r) * kM + c];
+            };
+            for (int64_t p = 0; p < (left ? kM : kK); ++p) {
+              for (int64_t q = 0; q < (left ? kK : kM); ++q) {
+                double s = 0;  // (op(a) x)[p][q], or (x op(a))[p][q]
+                for (int64_t k = 0; k < kM; ++k) {
+                  s += left ? t(p, k) * x[(b * kM + k) * kK + q] : x[(b * kK + p) * kM + k] * t(k, q);
+                }
+                const double want = rhs[b * kM * kK + p * (left ? kK : kM) + q];
+                EXPECT_NEAR(s, want, 1e-5) << b << " " << p << " " << q;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(TriangularSolve, MismatchedShapesAreErrorsNamingWhatWasExpected) {
+  EXPECT_THAT(ParseError("", R"(  a = f32[3,4] parameter(0)
+  ROOT l = f32[3,4] cholesky(a), lower=true
+)"),
+              HasSubstr("must be square matrices [..., m, m], got f32[3,4]"));
+  EXPECT_THAT(ParseError("", R"(  a = f32[4,4] parameter(0)
+  b = f32[3,4] parameter(1)
+  ROOT x = f32[3,4] triangular-solve(a, b), left_side=true, lower=true, transpose_a=NO_TRANSPOSE
+)"),
+              HasSubstr("b's second-to-last dimension must be a's 4, got 3"));
+  EXPECT_THAT(ParseError("", R"(  a = s32[2,2] parameter(0)
+  ROOT l = s32[2,2] cholesky(a)
+)"),
+              HasSubstr("must be f32 or f64"));
+}
+
+}  // namespace
+}  // namespace strata::runtime
