@@ -22,7 +22,6 @@ CASES = [(c, v) for c in INDEX["cases"] for v in ("hlo", "opt.hlo")]
 # listed here that starts to pass fails the test, so the list stays true.
 KNOWN = {
     ("take_along", "hlo"): "unknown attribute 'operand_batching_dims'",  # gather's batch dims
-    ("top_k", "opt.hlo"): "custom-call target 'TopK' is not supported",
 }
 
 

@@ -4,15 +4,23 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <unordered_set>
 
 #include "strata/core/error.h"
 #include "strata/hlo/builder.h"
+#include "strata/hlo/library_calls.h"
 
 namespace strata::hlo {
 namespace {
 
-bool Expanded(Opcode op) { return KernelOf(op) == Kernel::kExpanded; }
+bool Expanded(const Instruction& inst) {
+  if (inst.opcode() == Opcode::kCustomCall) {
+    auto call = LibraryCallOf(inst.custom_call_target);
+    return call && !IsKernelLibraryCall(*call);
+  }
+  return KernelOf(inst.opcode()) == Kernel::kExpanded;
+}
 
 // Builds the replacement of one instruction inside its computation.
 class Expansion {
@@ -27,6 +35,16 @@ class Expansion {
   Instruction* BatchNormInference();
   Instruction* BatchNormGrad();
   Instruction* Map();
+  Instruction* Library(LibraryCall call);
+  Instruction* NextAfter(Instruction* x, Instruction* toward);
+  Instruction* MatrixDiagonal();
+  Instruction* Einsum();
+
+  // Scalars of the operand's type broadcast to its dims, and a few ops on them.
+  Instruction* Const(double value) { return Splat(value); }
+  Instruction* Un(Opcode op, Instruction* x) { return b_.Unary(op, x); }
+  Instruction* Bin(Opcode op, Instruction* a, Instruction* b) { return b_.Binary(op, a, b); }
+  Instruction* Cmp(Instruction* a, Instruction* b, Comparison c) { return b_.Compare(a, b, c); }
 
   Instruction* operand(int64_t i) const { return inst_.operand(i); }
   const Shape& x_shape() const { return operand(0)->shape(); }
@@ -39,6 +57,8 @@ class Expansion {
   Instruction* AlongFeatures(Instruction* v) {
     return b_.Broadcast(v, x_shape().dims(), {inst_.feature_index});
   }
+  // A new (a, b) -> a + b computation of type t.
+  Computation* Adder(DType t);
   // Sum over every dimension but the feature one: [C].
   Instruction* SumOverFeatures(Instruction* x);
   // The number of elements per feature, as a [C] vector.
@@ -61,13 +81,15 @@ class Expansion {
   Computation* add_ = nullptr;
 };
 
+Computation* Expansion::Adder(DType t) {
+  std::string name = inst_.name() + ".add";
+  while (module_.FindComputation(name)) name += "_";
+  return module_.AddComputationBefore(MakeScalarBinaryComputation(name, Opcode::kAdd, t),
+                                      &computation_);
+}
+
 Instruction* Expansion::SumOverFeatures(Instruction* x) {
-  if (!add_) {
-    std::string name = inst_.name() + ".add";
-    while (module_.FindComputation(name)) name += "_";
-    add_ = module_.AddComputationBefore(MakeScalarBinaryComputation(name, Opcode::kAdd, dtype()),
-                                        &computation_);
-  }
+  if (!add_) add_ = Adder(dtype());
   std::vector<int64_t> dims;
   for (int64_t d = 0; d < x->shape().rank(); ++d) {
     if (d != inst_.feature_index) dims.push_back(d);
@@ -147,7 +169,161 @@ Instruction* Expansion::Map() {
   return made.at(f.root());
 }
 
+// The elementwise math of XLA's client library, in forms that keep
+// precision at the ends of each domain (where the textbook formula
+// overflows or cancels).
+Instruction* Expansion::Library(LibraryCall call) {
+  Instruction* x = operand(0);
+  const double big = dtype() == DType::kF64 ? 1e150 : dtype() == DType::kF32 ? 1e18 : 1e2;
+  auto sqrt = [&](Instruction* v) { return Un(Opcode::kSqrt, v); };
+  // (1 - x)(1 + x): 1 - x is exact near 1, where 1 - x^2 cancels.
+  auto one_minus_square = [&] {
+    return b_.Multiply(b_.Subtract(Const(1), x), b_.Add(Const(1), x));
+  };
+  switch (call) {
+    case LibraryCall::kAtan:
+      return Bin(Opcode::kAtan2, x, Const(1));
+    case LibraryCall::kAsin:  // 2 atan2(x, 1 + sqrt(1 - x^2))
+      return b_.Multiply(
+          Const(2), Bin(Opcode::kAtan2, x, b_.Add(Const(1), sqrt(one_minus_square()))));
+    case LibraryCall::kAcos:  // 2 atan2(sqrt(1 - x^2), 1 + x), and pi at -1
+      return b_.Select(
+          Cmp(x, Const(-1), Comparison::kNe),
+          b_.Multiply(Const(2), Bin(Opcode::kAtan2, sqrt(one_minus_square()), b_.Add(Const(1), x))),
+          Const(3.14159265358979323846));
+    case LibraryCall::kCosh: {  // h h / 2 + 1 / (2 h h), h = e^(|x| / 2): finite up to the max
+      Instruction* h = Un(Opcode::kExp, b_.Multiply(Un(Opcode::kAbs, x), Const(0.5)));
+      return b_.Add(b_.Multiply(b_.Multiply(h, Const(0.5)), h),
+                    b_.Divide(Const(0.5), b_.Multiply(h, h)));
+    }
+    case LibraryCall::kAsinh: {  // sign(x) asinh(|x|)
+      Instruction* a = Un(Opcode::kAbs, x);
+      Instruction* a2 = b_.Multiply(a, a);
+      Instruction* moderate = Un(
+          Opcode::kLog1p,
+          b_.Add(a, b_.Divide(a2, b_.Add(Const(1), sqrt(b_.Add(Const(1), a2))))));
+      Instruction* large = b_.Add(Un(Opcode::kLog, a), Const(0.69314718055994530942));
+      Instruction* magnitude = b_.Select(Cmp(a, Const(big), Comparison::kGt), large, moderate);
+      return b_.Multiply(Un(Opcode::kSign, x), magnitude);
+    }
+    case LibraryCall::kAcosh: {  // log1p(y + sqrt(y (y + 2))), y = x - 1; NaN below 1
+      Instruction* y = b_.Subtract(x, Const(1));
+      Instruction* moderate =
+          Un(Opcode::kLog1p, b_.Add(y, sqrt(b_.Multiply(y, b_.Add(y, Const(2))))));
+      Instruction* large = b_.Add(Un(Opcode::kLog, x), Const(0.69314718055994530942));
+      Instruction* value = b_.Select(Cmp(x, Const(big), Comparison::kGt), large, moderate);
+      return b_.Select(Cmp(x, Const(1), Comparison::kLt),
+                       Const(std::numeric_limits<double>::quiet_NaN()), value);
+    }
+    case LibraryCall::kNextAfter:
+      return NextAfter(x, operand(1));
+    case LibraryCall::kMatrixDiagonal:
+      return MatrixDiagonal();
+    case LibraryCall::kEinsum:
+      return Einsum();
+    default:
+      Fail("[expand] {} runs as a kernel, not rewritten", inst_.custom_call_target);
+  }
+}
+
+// The float after x in the direction of `toward` (C's nextafter): x's bits
+// as an integer of its width, one step up or down.
+Instruction* Expansion::NextAfter(Instruction* x, Instruction* toward) {
+  const int64_t width = DTypeSize(dtype());
+  const DType bits = width == 8 ? DType::kS64 : width == 4 ? DType::kS32 : DType::kS16;
+  const std::vector<int64_t>& dims = x_shape().dims();
+  auto integer = [&](int64_t v) {
+    return b_.Broadcast(b_.Constant(Literal::IntegerOf(bits, v)), dims, {});
+  };
+  Instruction* xi = b_.BitcastConvert(x, bits);
+  Instruction* ti = b_.BitcastConvert(toward, bits);
+  // Away from zero (a larger magnitude) when x < toward and x > 0, or both false.
+  Instruction* away = Cmp(Cmp(x, toward, Comparison::kLt), Cmp(x, Const(0), Comparison::kGt),
+                          Comparison::kEq);
+  Instruction* stepped = b_.Add(xi, b_.Select(away, integer(1), integer(-1)));
+  // From zero: the smallest subnormal with toward's sign.
+  Instruction* sign = Bin(Opcode::kAnd, ti, integer(std::numeric_limits<int64_t>::min() >>
+                                                    (64 - 8 * width)));
+  Instruction* from_zero = Bin(Opcode::kOr, sign, integer(1));
+  Instruction* moved = b_.BitcastConvert(
+      b_.Select(Cmp(x, Const(0), Comparison::kEq), from_zero, stepped), dtype());
+  Instruction* result = b_.Select(Cmp(x, toward, Comparison::kEq), toward, moved);
+  Instruction* nan = Bin(Opcode::kOr, Cmp(x, x, Comparison::kNe), Cmp(toward, toward, Comparison::kNe));
+  return b_.Select(nan, Const(std::numeric_limits<double>::quiet_NaN()), result);
+}
+
+// The main diagonal of each matrix [..., m, n]: the leading k x k block
+// (k = min(m, n)), its off-diagonal elements replaced by zeros, summed
+// along its rows.
+Instruction* Expansion::MatrixDiagonal() {
+  const Shape& x = x_shape();
+  const int64_t r = x.rank(), k = std::min(x.dim(r - 2), x.dim(r - 1));
+  std::vector<int64_t> starts(r, 0), limits = x.dims();
+  limits[r - 2] = limits[r - 1] = k;
+  Instruction* block = b_.Slice(operand(0), starts, limits);
+  const Shape square(DType::kS32, limits);
+  Instruction* on_diagonal =
+      Cmp(b_.Iota(square, r - 2), b_.Iota(square, r - 1), Comparison::kEq);
+  Instruction* zeros = b_.Broadcast(b_.Constant(Literal::ScalarOf(dtype(), 0)), limits, {});
+  Instruction* kept = b_.Select(on_diagonal, block, zeros);
+  return b_.Reduce(kept, b_.Constant(Literal::ScalarOf(dtype(), 0)), {r - 1}, Adder(dtype()));
+}
+
+// a and b's dims labelled by the config: labels in both and in the result
+// are batch dims, in both but not the result contracted, in one only and
+// not the result summed first; the dot's result [batch, a's, b's] is then
+// transposed to the result's order.
+Instruction* Expansion::Einsum() {
+  const EinsumSpec spec = ParseEinsumConfig(inst_.backend_config);
+  auto in = [](const std::string& s, char c) { return s.find(c) != std::string::npos; };
+  // Sums the dims of `x` whose labels are in neither the other operand nor the result.
+  auto reduce_alone = [&](Instruction* x, std::string labels, const std::string& other) {
+    std::vector<int64_t> dims;
+    std::string kept;
+    for (size_t d = 0; d < labels.size(); ++d) {
+      if (in(other, labels[d]) || in(spec.out, labels[d])) {
+        kept += labels[d];
+      } else {
+        dims.push_back(static_cast<int64_t>(d));
+      }
+    }
+    if (dims.empty()) return std::pair{x, labels};
+    const DType t = x->shape().dtype();
+    return std::pair{b_.Reduce(x, b_.Constant(Literal::ScalarOf(t, 0)), dims, Adder(t)), kept};
+  };
+  auto [a, a_labels] = reduce_alone(operand(0), spec.a, spec.b);
+  auto [b, b_labels] = reduce_alone(operand(1), spec.b, spec.a);
+  DotDims dims;
+  std::string order;  // the dot result's labels
+  for (size_t d = 0; d < a_labels.size(); ++d) {
+    const char c = a_labels[d];
+    if (!in(b_labels, c)) continue;
+    const int64_t bd = static_cast<int64_t>(b_labels.find(c));
+    if (in(spec.out, c)) {
+      dims.lhs_batch.push_back(static_cast<int64_t>(d));
+      dims.rhs_batch.push_back(bd);
+      order += c;
+    } else {
+      dims.lhs_contracting.push_back(static_cast<int64_t>(d));
+      dims.rhs_contracting.push_back(bd);
+    }
+  }
+  for (char c : a_labels) {
+    if (!in(b_labels, c)) order += c;
+  }
+  for (char c : b_labels) {
+    if (!in(a_labels, c)) order += c;
+  }
+  Instruction* product = b_.Dot(a, b, dims);
+  std::vector<int64_t> permutation;
+  for (char c : spec.out) permutation.push_back(static_cast<int64_t>(order.find(c)));
+  return b_.Transpose(product, permutation);
+}
+
 Instruction* Expansion::Run() {
+  if (inst_.opcode() == Opcode::kCustomCall) {
+    return Library(*LibraryCallOf(inst_.custom_call_target));
+  }
   switch (inst_.opcode()) {
     case Opcode::kBatchNormTraining:
       return BatchNormTraining();
@@ -211,7 +387,7 @@ void NameAdded(Computation& c, size_t first, const std::string& base,
 bool HasOpsToExpand(const Module& module) {
   for (const auto& c : module.computations()) {
     for (const auto& inst : c->instructions()) {
-      if (Expanded(inst->opcode())) return true;
+      if (Expanded(*inst)) return true;
     }
   }
   return false;
@@ -226,7 +402,7 @@ bool ExpandXlaOps(Module& module) {
     std::unordered_set<std::string> names;
     for (const auto& inst : c->instructions()) {
       names.insert(inst->name());
-      if (Expanded(inst->opcode())) found.push_back(inst.get());
+      if (Expanded(*inst)) found.push_back(inst.get());
     }
     if (found.empty()) continue;
     for (Instruction* inst : found) {  // operands come first: a -done sees its -start replaced

@@ -472,7 +472,21 @@ void Parser::ParseInstruction(PendingComputation& pc) {
     transpose->dimensions = across_layouts->from_memory_order;
     inst = std::move(transpose);
   }
-  if (custom_call) {
+  if (custom_call && call.target == "TopK") {
+    // XLA:CPU's top-k: (values, s32 positions) of the k largest along the
+    // last dimension, k the result's last dimension.
+    if (pending.operands.size() != 1 || !shape.is_tuple() || shape.tuple_size() != 2 ||
+        !shape.tuple_shape(0).is_array() || shape.tuple_shape(0).rank() == 0) {
+      FailAt(opcode_token, "custom-call target 'TopK' takes one operand and gives (values, "
+                           "positions) of rank 1 or more, found {} operand(s) giving {}",
+             pending.operands.size(), shape.ToString());
+    }
+    auto top = std::make_unique<Instruction>(Opcode::kTopK, shape, std::vector<Instruction*>{});
+    top->set_name(std::string(name));
+    top->k = shape.tuple_shape(0).dims().back();
+    top->largest = true;
+    inst = std::move(top);
+  } else if (custom_call) {
     CheckCustomCall(call, pending.operands, opcode_token);
     if (call.target != "Sharding") {  // a manual-sharding boundary or fused attention
       auto op =
@@ -480,7 +494,9 @@ void Parser::ParseInstruction(PendingComputation& pc) {
       op->set_name(std::string(name));
       op->sharding = std::move(inst->sharding);
       op->custom_call_target = call.target;
-      if (IsAttentionTarget(call.target)) op->backend_config = call.backend_config;
+      if (IsAttentionTarget(call.target) || LibraryCallOf(call.target)) {
+        op->backend_config = call.backend_config;
+      }
       inst = std::move(op);
     }
   }
@@ -610,15 +626,24 @@ void Parser::CheckCustomCall(const CustomCallText& call, const std::vector<Opera
     }
     return;
   }
+  if (auto library = LibraryCallOf(target)) {
+    const size_t expected = LibraryCallOperands(*library);
+    if (operands.size() != expected) {
+      FailAt(at, "custom-call target '{}' takes {} operand(s), found {}", target, expected,
+             operands.size());
+    }
+    return;
+  }
   if (target != "Sharding" && target != "SPMDFullToShardShape" &&
       target != "SPMDShardToFullShape") {
     FailAt(at,
            "custom-call target '{}' is not supported: strata runs the targets JAX's sharding "
            "emits: \"Sharding\" (an annotation, read as a copy with its sharding), "
            "\"SPMDFullToShardShape\" and \"SPMDShardToFullShape\" (a manual region's "
-           "boundaries), and its own fused attention (\"strata.attention\", "
-           "\"strata.attention_grad\"); library calls are not implemented",
-           target);
+           "boundaries), its own fused attention (\"strata.attention\", "
+           "\"strata.attention_grad\"), XLA:CPU's \"TopK\" and XLA's client-library calls "
+           "({}); other library calls are not implemented",
+           target, LibraryCallTargets());
   }
   if (operands.size() != 1) {
     FailAt(at, "custom-call target '{}' takes one operand, found {}", target, operands.size());

@@ -19,6 +19,7 @@
 #include "strata/core/error.h"
 #include "strata/hlo/attention.h"
 #include "strata/hlo/convolution.h"
+#include "strata/hlo/library_calls.h"
 #include "strata/hlo/shape_inference.h"
 #include "strata/hlo/sharding.h"
 #include "strata/hlo/text.h"

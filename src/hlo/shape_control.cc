@@ -5,6 +5,7 @@
 #include <set>
 
 #include "shape_rules.h"
+#include "strata/hlo/library_calls.h"
 #include "strata/hlo/attention.h"
 
 namespace strata::hlo::shape_rules {
@@ -101,6 +102,9 @@ Shape ControlShape(const View& inst) {
       return result;
     }
     case Opcode::kCustomCall: {
+      if (auto call = LibraryCallOf(inst.attrs.custom_call_target)) {
+        return LibraryCallShape(inst, *call);
+      }
       if (IsAttentionTarget(inst.attrs.custom_call_target)) {
         return AttentionResultShape(inst.attrs.custom_call_target,
                                     ParseAttentionConfig(inst.attrs.backend_config), inst.operands);

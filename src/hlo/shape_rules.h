@@ -15,6 +15,10 @@
 #include "strata/hlo/module.h"
 #include "strata/hlo/shape_inference.h"
 
+namespace strata::hlo {
+enum class LibraryCall : uint8_t;
+}
+
 namespace strata::hlo::shape_rules {
 
 // What the rules read: opcode, operand shapes, attributes, declared shape.
@@ -76,5 +80,6 @@ Shape SortShape(const View& inst);         // shape_sort.cc
 Shape TopKShape(const View& inst);         // shape_sort.cc
 Shape LinalgShape(const View& inst);       // shape_linalg.cc
 Shape ExpandedShape(const View& inst);     // shape_expanded.cc
+Shape LibraryCallShape(const View& inst, LibraryCall call);  // shape_library.cc
 
 }  // namespace strata::hlo::shape_rules

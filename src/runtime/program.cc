@@ -1,6 +1,7 @@
 #include "program.h"
 
 #include "strata/hlo/attention.h"
+#include "strata/hlo/library_calls.h"
 #include "strata/runtime/profile.h"
 #include "strata/runtime/trace.h"
 
@@ -123,6 +124,7 @@ KernelInfo MakeKernel(const Instruction& inst, ThreadPool& pool,
       return MakeFusionKernel(inst, pool);
     case hlo::Kernel::kCustomCall:
       if (hlo::IsAttentionTarget(inst.custom_call_target)) return MakeAttentionKernel(inst, pool);
+      if (hlo::LibraryCallOf(inst.custom_call_target)) return MakeLibraryCallKernel(inst, pool);
       // A manual region's boundary in a program that was not partitioned:
       // the identity where the region spans one device, else meaningless.
       if (inst.shape() != inst.operand(0)->shape()) {

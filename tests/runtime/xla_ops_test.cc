@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "strata/compiler/compile.h"
@@ -20,6 +21,7 @@ namespace strata::runtime {
 namespace {
 
 using test::Arg;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 constexpr const char* kAdd = R"(add {
@@ -399,6 +401,239 @@ TEST(TriangularSolve, MismatchedShapesAreErrorsNamingWhatWasExpected) {
   ROOT l = s32[2,2] cholesky(a)
 )"),
               HasSubstr("must be f32 or f64"));
+}
+
+// ---- XLA's client-library custom calls --------------------------------------------------------
+std::string Call(const std::string& target, const std::string& type, int64_t n, int operands,
+                 const std::string& config = "") {
+  std::string text, names;
+  for (int i = 0; i < operands; ++i) {
+    text += fmt::format("  p{} = {}[{}] parameter({})\n", i, type, n, i);
+    names += fmt::format("{}p{}", i ? ", " : "", i);
+  }
+  return text + fmt::format("  ROOT r = {}[{}] custom-call({}), custom_call_target=\"{}\"{}\n",
+                            type, n, names, target,
+                            config.empty() ? "" : ", backend_config=\"" + config + "\"");
+}
+
+template <typename T>
+std::vector<T> RunCall(const std::string& target, const std::vector<std::vector<T>>& args) {
+  std::vector<Buffer> buffers;
+  const int64_t n = static_cast<int64_t>(args[0].size());
+  for (const auto& a : args) buffers.push_back(Arg(a, {n}));
+  const std::string type = sizeof(T) == 8 ? "f64" : "f32";
+  return test::ToHost<T>(
+      RunHlo("", Call(target, type, n, static_cast<int>(args.size())), buffers)[0]);
+}
+
+TEST(LibraryCalls, ElementwiseMathMatchesTheCLibraryAcrossEachDomain) {
+  const std::vector<double> unit = {-1, -0.999, -0.5, -1e-8, 0, 1e-8, 0.3, 0.999, 1, 1.5, NAN};
+  const std::vector<double> wide = {-1e200, -1e30, -700, -20, -1, -1e-10, 0,   1e-10,
+                                    0.5,    1,     1.001, 3, 20,  700, 1e30, 1e200, NAN};
+  struct Case {
+    const char* target;
+    double (*reference)(double);
+    const std::vector<double>* inputs;
+  };
+  const Case cases[] = {
+      {"xla_builder.math.Acos", [](double x) { return std::acos(x); }, &unit},
+      {"xla_builder.math.Asin", [](double x) { return std::asin(x); }, &unit},
+      {"xla_builder.math.Atan", [](double x) { return std::atan(x); }, &wide},
+      {"xla_builder.math.Asinh", [](double x) { return std::asinh(x); }, &wide},
+      {"xla_builder.math.Acosh", [](double x) { return std::acosh(x); }, &wide},
+      {"xla_builder.math.Cosh", [](double x) { return std::cosh(x); }, &wide},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.target);
+    const std::vector<double> got = RunCall<double>(c.target, {*c.inputs});
+    for (size_t i = 0; i < got.size(); ++i) {
+      const double want = c.reference((*c.inputs)[i]);
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(got[i])) << (*c.inputs)[i] << " gave " << got[i];
+      } else if (std::isinf(want)) {
+        EXPECT_EQ(got[i], want) << (*c.inputs)[i];
+      } else {
+        EXPECT_NEAR(got[i], want, 4e-15 * std::abs(want) + 1e-300) << (*c.inputs)[i];
+      }
+    }
+    // f32: the same within its precision (values that fit in it).
+    std::vector<float> narrow;
+    for (double v : *c.inputs) {
+      if (!(std::abs(v) > 1e35)) narrow.push_back(static_cast<float>(v));
+    }
+    const std::vector<float> got32 = RunCall<float>(c.target, {narrow});
+    for (size_t i = 0; i < narrow.size(); ++i) {
+      const double want = c.reference(narrow[i]);
+      if (std::isnan(want) || std::isinf(static_cast<float>(want))) {
+        EXPECT_EQ(std::isnan(got32[i]), std::isnan(want)) << narrow[i];
+      } else {
+        EXPECT_NEAR(got32[i], want, 2e-6 * std::abs(want) + 1e-37) << narrow[i];
+      }
+    }
+  }
+}
+
+TEST(LibraryCalls, NextAfterStepsOneUlpTowardItsSecondOperand) {
+  const float denormal = std::numeric_limits<float>::denorm_min();
+  const std::vector<float> x = {1, 1, -1, 0, 0, -0.0f, 2, NAN, 1, 3.4028235e38f, -denormal};
+  const std::vector<float> y = {2, 0, -2, 1, -1, 0.0f, 2, 1, NAN, INFINITY, 0};
+  const std::vector<float> got = RunCall<float>("xla_builder.math.NextAfter", {x, y});
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float want = std::nextafter(x[i], y[i]);
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(got[i])) << i;
+    } else {
+      EXPECT_EQ(got[i], want) << x[i] << " toward " << y[i];
+      EXPECT_EQ(std::signbit(got[i]), std::signbit(want)) << x[i] << " toward " << y[i];
+    }
+  }
+  const std::vector<double> xd = {1, -1e300, 0};
+  const std::vector<double> yd = {0, -INFINITY, -1};
+  const std::vector<double> gotd = RunCall<double>("xla_builder.math.NextAfter", {xd, yd});
+  for (size_t i = 0; i < xd.size(); ++i) EXPECT_EQ(gotd[i], std::nextafter(xd[i], yd[i])) << i;
+}
+
+TEST(LibraryCalls, PolygammaGivesKnownValues) {
+  const double pi = 3.14159265358979323846, catalan = 0.91596559417721901505;
+  const std::vector<double> n = {0, 1, 2, 3, 1, 0, 1.5, -1, 4};
+  const std::vector<double> x = {1, 1, 1, 0.5, 0.25, 0.5, 1, 1, 10};
+  // psi(1) = -gamma, psi'(1) = pi^2 / 6, psi''(1) = -2 zeta(3), psi'''(1/2) = pi^4,
+  // psi'(1/4) = pi^2 + 8 G, psi(1/2) = -gamma - 2 ln 2, and psi''''(10) =
+  // -24 sum_{k>=10} 1/k^5 (summed here, its tail past 10^6 below 1e-24).
+  double tail = 0;
+  for (int k = 1000000; k >= 10; --k) tail += 1.0 / std::pow(double(k), 5);
+  const std::vector<double> want = {-0.57721566490153286,
+                                    pi * pi / 6,
+                                    -2.4041138063191886,
+                                    std::pow(pi, 4),
+                                    pi * pi + 8 * catalan,
+                                    -0.57721566490153286 - 2 * std::log(2.0),
+                                    NAN,
+                                    NAN,
+                                    -24 * tail};
+  const std::vector<double> got = RunCall<double>("xla_builder.math.Polygamma", {n, x});
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (std::isnan(want[i])) {
+      EXPECT_TRUE(std::isnan(got[i])) << i;
+    } else {
+      EXPECT_NEAR(got[i], want[i], 1e-12 * std::abs(want[i])) << "n=" << n[i] << " x=" << x[i];
+    }
+  }
+}
+
+TEST(LibraryCalls, RegularizedIncompleteBetaMatchesClosedForms) {
+  std::vector<double> a, b, x, want;
+  for (double v : {0.05, 0.3, 0.5, 0.77, 0.99}) {
+    a.insert(a.end(), {1, 2.5, 1, 2, 3.5});
+    b.insert(b.end(), {1, 1, 4.2, 2, 3.5});
+    x.insert(x.end(), {v, v, v, v, 0.5});
+    want.insert(want.end(), {v, std::pow(v, 2.5), 1 - std::pow(1 - v, 4.2),
+                             3 * v * v - 2 * v * v * v, 0.5});
+  }
+  a.insert(a.end(), {-1, 1, 2});
+  b.insert(b.end(), {1, 1, 0});
+  x.insert(x.end(), {0.5, 1.5, 0.5});
+  want.insert(want.end(), {NAN, NAN, NAN});
+  const std::vector<double> got =
+      RunCall<double>("xla_builder.math.RegularizedIncompleteBeta", {a, b, x});
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (std::isnan(want[i])) {
+      EXPECT_TRUE(std::isnan(got[i])) << i;
+    } else {
+      EXPECT_NEAR(got[i], want[i], 1e-13) << "a=" << a[i] << " b=" << b[i] << " x=" << x[i];
+    }
+  }
+}
+
+// P(a, x) by Simpson's rule on its integral, in u = sqrt(t) so that the
+// integrand 2 u^(2a-1) e^(-u^2) is smooth at 0 for a >= 1.
+double LowerGammaBySimpson(double a, double x) {
+  const int n = 20000;
+  const double h = std::sqrt(x) / n;
+  auto f = [&](double u) { return 2 * std::pow(u, 2 * a - 1) * std::exp(-u * u); };
+  double s = f(0) + f(std::sqrt(x));
+  for (int i = 1; i < n; ++i) s += (i % 2 ? 4 : 2) * f(i * h);
+  return s * h / 3 / std::tgamma(a);
+}
+
+TEST(LibraryCalls, IncompleteGammaGradientsMatchFiniteDifferencesOfItsIntegral) {
+  std::vector<double> a, x;
+  for (double av : {1.5, 2.0, 3.7}) {
+    for (double xv : {0.5, 2.0, 6.0}) {
+      a.push_back(av);
+      x.push_back(xv);
+    }
+  }
+  const auto grad_a = RunCall<double>("xla_builder.math.IgammaGradA", {a, x});
+  const auto sample_grad = RunCall<double>("xla_builder.math.RandomGammaGrad", {a, x});
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double h = 1e-4;
+    const double dp_da =
+        (LowerGammaBySimpson(a[i] + h, x[i]) - LowerGammaBySimpson(a[i] - h, x[i])) / (2 * h);
+    const double density = std::pow(x[i], a[i] - 1) * std::exp(-x[i]) / std::tgamma(a[i]);
+    EXPECT_NEAR(grad_a[i], dp_da, 1e-7) << "a=" << a[i] << " x=" << x[i];
+    EXPECT_NEAR(sample_grad[i], -dp_da / density, 1e-6 * (1 + std::abs(dp_da / density)))
+        << "a=" << a[i] << " x=" << x[i];
+  }
+}
+
+TEST(LibraryCalls, MatrixDiagonalAndEinsumMatchLoops) {
+  const auto x = Random(2 * 3 * 4, 31);
+  auto diagonal = RunHlo("", R"(  x = f32[2,3,4] parameter(0)
+  ROOT d = f32[2,3] custom-call(x), custom_call_target="xla_builder.matrix.GetMatrixDiagonalViaGather"
+)",
+                         {Arg(x, {2, 3, 4})});
+  std::vector<float> want;
+  for (int b = 0; b < 2; ++b)
+    for (int i = 0; i < 3; ++i) want.push_back(x[(b * 3 + i) * 4 + i]);
+  EXPECT_EQ(test::ToHost<float>(diagonal[0]), want);
+
+  // A batched matrix product with the batch dim last in the result.
+  const auto a = Random(2 * 3 * 4, 32), c = Random(2 * 4 * 5, 33);
+  auto product = RunHlo("", R"(  a = f32[2,3,4] parameter(0)
+  c = f32[2,4,5] parameter(1)
+  ROOT p = f32[3,5,2] custom-call(a, c), custom_call_target="xla_builder.matrix.Einsum", backend_config="bij,bjk->ikb"
+)",
+                        {Arg(a, {2, 3, 4}), Arg(c, {2, 4, 5})});
+  const auto got = test::ToHost<float>(product[0]);
+  for (int b = 0; b < 2; ++b)
+    for (int i = 0; i < 3; ++i)
+      for (int k = 0; k < 5; ++k) {
+        double s = 0;
+        for (int j = 0; j < 4; ++j) s += double(a[(b * 3 + i) * 4 + j]) * c[(b * 4 + j) * 5 + k];
+        EXPECT_NEAR(got[(i * 5 + k) * 2 + b], s, 1e-5) << b << i << k;
+      }
+  // Dims in one operand only and not in the result are summed first.
+  auto summed = RunHlo("", R"(  a = f32[2,3] parameter(0)
+  v = f32[4] parameter(1)
+  ROOT p = f32[4] custom-call(a, v), custom_call_target="xla_builder.matrix.Einsum", backend_config="ij,k->k"
+)",
+                       {Arg(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3}),
+                        Arg(std::vector<float>{1, -1, 0.5f, 2}, {4})});
+  EXPECT_EQ(test::ToHost<float>(summed[0]), (std::vector<float>{21, -21, 10.5f, 42}));
+}
+
+TEST(LibraryCalls, XlaCpusTopKCallIsTopK) {
+  auto out = RunHlo("", R"(  x = f32[2,5] parameter(0)
+  ROOT t = (f32[2,2], s32[2,2]) custom-call(x), custom_call_target="TopK", largest=true
+)",
+                    {Arg(std::vector<float>{3, 9, 1, 9, 4, -1, -5, 0, 7, 2}, {2, 5})});
+  EXPECT_EQ(test::ToHost<float>(out[0]), (std::vector<float>{9, 9, 7, 2}));
+  EXPECT_EQ(test::ToHost<int32_t>(out[1]), (std::vector<int32_t>{1, 3, 3, 4}));
+}
+
+TEST(LibraryCalls, WrongOperandsAConfigOrAnUnknownTargetAreErrorsNamingThem) {
+  EXPECT_THAT(ParseError("", Call("xla_builder.math.Polygamma", "f32", 3, 1)),
+              HasSubstr("takes 2 operand(s), found 1"));
+  EXPECT_THAT(ParseError("", Call("xla_builder.math.Polygamma", "s32", 3, 2)),
+              HasSubstr("takes f32 or f64"));
+  EXPECT_THAT(ParseError("", Call("xla_builder.matrix.Einsum", "f32", 3, 2, "i,i")),
+              HasSubstr("expected \"<a>,<b>-><result>\""));
+  EXPECT_THAT(ParseError("", Call("xla_builder.matrix.Einsum", "f32", 3, 2, "i,j->k")),
+              HasSubstr("result dimension 'k' is in neither operand"));
+  EXPECT_THAT(ParseError("", Call("xla_builder.tridiagonal.TridiagonalSolver", "f32", 3, 2)),
+              AllOf(HasSubstr("'xla_builder.tridiagonal.TridiagonalSolver' is not supported"),
+                    HasSubstr("xla_builder.math.{Acos")));
 }
 
 }  // namespace

@@ -83,6 +83,8 @@ KernelInfo MakeScatterKernel(const hlo::Instruction& inst, ThreadPool& pool,
 KernelInfo MakeRngKernel(const hlo::Instruction& inst, ThreadPool& pool);
 // cholesky and triangular-solve (linalg.cc).
 KernelInfo MakeLinalgKernel(const hlo::Instruction& inst, ThreadPool& pool);
+// The special functions of XLA's client library (special_functions.cc).
+KernelInfo MakeLibraryCallKernel(const hlo::Instruction& inst, ThreadPool& pool);
 // partition-id, replica-id and the collectives (collectives.cc): data goes
 // through the run's communicator.
 KernelInfo MakeCollectiveKernel(const hlo::Instruction& inst, ThreadPool& pool);
