@@ -20,9 +20,7 @@ CASES = [(c, v) for c in INDEX["cases"] for v in ("hlo", "opt.hlo")]
 
 # What strata cannot run yet, each a clear error from the parser; a case
 # listed here that starts to pass fails the test, so the list stays true.
-KNOWN = {
-    ("take_along", "hlo"): "unknown attribute 'operand_batching_dims'",  # gather's batch dims
-}
+KNOWN = {}
 
 
 def load(path):

@@ -19,6 +19,8 @@ bool Expanded(const Instruction& inst) {
     auto call = LibraryCallOf(inst.custom_call_target);
     return call && !IsKernelLibraryCall(*call);
   }
+  if (inst.opcode() == Opcode::kGather) return !inst.gather.operand_batching_dims.empty();
+  if (inst.opcode() == Opcode::kScatter) return !inst.scatter.input_batching_dims.empty();
   return KernelOf(inst.opcode()) == Kernel::kExpanded;
 }
 
@@ -39,6 +41,7 @@ class Expansion {
   Instruction* NextAfter(Instruction* x, Instruction* toward);
   Instruction* MatrixDiagonal();
   Instruction* Einsum();
+  Instruction* WithoutBatchingDims();
 
   // Scalars of the operand's type broadcast to its dims, and a few ops on them.
   Instruction* Const(double value) { return Splat(value); }
@@ -320,7 +323,61 @@ Instruction* Expansion::Einsum() {
   return b_.Transpose(product, permutation);
 }
 
+// A gather (scatter) with batching dims as one without: each batching pair
+// becomes one more index component, the position along the indices' batch
+// dim (an iota), mapped to the operand's dim, which is then collapsed
+// (inserted) like any indexed dim of slice size 1.
+Instruction* Expansion::WithoutBatchingDims() {
+  const bool gather = inst_.opcode() == Opcode::kGather;
+  Instruction* indices = operand(1);
+  int64_t vector_dim = gather ? inst_.gather.index_vector_dim : inst_.scatter.index_vector_dim;
+  const std::vector<int64_t>& operand_dims =
+      gather ? inst_.gather.operand_batching_dims : inst_.scatter.input_batching_dims;
+  const std::vector<int64_t>& index_dims = gather ? inst_.gather.start_indices_batching_dims
+                                                  : inst_.scatter.scatter_indices_batching_dims;
+  std::vector<int64_t> dims = indices->shape().dims();
+  if (vector_dim == static_cast<int64_t>(dims.size())) {  // an implicit vector of one
+    dims.push_back(1);
+    indices = b_.Reshape(indices, dims);
+  }
+  std::vector<int64_t> position_dims = dims;
+  position_dims[vector_dim] = 1;
+  std::vector<Instruction*> parts = {indices};
+  for (int64_t d : index_dims) {
+    parts.push_back(b_.Iota(Shape(indices->shape().dtype(), position_dims), d));
+  }
+  Instruction* widened = b_.Concatenate(parts, vector_dim);
+  auto with_batch = [&](std::vector<int64_t> dims_list, bool sorted) {
+    dims_list.insert(dims_list.end(), operand_dims.begin(), operand_dims.end());
+    if (sorted) std::sort(dims_list.begin(), dims_list.end());
+    return dims_list;
+  };
+  std::vector<Instruction*> operands = inst_.operands();
+  operands[1] = widened;
+  auto plain = std::make_unique<Instruction>(inst_.opcode(), inst_.shape(), operands);
+  static_cast<Attributes&>(*plain) = inst_.attributes();
+  if (gather) {
+    GatherDims& g = plain->gather;
+    g.collapsed_slice_dims = with_batch(g.collapsed_slice_dims, true);
+    g.start_index_map = with_batch(g.start_index_map, false);
+    g.index_vector_dim = vector_dim;
+    g.operand_batching_dims.clear();
+    g.start_indices_batching_dims.clear();
+  } else {
+    ScatterDims& s = plain->scatter;
+    s.inserted_window_dims = with_batch(s.inserted_window_dims, true);
+    s.scatter_dims_to_operand_dims = with_batch(s.scatter_dims_to_operand_dims, false);
+    s.index_vector_dim = vector_dim;
+    s.input_batching_dims.clear();
+    s.scatter_indices_batching_dims.clear();
+  }
+  return b_.Add(std::move(plain));
+}
+
 Instruction* Expansion::Run() {
+  if (inst_.opcode() == Opcode::kGather || inst_.opcode() == Opcode::kScatter) {
+    return WithoutBatchingDims();
+  }
   if (inst_.opcode() == Opcode::kCustomCall) {
     return Library(*LibraryCallOf(inst_.custom_call_target));
   }

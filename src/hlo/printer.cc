@@ -108,12 +108,20 @@ std::string AttributesText(const Instruction& inst) {
       add("start_index_map", Braced(inst.gather.start_index_map));
       add("index_vector_dim", fmt::format("{}", inst.gather.index_vector_dim));
       add("slice_sizes", Braced(inst.gather.slice_sizes));
+      if (!inst.gather.operand_batching_dims.empty()) {
+        add("operand_batching_dims", Braced(inst.gather.operand_batching_dims));
+        add("start_indices_batching_dims", Braced(inst.gather.start_indices_batching_dims));
+      }
       break;
     case Opcode::kScatter:
       add("update_window_dims", Braced(inst.scatter.update_window_dims));
       add("inserted_window_dims", Braced(inst.scatter.inserted_window_dims));
       add("scatter_dims_to_operand_dims", Braced(inst.scatter.scatter_dims_to_operand_dims));
       add("index_vector_dim", fmt::format("{}", inst.scatter.index_vector_dim));
+      if (!inst.scatter.input_batching_dims.empty()) {
+        add("input_batching_dims", Braced(inst.scatter.input_batching_dims));
+        add("scatter_indices_batching_dims", Braced(inst.scatter.scatter_indices_batching_dims));
+      }
       add("to_apply", inst.called.at(0)->name());
       break;
     case Opcode::kGetTupleElement:

@@ -26,6 +26,36 @@ std::vector<int64_t> IndexBatchDims(const View& inst, const Shape& indices,
   return batch;
 }
 
+// Batch dims: operand (or input) dim a[i] pairs with indices dim b[i]; the
+// two have one size, the indices dim is not index_vector_dim, and the
+// operand dim is neither collapsed (inserted) nor indexed.
+void CheckBatchingDims(const View& inst, const Shape& operand, const Shape& indices,
+                       int64_t index_vector_dim, const std::vector<int64_t>& a,
+                       const std::vector<int64_t>& b, const std::vector<int64_t>& windowless,
+                       const std::vector<int64_t>& indexed) {
+  if (a.size() != b.size()) {
+    Reject(inst, "{} operand batching dims but {} indices batching dims", a.size(), b.size());
+  }
+  CheckDimensions(inst, a, operand.rank(), "operand batching dimension");
+  CheckDimensions(inst, b, indices.rank(), "indices batching dimension");
+  CheckSorted(inst, a, "operand batching dims");
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (b[i] == index_vector_dim) {
+      Reject(inst, "indices batching dimension {} is the index vector dimension", b[i]);
+    }
+    if (operand.dim(a[i]) != indices.dim(b[i])) {
+      Reject(inst, "batching dims {} (size {}) and {} (size {}) differ", a[i], operand.dim(a[i]),
+             b[i], indices.dim(b[i]));
+    }
+    for (const std::vector<int64_t>* other : {&windowless, &indexed}) {
+      if (std::find(other->begin(), other->end(), a[i]) != other->end()) {
+        Reject(inst, "operand batching dimension {} is also {}", a[i],
+               other == &indexed ? "indexed" : "collapsed or inserted");
+      }
+    }
+  }
+}
+
 Shape InferGather(const View& inst) {
   ExpectOperands(inst, 2);
   const Shape& operand = ArrayOperand(inst, 0);
@@ -51,18 +81,26 @@ Shape InferGather(const View& inst) {
   CheckDimensions(inst, g.collapsed_slice_dims, operand.rank(), "collapsed_slice_dims dimension");
   CheckSorted(inst, g.collapsed_slice_dims, "collapsed_slice_dims");
   CheckSorted(inst, g.offset_dims, "offset_dims");
-  for (int64_t c : g.collapsed_slice_dims) {
-    if (g.slice_sizes[c] > 1) Reject(inst, "collapsed dimension {} must have slice size <= 1", c);
+  CheckBatchingDims(inst, operand, indices, g.index_vector_dim, g.operand_batching_dims,
+                    g.start_indices_batching_dims, g.collapsed_slice_dims, g.start_index_map);
+  std::vector<int64_t> windowless = g.collapsed_slice_dims;  // dims with no offset dim
+  windowless.insert(windowless.end(), g.operand_batching_dims.begin(),
+                    g.operand_batching_dims.end());
+  for (int64_t c : windowless) {
+    if (g.slice_sizes[c] > 1) {
+      Reject(inst, "collapsed or batching dimension {} must have slice size <= 1", c);
+    }
   }
   std::vector<int64_t> window;
   for (int64_t i = 0; i < operand.rank(); ++i) {
-    if (std::find(g.collapsed_slice_dims.begin(), g.collapsed_slice_dims.end(), i) ==
-        g.collapsed_slice_dims.end()) {
+    if (std::find(windowless.begin(), windowless.end(), i) == windowless.end()) {
       window.push_back(g.slice_sizes[i]);
     }
   }
   if (window.size() != g.offset_dims.size()) {
-    Reject(inst, "offset_dims has {} entries, expected {} (operand rank minus collapsed dims)",
+    Reject(inst,
+           "offset_dims has {} entries, expected {} (operand rank minus collapsed and batching "
+           "dims)",
            g.offset_dims.size(), window.size());
   }
   int64_t out_rank = static_cast<int64_t>(batch.size() + window.size());
@@ -92,11 +130,17 @@ Shape InferScatter(const View& inst) {
   CheckSorted(inst, s.inserted_window_dims, "inserted_window_dims");
   CheckDimensions(inst, s.update_window_dims, updates.rank(), "update window dimension");
   CheckDimensions(inst, s.inserted_window_dims, operand.rank(), "inserted window dimension");
-  if (static_cast<int64_t>(s.update_window_dims.size() + s.inserted_window_dims.size()) !=
-      operand.rank()) {
+  CheckBatchingDims(inst, operand, indices, s.index_vector_dim, s.input_batching_dims,
+                    s.scatter_indices_batching_dims, s.inserted_window_dims,
+                    s.scatter_dims_to_operand_dims);
+  std::vector<int64_t> windowless = s.inserted_window_dims;  // operand dims with no window dim
+  windowless.insert(windowless.end(), s.input_batching_dims.begin(), s.input_batching_dims.end());
+  if (static_cast<int64_t>(s.update_window_dims.size() + windowless.size()) != operand.rank()) {
     Reject(inst,
-           "update_window_dims ({}) plus inserted_window_dims ({}) must equal operand rank {}",
-           s.update_window_dims.size(), s.inserted_window_dims.size(), operand.rank());
+           "update_window_dims ({}) plus inserted_window_dims ({}) and input_batching_dims ({}) "
+           "must equal operand rank {}",
+           s.update_window_dims.size(), s.inserted_window_dims.size(),
+           s.input_batching_dims.size(), operand.rank());
   }
   if (static_cast<int64_t>(s.scatter_dims_to_operand_dims.size()) != index_size) {
     Reject(inst, "scatter_dims_to_operand_dims has {} entries, index vector has {}",
@@ -115,8 +159,7 @@ Shape InferScatter(const View& inst) {
       // Window dims map, in order, to operand dims that are not inserted.
       int64_t od = 0, seen = -1;
       for (; od < operand.rank(); ++od) {
-        bool inserted = std::find(s.inserted_window_dims.begin(), s.inserted_window_dims.end(),
-                                  od) != s.inserted_window_dims.end();
+        bool inserted = std::find(windowless.begin(), windowless.end(), od) != windowless.end();
         if (!inserted && ++seen == static_cast<int64_t>(wi)) break;
       }
       ++wi;

@@ -37,7 +37,9 @@ void AddAttributes(HashBuilder& h, const hlo::Attributes& a) {
        {&a.dot.lhs_batch, &a.dot.rhs_batch, &a.dot.lhs_contracting, &a.dot.rhs_contracting,
         &a.gather.offset_dims, &a.gather.collapsed_slice_dims, &a.gather.start_index_map,
         &a.gather.slice_sizes, &a.scatter.update_window_dims, &a.scatter.inserted_window_dims,
-        &a.scatter.scatter_dims_to_operand_dims}) {
+        &a.scatter.scatter_dims_to_operand_dims, &a.gather.operand_batching_dims,
+        &a.gather.start_indices_batching_dims, &a.scatter.input_batching_dims,
+        &a.scatter.scatter_indices_batching_dims}) {
     h.AddSpan(std::span<const int64_t>(*v));
   }
   h.Add(a.gather.index_vector_dim).Add(a.scatter.index_vector_dim);

@@ -636,5 +636,40 @@ TEST(LibraryCalls, WrongOperandsAConfigOrAnUnknownTargetAreErrorsNamingThem) {
                     HasSubstr("xla_builder.math.{Acos")));
 }
 
+// ---- gather and scatter with batching dims (what JAX emits for take_along_axis) ----------------
+// out[b][j] = x[b][idx[b][j]]: operand dim 0 is indexed by the indices' dim 0.
+TEST(BatchingDims, GatherAndScatterPairAnOperandDimWithAnIndicesDim) {
+  const std::vector<float> x = {10, 11, 12, 20, 21, 22};
+  const std::vector<int32_t> idx = {2, 0, 1, 1};
+  auto out = RunHlo(kAdd, R"(  x = f32[2,3] parameter(0)
+  i = s32[2,2,1] parameter(1)
+  ROOT g = f32[2,2] gather(x, i), offset_dims={}, collapsed_slice_dims={1}, start_index_map={1}, operand_batching_dims={0}, start_indices_batching_dims={0}, index_vector_dim=2, slice_sizes={1,1}
+)",
+                    {Arg(x, {2, 3}), Arg(idx, {2, 2, 1})});
+  std::vector<float> want;
+  for (int b = 0; b < 2; ++b)
+    for (int j = 0; j < 2; ++j) want.push_back(x[b * 3 + idx[b * 2 + j]]);
+  EXPECT_EQ(test::ToHost<float>(out[0]), want);
+
+  // The same indices with the vector dim implicit, scattering (adding) u back.
+  const std::vector<float> u = {1, 2, 3, 4};
+  out = RunHlo(kAdd, R"(  x = f32[2,3] parameter(0)
+  i = s32[2,2] parameter(1)
+  u = f32[2,2] parameter(2)
+  ROOT s = f32[2,3] scatter(x, i, u), update_window_dims={}, inserted_window_dims={1}, scatter_dims_to_operand_dims={1}, input_batching_dims={0}, scatter_indices_batching_dims={0}, index_vector_dim=2, to_apply=add
+)",
+               {Arg(x, {2, 3}), Arg(idx, {2, 2}), Arg(u, {2, 2})});
+  std::vector<float> scattered = x;
+  for (int b = 0; b < 2; ++b)
+    for (int j = 0; j < 2; ++j) scattered[b * 3 + idx[b * 2 + j]] += u[b * 2 + j];
+  EXPECT_EQ(test::ToHost<float>(out[0]), scattered);
+
+  EXPECT_THAT(ParseError("", R"(  x = f32[2,3] parameter(0)
+  i = s32[3,2,1] parameter(1)
+  ROOT g = f32[3,2] gather(x, i), offset_dims={}, collapsed_slice_dims={1}, start_index_map={1}, operand_batching_dims={0}, start_indices_batching_dims={0}, index_vector_dim=2, slice_sizes={1,1}
+)"),
+              HasSubstr("batching dims 0 (size 2) and 0 (size 3) differ"));
+}
+
 }  // namespace
 }  // namespace strata::runtime

@@ -33,11 +33,17 @@ struct GatherDims {
   std::vector<int64_t> offset_dims, collapsed_slice_dims, start_index_map;
   int64_t index_vector_dim = 0;
   std::vector<int64_t> slice_sizes;
+  // XLA's batch dims: operand dim operand_batching_dims[i] is indexed by the
+  // position along start_indices_batching_dims[i] (hlo::ExpandXlaOps adds
+  // that position to the indices, so gathers that reach the runtime have none).
+  std::vector<int64_t> operand_batching_dims = {}, start_indices_batching_dims = {};
   bool operator==(const GatherDims&) const = default;
 };
 struct ScatterDims {
   std::vector<int64_t> update_window_dims, inserted_window_dims, scatter_dims_to_operand_dims;
   int64_t index_vector_dim = 0;
+  // As gather's batch dims.
+  std::vector<int64_t> input_batching_dims = {}, scatter_indices_batching_dims = {};
   bool operator==(const ScatterDims&) const = default;
 };
 
