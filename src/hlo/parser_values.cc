@@ -194,8 +194,9 @@ ComparisonType Parser::ParseComparisonType() {
 
 std::string Parser::ParseRngAlgorithm() {
   Token t = Take();
-  if (!t.IsName("rng_philox") && !t.IsName("rng_default")) {
-    FailAt(t, "expected rng algorithm rng_philox or rng_default, found {}", Describe(t));
+  if (!t.IsName("rng_philox") && !t.IsName("rng_default") && !t.IsName("rng_three_fry")) {
+    FailAt(t, "expected rng algorithm rng_philox, rng_three_fry or rng_default, found {}",
+           Describe(t));
   }
   return std::string(t.text);
 }

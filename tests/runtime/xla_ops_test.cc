@@ -671,5 +671,54 @@ TEST(BatchingDims, GatherAndScatterPairAnOperandDimWithAnIndicesDim) {
               HasSubstr("batching dims 0 (size 2) and 0 (size 3) differ"));
 }
 
+// ---- rng-bit-generator with three-fry --------------------------------------------------------
+std::vector<Buffer> ThreeFry(const std::string& bits, uint64_t key, uint64_t counter) {
+  return RunHlo("", fmt::format("  k = u64[2] parameter(0)\n  ROOT r = (u64[2], {}) "
+                                "rng-bit-generator(k), algorithm=rng_three_fry\n",
+                                bits),
+                {Arg(std::vector<uint64_t>{key, counter}, {2})});
+}
+
+// Random123's known answers for Threefry-2x32-20 (key, counter -> two words),
+// one counter drawn as a u64, low word first.
+TEST(ThreeFry, GivesThreefry2x32KnownAnswers) {
+  struct Answer {
+    uint64_t key, counter, bits;
+  };
+  const Answer answers[] = {
+      {0, 0, 0x99ba4efe6b200159ull},
+      {~0ull, ~0ull, 0xbb002be71cb996fcull},
+      {0x0370734413198a2eull, 0x85a308d3243f6a88ull, 0x483df7a0c4923a9cull},
+  };
+  for (const Answer& a : answers) {
+    auto out = ThreeFry("u64[]", a.key, a.counter);
+    EXPECT_EQ(test::ToHost<uint64_t>(out[1]), (std::vector<uint64_t>{a.bits}));
+    EXPECT_EQ(test::ToHost<uint64_t>(out[0]), (std::vector<uint64_t>{a.key, a.counter + 1}));
+  }
+}
+
+// XLA:CPU's bits for one state (jaxlib 0.10.2): a u32 result is split in
+// halves along its first even dimension (else its largest).
+TEST(ThreeFry, LaysOutBitsAsXlaDoes) {
+  const uint64_t key = 0x0123456789abcdefull, counter = 0xfedcba9876543210ull;
+  auto odd = ThreeFry("u32[5]", key, counter);
+  EXPECT_EQ(test::ToHost<uint32_t>(odd[1]),
+            (std::vector<uint32_t>{0xaed4a37f, 0x1130d111, 0xc3cc4d02, 0x798e402e, 0xaee5264e}));
+  EXPECT_EQ(test::ToHost<uint64_t>(odd[0])[1], counter + 3);
+  auto even = ThreeFry("u32[2,3]", key, counter);
+  EXPECT_EQ(test::ToHost<uint32_t>(even[1]), (std::vector<uint32_t>{0xaed4a37f, 0xc3cc4d02,
+                                                                     0xaee5264e, 0x1130d111,
+                                                                     0x798e402e, 0xb089da7a}));
+  auto square = ThreeFry("u32[3,3]", key, counter);
+  EXPECT_EQ(test::ToHost<uint32_t>(square[1]),
+            (std::vector<uint32_t>{0xaed4a37f, 0xc3cc4d02, 0xaee5264e, 0x1130d111, 0x798e402e,
+                                   0xb089da7a, 0x49b105a8, 0xe8e52210, 0xf0a39a78}));
+  EXPECT_EQ(test::ToHost<uint64_t>(square[0])[1], counter + 6);
+  auto wide = ThreeFry("u64[4]", key, counter);
+  EXPECT_EQ(test::ToHost<uint64_t>(wide[1]),
+            (std::vector<uint64_t>{0x1130d111aed4a37full, 0x798e402ec3cc4d02ull,
+                                   0xb089da7aaee5264eull, 0xaf0a8d9949b105a8ull}));
+}
+
 }  // namespace
 }  // namespace strata::runtime
