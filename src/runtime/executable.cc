@@ -23,6 +23,13 @@ Executable::Executable(std::unique_ptr<hlo::Module> module, std::unique_ptr<Prog
     for (const Shape& leaf : p->shape().Leaves()) parameter_shapes_.push_back(leaf);
   }
   result_shapes_ = module_->entry()->root()->shape().Leaves();
+  for (const auto& c : module_->computations()) {
+    for (const auto& inst : c->instructions()) {
+      has_collectives_ = has_collectives_ || (hlo::IsCollective(inst->opcode()) &&
+                                              inst->opcode() != hlo::Opcode::kPartitionId &&
+                                              inst->opcode() != hlo::Opcode::kReplicaId);
+    }
+  }
   stats_.temp_bytes = program_->arena_bytes();
   for (const Shape& s : result_shapes_) stats_.output_bytes += s.byte_size();
   stats_.planned_peak_bytes = stats_.temp_bytes + stats_.output_bytes;
@@ -41,6 +48,10 @@ void Executable::CheckSinglePartition() const {
 std::vector<Buffer> Executable::Run(const std::vector<Buffer>& arguments, const Device* device,
                                     const std::vector<bool>& donated) const {
   CheckSinglePartition();
+  if (has_collectives_) {  // each group is this one partition
+    auto alone = MakeInProcessCommunicator(1);
+    return RunWith(arguments, device, donated, RunContext{0, 1, alone.get()});
+  }
   return RunWith(arguments, device, donated, RunContext{});
 }
 

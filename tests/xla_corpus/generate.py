@@ -1,6 +1,10 @@
 """Writes the XLA corpus: JAX functions lowered to HLO text (unoptimized, as
 jax.jit(f).lower(...).as_text(dialect="hlo"), and XLA:CPU's optimized
-module, .compile().as_text()), with their inputs and XLA's outputs.
+module, .compile().as_text()), with their inputs and XLA's outputs; and
+HLO modules written here for XLA's ops JAX does not write (linear algebra,
+batch norms, map, asynchronous collectives, three-fry bits, the client
+library's custom calls), with XLA:CPU's outputs for them (or, for the custom
+calls only XLA's tests expand, those of the JAX function each stands for).
 python/tests/test_xla_corpus.py runs every module in strata and compares.
 
 Run in the peers' environment (scripts/install-peers.sh):
@@ -32,6 +36,7 @@ TOLERANCE = {
     "dot": (1e-4, 1e-5), "convolution": (1e-4, 1e-5), "reduce_window": (1e-5, 1e-6),
     "sort": (0, 0), "gather_scatter": (1e-6, 1e-6), "dynamic_slice": (0, 0),
     "control": (1e-5, 1e-6), "data_movement": (0, 0), "bits": (0, 0), "convert": (0, 0),
+    "linalg": (1e-4, 1e-5), "special": (2e-4, 1e-6),
 }
 HALF_TOLERANCE = {"bfloat16": (1e-2, 1e-2), "float16": (2e-3, 2e-3)}
 
@@ -49,6 +54,8 @@ def draw(name, shape, dtype, bounds):
     if dtype == "bool":
         return rng.random(shape) > 0.5
     low, high = bounds or ((-3, 3) if "float" in dtype else (-10, 10))
+    if dtype == "float64":
+        return rng.uniform(low, high, shape)
     if "float" in dtype:
         return rng.uniform(low, high, shape).astype(np.float32).astype(jnp.dtype(dtype))
     return rng.integers(low, high, shape).astype(dtype)
@@ -324,6 +331,151 @@ case("attention", "dot", ((1, 2, 6, 8), "float32"), ((1, 2, 6, 8), "float32"),
                                                  v.transpose(0, 2, 1, 3), is_causal=True))
 
 
+# ---- XLA's ops JAX does not write: HLO written here --------------------------------------
+HLO_CASES = []
+
+
+def hlo_case(name, family, entry, *args, computations="", reference=None):
+    """A module of `entry`'s lines (ROOT last) with `computations` before it; args as case's.
+    XLA:CPU runs it for the expected outputs, or `reference` (a JAX function of the inputs)."""
+    text = f"HloModule {name}\n\n{computations}ENTRY main {{\n{entry}}}\n"
+    HLO_CASES.append((name, family, text, args, reference))
+
+
+ADD = "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\n"
+for _t in ("f32", "f64"):
+    for _lower in ("true", "false"):
+        # a = m m^T + 4 I: symmetric positive definite.
+        hlo_case(f"cholesky_{_t}_lower_{_lower}", "linalg", f"""  m = {_t}[3,4,4] parameter(0)
+  mmt = {_t}[3,4,4] dot(m, m), lhs_batch_dims={{0}}, rhs_batch_dims={{0}}, lhs_contracting_dims={{2}}, rhs_contracting_dims={{2}}
+  rows = s32[3,4,4] iota(), iota_dimension=1
+  cols = s32[3,4,4] iota(), iota_dimension=2
+  diagonal = pred[3,4,4] compare(rows, cols), direction=EQ
+  four = {_t}[] constant(4)
+  fours = {_t}[3,4,4] broadcast(four), dimensions={{}}
+  zero = {_t}[] constant(0)
+  zeros = {_t}[3,4,4] broadcast(zero), dimensions={{}}
+  shift = {_t}[3,4,4] select(diagonal, fours, zeros)
+  a = {_t}[3,4,4] add(mmt, shift)
+  ROOT l = {_t}[3,4,4] cholesky(a), lower={_lower}
+""", ((3, 4, 4), "float32" if _t == "f32" else "float64"))
+for _left in ("true", "false"):
+    for _lower in ("true", "false"):
+        for _transpose in ("NO_TRANSPOSE", "TRANSPOSE"):
+            _b = "2,4,3" if _left == "true" else "2,3,4"
+            hlo_case(f"triangular_solve_{_left}_{_lower}_{_transpose.lower()}", "linalg",
+                     f"""  a = f32[2,4,4] parameter(0)
+  b = f32[{_b}] parameter(1)
+  ROOT x = f32[{_b}] triangular-solve(a, b), left_side={_left}, lower={_lower}, unit_diagonal={"true" if _transpose == "TRANSPOSE" else "false"}, transpose_a={_transpose}
+""", ((2, 4, 4), "float32", (1, 2)), (tuple(int(d) for d in _b.split(",")), "float32"))
+for _f, _shape in ((1, (2, 3, 4, 4)), (3, (2, 4, 4, 3))):
+    _x, _v = ",".join(map(str, _shape)), "3"
+    _dims = (_shape, "float32")
+    _vec, _pos = ((3,), "float32"), ((3,), "float32", (0.5, 2.0))
+    hlo_case(f"batch_norm_training_f{_f}", "reduction", f"""  x = f32[{_x}] parameter(0)
+  scale = f32[3] parameter(1)
+  offset = f32[3] parameter(2)
+  ROOT bn = (f32[{_x}], f32[3], f32[3]) batch-norm-training(x, scale, offset), epsilon=0.001, feature_index={_f}
+""", _dims, _vec, _vec)
+    hlo_case(f"batch_norm_inference_f{_f}", "reduction", f"""  x = f32[{_x}] parameter(0)
+  scale = f32[3] parameter(1)
+  offset = f32[3] parameter(2)
+  mean = f32[3] parameter(3)
+  variance = f32[3] parameter(4)
+  ROOT bn = f32[{_x}] batch-norm-inference(x, scale, offset, mean, variance), epsilon=0.001, feature_index={_f}
+""", _dims, _vec, _vec, _vec, _pos)
+    hlo_case(f"batch_norm_grad_f{_f}", "reduction", f"""  x = f32[{_x}] parameter(0)
+  scale = f32[3] parameter(1)
+  mean = f32[3] parameter(2)
+  variance = f32[3] parameter(3)
+  dy = f32[{_x}] parameter(4)
+  ROOT g = (f32[{_x}], f32[3], f32[3]) batch-norm-grad(x, scale, mean, variance, dy), epsilon=0.001, feature_index={_f}
+""", _dims, _vec, _vec, _pos, _dims)
+hlo_case("map_two_operands", "transcendental", """  x = f32[4,5] parameter(0)
+  y = f32[4,5] parameter(1)
+  ROOT m = f32[4,5] map(x, y), dimensions={0,1}, to_apply=f
+""", F, F, computations="""f {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ab = f32[] multiply(a, b)
+  s = f32[] sine(a)
+  ROOT r = f32[] add(ab, s)
+}
+
+""")
+hlo_case("async_collectives", "control", """  x = f32[4,2] parameter(0)
+  ars = f32[4,2] all-reduce-start(x), replica_groups={}, to_apply=add
+  ard = f32[4,2] all-reduce-done(ars)
+  ags = (f32[4,2], f32[4,2]) all-gather-start(ard), replica_groups={}, dimensions={0}
+  agd = f32[4,2] all-gather-done(ags)
+  cps = (f32[4,2], f32[4,2], u32[], u32[]) collective-permute-start(agd), source_target_pairs={{0,0}}
+  cpd = f32[4,2] collective-permute-done(cps)
+  ROOT r = f32[4,2] multiply(cpd, x)
+""", ((4, 2), "float32"), computations=ADD)
+hlo_case("copy_start_done", "data_movement", """  x = f32[4,2] parameter(0)
+  cs = (f32[4,2], f32[4,2], u32[]) copy-start(x)
+  ROOT cd = f32[4,2] copy-done(cs)
+""", ((4, 2), "float32"), reference=lambda x: x)  # XLA:CPU does not run copy-start
+for _bits in ("u32[5]", "u32[2,3]", "u32[3,3]", "u64[4]", "u32[]"):
+    _label = _bits.replace("[", "_").replace("]", "").replace(",", "x")
+    hlo_case(f"three_fry_{_label}", "bits", f"""  k = u64[2] parameter(0)
+  ROOT r = (u64[2], {_bits}) rng-bit-generator(k), algorithm=rng_three_fry
+""", ((2,), "uint64", (0, 1 << 62)))
+# XLA's client-library calls (custom calls only XLA's own tests expand): against the JAX
+# function each stands for.
+_MATH = [
+    ("Acos", jnp.arccos, U), ("Asin", jnp.arcsin, U), ("Atan", jnp.arctan, F),
+    ("Asinh", jnp.arcsinh, F), ("Acosh", jnp.arccosh, ((4, 5), "float32", (1.0, 5.0))),
+    ("Cosh", jnp.cosh, F),
+]
+for _name, _fn, _arg in _MATH:
+    hlo_case(f"xla_builder_{_name.lower()}", "transcendental", f"""  x = f32[4,5] parameter(0)
+  ROOT r = f32[4,5] custom-call(x), custom_call_target="xla_builder.math.{_name}"
+""", _arg, reference=_fn)
+hlo_case("xla_builder_nextafter", "elementwise", """  x = f32[4,5] parameter(0)
+  y = f32[4,5] parameter(1)
+  ROOT r = f32[4,5] custom-call(x, y), custom_call_target="xla_builder.math.NextAfter"
+""", F, F, reference=jnp.nextafter)
+_SPECIAL = [
+    ("Polygamma", lambda n, x: lax.polygamma(jnp.floor(n), x),
+     [((4, 5), "float32", (0, 4)), ((4, 5), "float32", (0.2, 6.0))], "n = floor(n)"),
+    ("RegularizedIncompleteBeta", jax.scipy.special.betainc,
+     [P, P, ((4, 5), "float32", (0.01, 0.99))], None),
+    ("IgammaGradA", lax.igamma_grad_a, [P, P], None),
+    ("RandomGammaGrad", lax.random_gamma_grad, [P, P], None),
+]
+for _name, _fn, _args, _floor in _SPECIAL:
+    _params = "".join(f"  p{i} = f32[4,5] parameter({i})\n" for i in range(len(_args)))
+    _operands = ", ".join(f"p{i}" for i in range(len(_args)))
+    if _floor:  # polygamma's order: a whole number
+        _params += "  n = f32[4,5] floor(p0)\n"
+        _operands = "n" + _operands[2:]
+    hlo_case(f"xla_builder_{_name.lower()}", "special", _params +
+             f"  ROOT r = f32[4,5] custom-call({_operands}), "
+             f"custom_call_target=\"xla_builder.math.{_name}\"\n", *_args, reference=_fn)
+hlo_case("xla_builder_matrix_diagonal", "data_movement", """  x = f32[2,3,5] parameter(0)
+  ROOT d = f32[2,3] custom-call(x), custom_call_target="xla_builder.matrix.GetMatrixDiagonalViaGather"
+""", ((2, 3, 5), "float32"), reference=lambda x: jnp.diagonal(x, axis1=-2, axis2=-1))
+hlo_case("xla_builder_einsum", "dot", """  a = f32[2,3,4] parameter(0)
+  b = f32[2,4,5] parameter(1)
+  ROOT p = f32[3,5,2] custom-call(a, b), custom_call_target="xla_builder.matrix.Einsum", backend_config="bij,bjk->ikb"
+""", ((2, 3, 4), "float32"), ((2, 4, 5), "float32"),
+         reference=lambda a, b: jnp.einsum("bij,bjk->ikb", a, b))
+
+
+def run_in_xla(text, args):
+    """XLA:CPU's outputs for HLO text (parsed, compiled and run by jaxlib)."""
+    import jax._src.lib as jaxlib
+    from jax._src import xla_bridge
+    from jax._src.lib import _jax, xla_client
+    backend = xla_bridge.get_backend("cpu")
+    devices = xla_client.DeviceList(tuple(backend.devices()[:1]))
+    module = jaxlib.hlo.hlo_module_from_text(text)
+    stablehlo = _jax.mlir.hlo_to_stablehlo(module.as_serialized_hlo_module_proto())
+    exe = backend.compile_and_load(stablehlo, devices, xla_client.CompileOptions())
+    return [np.asarray(o) for o in exe.execute([jax.device_put(a) for a in args])]
+
+
 # ---- writing ------------------------------------------------------------------------------
 def parameter_names(text):
     """The entry computation's parameter names in parameter order."""
@@ -369,6 +521,25 @@ def main():
                 rtol, atol = HALF_TOLERANCE[d]
         index.append({"name": name, "family": family, "outputs": len(outs), "rtol": rtol,
                       "atol": atol})
+    jax.config.update("jax_enable_x64", True)  # u64 states reach XLA as they are
+    for name, family, text, specs, reference in HLO_CASES:
+        args = [draw(f"{name}.{i}", s[0], s[1], s[2] if len(s) > 2 else None)
+                for i, s in enumerate(specs)]
+        if reference is None:
+            outs = run_in_xla(text, args)
+        else:
+            outs = [np.asarray(o) for o in jax.tree_util.tree_leaves(reference(*args))]
+        tensors = dict(zip(parameter_names(text), (np.asarray(a) for a in args)))
+        for k, o in enumerate(outs):
+            tensors[f"expected.{k}"] = o
+        with open(os.path.join(out_dir, f"{name}.hlo"), "w") as f:
+            f.write(text)
+        save_file({k: np.array(v, order="C") for k, v in tensors.items()},
+                  os.path.join(out_dir, f"{name}.safetensors"))
+        rtol, atol = TOLERANCE[family]
+        index.append({"name": name, "family": family, "outputs": len(outs), "rtol": rtol,
+                      "atol": atol, "variants": ["hlo"]})
+    jax.config.update("jax_enable_x64", False)
     with open(os.path.join(HERE, "cases.json"), "w") as f:
         json.dump({"jax": jax.__version__, "cases": index}, f, indent=1)
         f.write("\n")

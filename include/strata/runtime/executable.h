@@ -90,6 +90,9 @@ class Executable {
   PlanStats stats_;
   std::vector<Shape> parameter_shapes_;
   std::vector<Shape> result_shapes_;
+  // A program of one partition whose collectives (XLA's modules have them
+  // over a group of one) run with a communicator of one member.
+  bool has_collectives_ = false;
 };
 
 }  // namespace strata::runtime
