@@ -1,7 +1,8 @@
 """strata.torch.apply_layers and scan_layers against the same layers written out in eager
 PyTorch: values and every layer's own gradients, layers without parameters, with buffers,
-with extra arguments, a Hugging Face Llama with one line changed (eager and under
-torch.compile), and the errors that name the first layer that differs."""
+with extra arguments, a Hugging Face Llama with one line changed (eager, and under
+torch.compile as one node of one graph), the graph breaks under torch.compile and why, and
+the errors that name the first layer that differs."""
 import copy
 
 import numpy as np
@@ -111,6 +112,11 @@ def test_a_hugging_face_llama_with_one_line_changed(depth, compiled):
     scanned.model.layers = st.scan_layers(scanned.model.layers)  # the one line
     assert list(scanned.state_dict()) == list(model.state_dict())
     ids = torch.randint(0, 96, (2, 12))
+    if compiled:  # one Dynamo graph: the layers are one scan node of its forward and backward
+        report = st.explain(lambda ids: scanned(ids, labels=ids, use_cache=False).loss, ids)
+        assert one_node_of_one_graph(report), report
+        scanned.zero_grad(set_to_none=True)  # explain ran a backward
+        st.reset()
     run = torch.compile(scanned, backend="strata") if compiled else scanned
     got = run(ids, labels=ids, use_cache=False)
     want = model(ids, labels=ids, use_cache=False)
@@ -121,6 +127,81 @@ def test_a_hugging_face_llama_with_one_line_changed(depth, compiled):
     for (name, p), q in zip(scanned.named_parameters(), model.parameters()):
         assert p.grad is not None, name
         close(p.grad, q.grad, 2e-5)
+
+
+def one_node_of_one_graph(report):
+    return (report.graph_breaks == 0 and not report.break_reasons
+            and [g.kind for g in report.graphs] == ["forward", "backward"]
+            and all(g.ops["scan"] == 1 and not g.fallbacks for g in report.graphs))
+
+
+def stack_of(layers):
+    """A function that runs a scan_layers list as a model's forward loops over its layers."""
+    def run(x, mask):
+        for stack in layers:
+            x = stack(x, mask=mask)
+        return x
+    return run
+
+
+@pytest.mark.parametrize("x_needs_grad", [True, False])
+def test_under_torch_compile_scanned_layers_are_one_node_and_match_the_written_out_loop(
+        x_needs_grad):
+    # Without a gradient to x the first layer runs before the loop (torch's scan op would drop
+    # the gradient of a carry whose init needs none): still one graph, one scan node.
+    torch.manual_seed(11)
+    blocks = [Block() for _ in range(4)]
+    layers = st.scan_layers(blocks)
+    x = torch.randn(3, 6, requires_grad=x_needs_grad)
+    mask = (torch.rand(3, 6) > 0.3).float()
+    run = stack_of(layers)
+    report = st.explain(lambda x, mask: run(x, mask).square().sum(), x, mask)
+    assert one_node_of_one_graph(report), report
+    st.reset()
+    leaves = ([x] if x_needs_grad else []) + list(layers.parameters())
+    got = torch.compile(run, backend="strata")(x, mask)
+    got_grads = torch.autograd.grad(got.square().sum(), leaves)
+    want = unrolled(blocks, x, mask=mask)
+    want_grads = torch.autograd.grad(want.square().sum(), leaves)
+    close(got, want)
+    for g, w in zip(got_grads, want_grads):
+        close(g, w)
+
+
+class DropBlock(Block):
+    def __init__(self):
+        super().__init__()
+        self.drop = torch.nn.Dropout(0.5)
+
+    def forward(self, x, mask=None):
+        return self.drop(super().forward(x, mask))
+
+
+@pytest.mark.parametrize("case, reason", [
+    ("a list", "its layers are not a scan_layers list"),
+    ("dropout", "a layer draws random numbers"),
+])
+def test_under_torch_compile_what_the_loop_cannot_be_is_a_graph_break_that_says_why(
+        case, reason):
+    torch.manual_seed(12)
+    blocks = [DropBlock() if case == "dropout" else Block() for _ in range(3)]
+    x = torch.randn(2, 6, requires_grad=True)
+    mask = torch.ones(2, 6)
+    run = (lambda x, mask: st.apply_layers(blocks, x, mask=mask)) if case == "a list" else \
+        stack_of(st.scan_layers(blocks))
+    report = st.explain(lambda x, mask: run(x, mask).sum(), x, mask)
+    assert report.graph_breaks >= 1 and reason in "\n".join(report.break_reasons), report
+    st.reset()
+    got = torch.compile(run, backend="strata")(x, mask)
+    if case == "a list":
+        close(got, unrolled(blocks, x, mask=mask))
+    assert got.shape == x.shape and got.requires_grad
+
+
+def test_under_torch_compile_layers_that_differ_are_named_as_in_eager():
+    run = stack_of(st.scan_layers([Block(), Block(), Block(act="relu")]))
+    with pytest.raises(strata.Error, match="layer 2 differs from layer 0: its traced forward"):
+        torch.compile(run, backend="strata")(torch.randn(2, 6), None)
 
 
 def test_a_key_value_cache_cannot_go_through_the_scan():

@@ -44,11 +44,15 @@ def reset():
 class Explanation:
     """What compiling one call of a model did (``str()`` prints it)."""
 
-    def __init__(self, graphs, dynamo):
+    def __init__(self, graphs, dynamo, break_reasons=None):
         self.graphs = graphs
         self.graph_count = len(graphs)
-        self.graph_breaks = dynamo.graph_break_count if dynamo is not None else 0
-        self.break_reasons = [str(r.reason) for r in dynamo.break_reasons] if dynamo else []
+        if break_reasons is None:
+            break_reasons = [str(r.reason) for r in dynamo.break_reasons] if dynamo else []
+        self.break_reasons = list(break_reasons)
+        # Dynamo counts its graphs less one, which misses a break with nothing traced before it.
+        self.graph_breaks = max(dynamo.graph_break_count if dynamo is not None else 0,
+                                len(self.break_reasons))
         self.fallbacks = {}
         for g in graphs:
             for op, n in g.fallbacks.items():
@@ -75,11 +79,16 @@ def explain(model, *args, **kwargs):
     on its sum), and returns an Explanation of every graph, its ops, each
     fallback to eager PyTorch by op name, and each recompile with its reason."""
     reset()
+    # Dynamo's explain lists the reasons of breaks in the frame it compiles, not of those in a
+    # function it inlined (strata.torch.scan's fallbacks); its counters hold every reason.
+    breaks = _torch._dynamo.utils.counters["graph_break"]
+    before = dict(breaks)
     dynamo = None
     try:
         dynamo = _torch._dynamo.explain(model)(*args, **kwargs)
     except Exception:  # noqa: BLE001  Dynamo's explain is a courtesy; the report below is ours
         dynamo = None
+    reasons = [reason for reason, n in breaks.items() if n > before.get(reason, 0)]
     reset()
     compiled = _torch.compile(model, backend=backend)
     out = compiled(*args, **kwargs)
@@ -88,4 +97,4 @@ def explain(model, *args, **kwargs):
         loss = out.logits
     if isinstance(loss, _torch.Tensor) and loss.requires_grad:
         loss.sum().backward()
-    return Explanation(reports(), dynamo)
+    return Explanation(reports(), dynamo, reasons)

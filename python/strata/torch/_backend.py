@@ -176,6 +176,10 @@ def _lower_node(node, args, kwargs, keys):
     fn = lowering_for(node.target)
     if fn is None:
         raise LoweringError(node, "has no lowering")
+    if getattr(fn, "needs_key", False) and keys is None:
+        # Inside torch's scan body, where no key per step is threaded: the loop runs in torch.
+        raise LoweringError(node, "draws random numbers where strata has no key for them "
+                                  "(a body of torch's scan op)")
     try:
         if getattr(fn, "needs_key", False):
             value = fn(keys, *args, **kwargs)

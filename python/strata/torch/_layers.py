@@ -1,18 +1,20 @@
 """``strata.torch.apply_layers``: layers of one structure (a model's decoder layers) run as one
 ``strata.torch.scan`` over their stacked parameters, and ``scan_layers``, which makes a
-``ModuleList`` of them do so inside the model that loops over it."""
+``ModuleList`` of them do so inside the model that loops over it. Under ``torch.compile`` the
+layers of a ``scan_layers`` list are one node of the graph, torch's scan op (``_compiled``)."""
 import contextlib
 import enum
 import os
 import sys
 
 import torch
+import torch.utils._pytree as pytree
 from torch.fx.experimental.proxy_tensor import make_fx
 
 import strata
 
 from . import _backend
-from ._scan import REMATS, _scan
+from ._scan import REMATS, _scan, _symbolic, _torch_scan_op
 
 
 def _error(message):
@@ -59,12 +61,15 @@ def _differs(first, other):
 def _traced_body(layer, x, args, kwargs):
     """The layer's forward as core ATen code, its own tensors as arguments (Python attributes
     that change what it computes, such as a different activation, change this code)."""
+    return _traced_forward(layer, x, args, kwargs).code
+
+
+def _traced_forward(layer, x, args, kwargs):
     def forward(h, state):
         return torch.func.functional_call(layer, state, (h, *args), kwargs)
 
-    gm = make_fx(forward, tracing_mode="fake", decomposition_table=_backend.decompositions(),
-                 _allow_non_fake_inputs=True)(x, _state(layer))
-    return gm.code
+    return make_fx(forward, tracing_mode="fake", decomposition_table=_backend.decompositions(),
+                   _allow_non_fake_inputs=True)(x, _state(layer))
 
 
 # A module's own bookkeeping that _differs compares (its tensors, submodules and mode).
@@ -246,9 +251,10 @@ class _Proof:
     def recording(self):
         return self.reads.recording()
 
-    def check(self):
-        """After the trace: raises naming the first layer whose forward is not layer 0's."""
-        first, code = self.layers[0], None
+    def check(self, code=None):
+        """After the trace: raises naming the first layer whose forward is not layer 0's
+        (`code`: layer 0's traced forward, when the caller has it)."""
+        first = self.layers[0]
         for i, layer in enumerate(self.layers[1:], start=1):
             trace, why = _read_difference(first, layer, self.reads)
             if trace:
@@ -276,7 +282,6 @@ def _check_arguments(args, kwargs):
                          "cache: call the model with use_cache=False)")
 
 
-@torch._dynamo.disable
 def apply_layers(layers, x, *args, remat="carries", **kwargs):
     """``layers[-1](...layers[1](layers[0](x, *args, **kwargs), *args, **kwargs)...)`` as one
     strata loop over the layers' stacked parameters and buffers. The layers must match: the
@@ -284,7 +289,16 @@ def apply_layers(layers, x, *args, remat="carries", **kwargs):
     forward (the first layer that differs is named, with why). ``args`` and ``kwargs`` (an
     attention mask, position ids or embeddings) go to every layer. Gradients reach every
     layer's own parameters (``.grad`` as if the loop had been written out), ``x`` and the
-    tensors in ``args`` / ``kwargs``. ``remat`` is the scan's."""
+    tensors in ``args`` / ``kwargs``. ``remat`` is the scan's.
+
+    Under ``torch.compile`` a call is a graph break that runs as above; the layers of a
+    ``scan_layers`` list are one node of the graph instead (``_compiled``)."""
+    if torch.compiler.is_dynamo_compiling():
+        return _FALLBACKS["list"](layers, x, args, kwargs, remat)
+    return _apply_layers(layers, x, args, kwargs, remat)
+
+
+def _apply_layers(layers, x, args, kwargs, remat):
     layers = list(layers)
     if remat not in REMATS:
         raise _error(f"remat must be one of {', '.join(REMATS)}, got {remat!r}")
@@ -312,49 +326,249 @@ def apply_layers(layers, x, *args, remat="carries", **kwargs):
         for i, t in zip(at, tensors):
             filled[i] = t
         call_args, call_kwargs = torch.utils._pytree.tree_unflatten(filled, spec)
-        out = torch.func.functional_call(first, state, (h, *call_args), call_kwargs)
-        if isinstance(out, (tuple, list)):
-            if len(out) != 1 and any(o is not None for o in out[1:]):
-                raise _error("a layer returns more than its hidden state; each "
-                             "layer's output is the next one's input")
-            out = out[0]
-        return out, None
+        return _hidden_state(
+            torch.func.functional_call(first, state, (h, *call_args), call_kwargs)), None
 
     carry, _ = _scan(body, x, stacked, False, len(layers), remat,
                      consts=[leaves[i] for i in at], cache_key=("apply_layers", key), proof=proof)
     return carry
 
 
-class _Stack(torch.nn.Module):
-    """What a ScannedLayers gives a loop over it: one call that runs every layer."""
+def _hidden_state(out):
+    """A layer's output as the next layer's input (Hugging Face's layers may return a tuple)."""
+    if isinstance(out, (tuple, list)):
+        if len(out) != 1 and any(o is not None for o in out[1:]):
+            raise _error("a layer returns more than its hidden state; each "
+                         "layer's output is the next one's input")
+        out = out[0]
+    return out
 
-    def __init__(self, owner, layers):
+
+# ---- under torch.compile ----------------------------------------------------------------------
+#
+# The loop is torch's scan op over the stacked tensors, which Dynamo records as one node and
+# strata lowers to one While loop, its backward too. Its body cannot be the layer's forward
+# traced by Dynamo: functional_call swaps the tensors of the layer's submodules, and Dynamo
+# (torch 2.9) refuses that inside a scan body, as it lets functional_call write only the top
+# module's own parameter and buffer dicts. So the body calls _layer_forward, which Dynamo
+# records as one call without tracing it (nonstrict_trace) and AOTAutograd traces into ATen
+# ops; and the proof that the layers are alike, a make_fx trace that Dynamo cannot trace
+# either, runs while Dynamo traces, as a function whose result it takes as a constant
+# (_why_not_one_node). Both reach the layers through the list's _Handle.
+
+def _strata_loop(why):
+    """The eager apply_layers, as a graph break that Dynamo reports with `why`."""
+    def strata_loop(layers, x, args, kwargs, remat):
+        return _apply_layers(layers, x, args, kwargs, remat)
+    return torch._dynamo.disable(strata_loop, reason=f"strata.torch.apply_layers runs as its "
+                                                     f"own strata loop: {why}")
+
+
+_FALLBACKS = {
+    "list": _strata_loop("its layers are not a scan_layers list (one node needs the handle on "
+                         "the layers that scan_layers makes before compiling)"),
+    "remat": _strata_loop("a remat other than 'carries' (torch's scan op keeps the carries)"),
+    "call": _strata_loop("the call fails apply_layers' checks (the eager call says why)"),
+    "differ": _strata_loop("the layers are not alike (the eager call says how)"),
+    "integer": _strata_loop("x is not floating point (AOTAutograd cannot differentiate torch's "
+                            "scan op then)"),
+    "random": _strata_loop("a layer draws random numbers (torch's scan op would draw others "
+                           "when its backward recomputes a step)"),
+    "symbolic": _strata_loop("a tensor of symbolic shape (torch's scan op fails on them: "
+                             "dynamic=True, or a dimension that changed between calls)"),
+}
+
+
+class _Handle:
+    """A ScannedLayers as a constant that Dynamo hands to the functions it does not trace (it
+    takes such a constant only if made before compiling), with the calls' plain arguments,
+    which nonstrict_trace cannot take: filed by _why_not_one_node for _layer_forward."""
+
+    def __init__(self, layers):
+        self.layers = layers
+        self.calls = []  # (layer 0's position, args and kwargs leaves, tensor positions, spec)
+
+    def __eq__(self, other):
+        return isinstance(other, _Handle) and other.layers is self.layers
+
+    def __hash__(self):
+        return id(self.layers)
+
+
+pytree.register_constant(_Handle)
+
+_TENSOR = "strata.torch: a tensor of"  # tags a tensor's (shape, dtype) in a _signature
+
+
+def _compiled(owner, positions, x, args, kwargs):
+    """apply_layers over ``owner[i] for i in positions`` while Dynamo traces (it traces this):
+    torch's scan op where it can run them, else a graph break to the eager loop."""
+    layers = [owner[i] for i in positions]
+    if not layers:
+        return x
+    why, call = _why_not_traced(layers, x, args, kwargs, owner.remat), None
+    if why is None:
+        why, call = _why_not_one_node(owner._handle, positions.start, positions.stop,
+                                      positions.step, _signature((x, args, kwargs)))
+    if why is not None:
+        return _FALLBACKS[why](layers, x, args, kwargs, owner.remat)
+    call = int(call)  # a plain int: nonstrict_trace refuses the constant result's own wrapper
+    states = [_state(layer) for layer in layers]
+    # Fresh tensors (free in strata): torch's op refuses inputs that alias each other, as
+    # Hugging Face's position_ids and cache_position do.
+    tensors = [leaf.clone() for leaf in pytree.tree_leaves((args, kwargs))
+               if isinstance(leaf, torch.Tensor)]
+    handle = owner._handle
+    h = x
+    if not x.requires_grad:
+        # Torch's op (2.9) differentiates through a carry only if its init requires grad: the
+        # first layer runs before the loop, which starts from its output. (Which needs a
+        # gradient iff the later ones' do: they run the same forward on tensors that need
+        # gradients alike, as _differs checks.)
+        h, states = _layer_forward(handle, call, x, states[0], tensors), states[1:]
+        if not states:
+            return h
+    stacked = {name: torch.stack([state[name] for state in states]) for name in states[0]}
+
+    def step(carry, xs):
+        state, _ = xs
+        # A fresh tensor: torch's op refuses a carry that aliases an input.
+        out = _layer_forward(handle, call, carry, state, tensors)
+        return out.clone(memory_format=torch.contiguous_format), []
+
+    # With the stacked tensors, one empty row per layer: the loop's length when they are none.
+    out, _ = _torch_scan_op(step, h.clone(memory_format=torch.contiguous_format),
+                            (stacked, h.new_empty((len(states), 0))))
+    return out
+
+
+def _why_not_traced(layers, x, args, kwargs, remat):
+    """What Dynamo can check itself (and guard, so that a change recompiles)."""
+    if remat != "carries":
+        return "remat"
+    leaves = pytree.tree_leaves((args, kwargs))
+    if not isinstance(x, torch.Tensor) or not all(
+            leaf is None or isinstance(leaf, (torch.Tensor, bool, int, float, str))
+            for leaf in leaves):
+        return "call"
+    if not x.is_floating_point():
+        return "integer"
+    if _symbolic([x] + [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]):
+        return "symbolic"
+    if any(_differs(layers[0], layer) is not None for layer in layers[1:]):
+        return "differ"
+    return None
+
+
+def _signature(tree):
+    """`tree` with each tensor as its (_TENSOR, shape, dtype): constants Dynamo can pass."""
+    return pytree.tree_map(
+        lambda v: (_TENSOR, tuple(v.shape), v.dtype) if isinstance(v, torch.Tensor) else v, tree)
+
+
+def _is_tensor_signature(value):
+    return isinstance(value, tuple) and len(value) == 3 and value[0] == _TENSOR
+
+
+@torch._dynamo.assume_constant_result
+def _why_not_one_node(handle, start, stop, step, signature):
+    """Run by Dynamo as Python while it traces: proves layers ``start:stop:step`` of the handle
+    alike as the eager call does, and files the call's plain arguments for _layer_forward.
+    ``(why not, None)``, or ``(None, the filed call's number)``. Dynamo assumes the result
+    constant: a later change to a Python attribute of a layer (not its tensors, type or mode,
+    which Dynamo guards) is not seen by the compiled graph."""
+    layers = [handle.layers[i] for i in range(start, stop, step)]  # (iterating it is a loop)
+    # Zeros for the tensors: the proof traces over fake tensors, so only shapes matter.
+    x, args, kwargs = pytree.tree_map(
+        lambda v: torch.zeros(v[1], dtype=v[2]) if _is_tensor_signature(v) else v, signature,
+        is_leaf=_is_tensor_signature)
+    key = _alike_key(layers, [_state(layer) for layer in layers], x, args, kwargs)
+    proof = _Proof(layers, x, args, kwargs, key)
+    with torch._guards.tracing(None):  # make_fx here is ours, not a part of Dynamo's trace
+        try:
+            proof.check_structure()
+            with proof.recording():
+                forward = _traced_forward(layers[0], x, args, kwargs)
+            proof.check(forward.code)
+        except strata.Error:
+            return "differ", None
+    graph = forward.graph
+    outs = [n for n in pytree.tree_leaves(graph.find_nodes(op="output")[0].args[0])
+            if n is not None]
+    if len(outs) != 1 or outs[0].meta["val"].shape != x.shape or \
+            outs[0].meta["val"].dtype != x.dtype:
+        return "call", None  # not a hidden state like x: the eager call says what
+    if any(map(_draws_random_numbers, graph.nodes)):
+        return "random", None
+    leaves, spec = pytree.tree_flatten((args, kwargs))
+    at = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+    call = (start, [None if i in at else leaf for i, leaf in enumerate(leaves)], at, spec)
+    if call not in handle.calls:
+        handle.calls.append(call)
+    return None, handle.calls.index(call)
+
+
+def _draws_random_numbers(node):
+    """Whether an ATen node draws random numbers: its op is tagged so, and it is not attention
+    with ``dropout_p`` 0 (which torch tags the same)."""
+    if node.op != "call_function" or \
+            torch.Tag.nondeterministic_seeded not in getattr(node.target, "tags", ()):
+        return False
+    names = [a.name for a in node.target._schema.arguments]
+    if "dropout_p" not in names:
+        return True
+    at = names.index("dropout_p")
+    return (node.args[at] if at < len(node.args) else node.kwargs.get("dropout_p", 0.0)) > 0
+
+
+@torch._dynamo.nonstrict_trace
+def _layer_forward(handle, call, h, state, tensors):
+    """The loop's body: the filed call's first layer on `h` with the tensors `state`, its
+    arguments the call's plain values with `tensors` in their places."""
+    first, leaves, at, spec = handle.calls[call]
+    leaves = list(leaves)
+    for i, t in zip(at, tensors):
+        leaves[i] = t
+    args, kwargs = pytree.tree_unflatten(leaves, spec)
+    return _hidden_state(
+        torch.func.functional_call(handle.layers[first], state, (h, *args), kwargs))
+
+
+class _Stack(torch.nn.Module):
+    """What a ScannedLayers gives a loop over it: one call that runs its layers `positions`."""
+
+    def __init__(self, owner, positions):
         super().__init__()
         self.__dict__["owner"] = owner  # not a submodule: the layers stay the owner's
-        self.__dict__["layers"] = layers
+        self.__dict__["positions"] = positions
 
     def forward(self, x, *args, **kwargs):
-        return apply_layers(self.layers, x, *args, remat=self.owner.remat, **kwargs)
+        if torch.compiler.is_dynamo_compiling():
+            return _compiled(self.owner, self.positions, x, args, kwargs)
+        layers = [self.owner[i] for i in self.positions]
+        return _apply_layers(layers, x, args, kwargs, self.owner.remat)
 
 
 class ScannedLayers(torch.nn.ModuleList):
     """A ``ModuleList`` whose loops run as one scan: iterating it (or a slice of it, as Hugging
     Face models do with ``self.layers[:n]``) yields one callable that runs the layers through
     ``apply_layers``. Indexing one layer, ``len``, parameters and the state dict are the
-    list's own, so checkpoints and optimizers see the same names."""
+    list's own, so checkpoints and optimizers see the same names. Under ``torch.compile`` the
+    loop is one node of the graph where torch's scan op can run it (``_compiled``)."""
 
     def __init__(self, layers, remat="carries"):
         super().__init__(layers)
         if remat not in REMATS:
             raise _error(f"remat must be one of {', '.join(REMATS)}, got {remat!r}")
         self.remat = remat
+        self._handle = _Handle(self)  # made now: under torch.compile it must exist already
 
     def __iter__(self):
-        return iter([_Stack(self, list(self._modules.values()))])
+        return iter([_Stack(self, range(len(self)))])
 
     def __getitem__(self, index):
         if isinstance(index, slice):
-            return [_Stack(self, list(self._modules.values())[index])]
+            return [_Stack(self, range(len(self))[index])]
         return super().__getitem__(index)
 
 

@@ -6,13 +6,23 @@ decomposed to core ATen as the backend's graphs are) into an FX graph; each call
 graph through the backend's table into the body of ``strata.scan``. Tensors ``fn`` closes over
 (a module's parameters included) become inputs of the loop, so gradients reach them too, as
 they reach ``init`` and ``xs``: the backward is strata's reverse While, run by a
-``torch.autograd.Function``."""
+``torch.autograd.Function``. The traced body is kept across calls when what the trace read can
+be checked (``_body_key``).
+
+Under ``torch.compile`` a call is torch's own scan op (``torch._higher_order_ops.scan``), which
+Dynamo records as one node of the graph and strata lowers to one While loop, its backward too;
+where that op cannot do what this scan does, the call is a graph break that runs as above."""
 import contextlib
+import enum
+import functools
+import types
 
 import torch
 import torch.utils._pytree as pytree
+from torch._higher_order_ops.scan import scan as _torch_scan_op
 from torch.func import functionalize
 from torch.fx.experimental.proxy_tensor import make_fx
+from torch.overrides import TorchFunctionMode
 
 import strata
 
@@ -280,22 +290,185 @@ def scan(fn, init, xs=None, reverse=False, length=None, remat="carries"):
     runs the steps from the last; ``remat`` is what the backward keeps: ``"carries"`` (the
     default: the carries, recomputing each step), ``"all"``, ``"dots"`` or
     ``"dots_no_batch"``. Gradients reach ``init``, ``xs`` and every tensor ``fn`` captures.
+    ``fn`` is traced once per signature: later calls reuse the trace while what it read is
+    unchanged (``_body_key``), and read the tensors it captures anew.
 
     Inside another scan's body the call is torch's own scan op
     (``torch._higher_order_ops.scan``), one node of the outer body, which strata lowers to a
     While loop inside the outer one (``xs`` must be given there; ``remat`` is the outer
-    loop's). Under ``torch.compile`` the call runs as its own strata loop between graphs
-    (Dynamo does not trace into it: torch's scan op cannot differentiate a loop with an integer
-    carry or output, which this one can); torch's own scan op there is lowered to strata's
-    loop, as one node of the graph, forward and backward."""
+    loop's). Under ``torch.compile`` it is that op too, one node of the graph that strata
+    lowers to one While loop, forward and backward, unless the op cannot do what this scan
+    does (``_FALLBACKS``: an integer carry or y in a loop that needs a gradient, zero steps, a
+    body that draws random numbers, a ``remat`` other than ``"carries"``, no carry, a carry
+    that needs a gradient only after its second step, symbolic shapes): then the call is a
+    graph break, with that reason in Dynamo's report, and runs as its own strata loop."""
     if _tracing:
         return _torch_scan(fn, init, xs, reverse, length)
-    return _eager_scan(fn, init, xs, reverse, length, remat)
-
-
-@torch._dynamo.disable
-def _eager_scan(fn, init, xs, reverse, length, remat):
+    if torch.compiler.is_dynamo_compiling():
+        return _compiled_scan(fn, init, xs, reverse, length, remat)
     return _scan(fn, init, xs, reverse, length, remat)
+
+
+# ---- under torch.compile ----------------------------------------------------------------------
+
+def _strata_loop(why):
+    """The eager scan, as a graph break that Dynamo reports with `why`."""
+    def strata_loop(*args):
+        return _scan(*args)
+    return torch._dynamo.disable(strata_loop, reason=f"strata.torch.scan runs as its own "
+                                                     f"strata loop: {why}")
+
+
+# Where torch's scan op cannot do what this scan does, the call is a graph break: one function
+# per reason, so that Dynamo's report (strata.torch.explain) says which.
+_FALLBACKS = {
+    "call": _strata_loop("the call fails strata.torch.scan's checks (the eager call says why)"),
+    "remat": _strata_loop("a remat other than 'carries' (torch's scan op keeps the carries)"),
+    "no carry": _strata_loop("init holds no tensor (torch's scan op needs a carry)"),
+    "no steps": _strata_loop("zero steps (torch's scan op needs one)"),
+    "integer": _strata_loop("an integer or bool carry or y in a loop that needs a gradient "
+                            "(AOTAutograd cannot differentiate torch's scan op then)"),
+    "random": _strata_loop("the body draws random numbers (torch's scan op would draw others "
+                           "when its backward recomputes a step)"),
+    "symbolic": _strata_loop("a tensor of symbolic shape (torch's scan op fails on them: "
+                             "dynamic=True, or a dimension that changed between calls)"),
+    "late gradient": _strata_loop("a carry needs a gradient only after its second step (torch's "
+                                  "scan op differentiates a carry only if its init needs one)"),
+}
+
+
+class _RandomDraws(TorchFunctionMode):
+    """Notes whether the torch functions called under it draw random numbers."""
+
+    ALWAYS = frozenset({"rand", "rand_like", "randn", "randn_like", "randint", "randint_like",
+                        "randperm", "bernoulli", "bernoulli_", "multinomial", "normal",
+                        "normal_", "poisson", "uniform_", "exponential_", "geometric_",
+                        "log_normal_", "cauchy_", "random_"})
+    # These draw when training with p > 0: torch.dropout(x, p, train), F.dropout(x, p, training).
+    DROPOUTS = frozenset({"dropout", "dropout_", "alpha_dropout", "feature_alpha_dropout",
+                          "dropout1d", "dropout2d", "dropout3d"})
+
+    def __init__(self):
+        super().__init__()
+        self.seen = False
+
+    def __torch_function__(self, func, _types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if name in self.ALWAYS:
+            self.seen = True
+        elif name in self.DROPOUTS:
+            p = args[1] if len(args) > 1 else kwargs.get("p", 0.5)
+            training = args[2] if len(args) > 2 else kwargs.get("training",
+                                                                kwargs.get("train", True))
+            self.seen = self.seen or (bool(training) and p > 0)
+        elif name == "scaled_dot_product_attention":
+            self.seen = self.seen or (args[4] if len(args) > 4 else kwargs.get("dropout_p", 0)) > 0
+        return func(*args, **kwargs)
+
+
+def _compiled_scan(fn, init, xs, reverse, length, remat):
+    """scan while Dynamo traces it."""
+    why, result = _as_torch_scan(fn, init, xs, reverse, length, remat)
+    if why is not None:
+        return _FALLBACKS[why](fn, init, xs, reverse, length, remat)
+    return result
+
+
+def _as_torch_scan(fn, init, xs, reverse, length, remat):
+    """``(None, (carry, ys))`` from torch's scan op, or ``(why not, None)`` with nothing added to
+    the graph that is used. Dynamo traces this (it runs only under Dynamo)."""
+    init_leaves, init_structure = _tensor_leaves(init)
+    xs_leaves, xs_structure = _tensor_leaves(xs)
+    if init_leaves is None or xs_leaves is None or remat not in REMATS:
+        return "call", None
+    if remat != "carries":
+        return "remat", None
+    if not init_leaves:
+        return "no carry", None
+    if _symbolic(init_leaves + xs_leaves):
+        return "symbolic", None
+    if any(t.dim() == 0 for t in xs_leaves):
+        return "call", None
+    steps = [t.shape[0] for t in xs_leaves] or [length]
+    if steps[0] is None or steps[0] < 0 or any(n != steps[0] for n in steps) or \
+            (length is not None and length != steps[0]):
+        return "call", None
+    if steps[0] == 0:
+        return "no steps", None
+
+    # The loop's first step, traced outside it, tells what y is, whether the loop needs a
+    # gradient and whether the body draws random numbers. Unless used below, it is dropped.
+    draws = _RandomDraws()
+    with draws:
+        out = fn(_unflatten(init_leaves, init_structure),
+                 _unflatten([t[-1] if reverse else t[0] for t in xs_leaves], xs_structure))
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        return "call", None
+    carry_leaves, carry_structure = _tensor_leaves(out[0])
+    y_leaves, y_structure = _tensor_leaves(out[1])
+    if carry_leaves is None or y_leaves is None or carry_structure != init_structure or any(
+            c.shape != i.shape or c.dtype != i.dtype for c, i in zip(carry_leaves, init_leaves)):
+        return "call", None
+    if draws.seen:
+        return "random", None
+    outs = carry_leaves + y_leaves
+    if any(not t.is_floating_point() for t in outs) and any(t.requires_grad for t in outs):
+        return "integer", None
+    # Torch's op (2.9) differentiates through a carry only if its init requires grad, so a carry
+    # that comes to need a gradient (from zeros and parameters, as a recurrent net starts)
+    # would lose it. Then the first step stays, and the loop starts from its carry.
+    first_step = any(c.requires_grad and not i.requires_grad
+                     for c, i in zip(carry_leaves, init_leaves))
+    if first_step and not all(t.requires_grad for t in carry_leaves):
+        return "late gradient", None
+
+    def step(carry, x):
+        new_carry, y = fn(_unflatten(carry, init_structure),
+                          _unflatten(x[:len(xs_leaves)], xs_structure))
+        # Fresh contiguous tensors: torch's op refuses outputs that alias an input or each
+        # other, and carries whose strides are not init's. A clone is free in strata.
+        return ([t.clone(memory_format=torch.contiguous_format)
+                 for t in _tensor_leaves(new_carry)[0]],
+                [t.clone(memory_format=torch.contiguous_format) for t in _tensor_leaves(y)[0]])
+
+    start, count = (carry_leaves, steps[0] - 1) if first_step else (init_leaves, steps[0])
+    if count:
+        # Fresh contiguous inputs, for the same reasons (leaves of init or xs may be one
+        # tensor). With `length` alone, the loop runs over a tensor of that many empty rows.
+        rest = [t[:-1] if reverse else t[1:] for t in xs_leaves] if first_step else xs_leaves
+        over = [t.clone() for t in rest] or [init_leaves[0].new_empty((count, 0))]
+        carry, ys = _torch_scan_op(
+            step, [t.clone(memory_format=torch.contiguous_format) for t in start], over,
+            reverse=reverse)
+    else:
+        carry, ys = start, [y.new_empty((0, *y.shape)) for y in y_leaves]
+    if first_step:
+        ys = [torch.cat([r, y[None]] if reverse else [y[None], r]) for y, r in zip(y_leaves, ys)]
+    return None, (_unflatten(carry, init_structure), _unflatten(ys, y_structure))
+
+
+def _symbolic(tensors):
+    """Whether a tensor has a size Dynamo traces symbolically. Dynamo shows such a size to the
+    code it traces as an int; a function it does not trace sees it, and Dynamo sees the shape
+    of what that returns."""
+    return _symbolic_rows(tensors).shape[0] > 0
+
+
+@torch._dynamo.nonstrict_trace
+def _symbolic_rows(tensors):
+    symbolic = any(isinstance(n, torch.SymInt) for t in tensors for n in t.shape)
+    return torch.empty(1 if symbolic else 0)
+
+
+def _tensor_leaves(tree):
+    """The tensors of a pytree and its structure as _unflatten takes it (``None`` leaves are
+    empty nodes), or ``(None, None)`` when a leaf is something else."""
+    leaves, spec = pytree.tree_flatten(tree)
+    tensors = [leaf for leaf in leaves if leaf is not None]
+    if not all(isinstance(t, torch.Tensor) for t in tensors):
+        return None, None
+    return tensors, (spec, [leaf is None for leaf in leaves])
 
 
 def _torch_scan(fn, init, xs, reverse, length):
@@ -332,23 +505,121 @@ def _torch_scan(fn, init, xs, reverse, length):
     return carry, pytree.tree_unflatten([next(stacked) if p else None for p in present], y_spec)
 
 
-# Traced bodies kept by their callers' keys (apply_layers: its layers and arguments' shapes).
+# Traced bodies, by what their trace depended on (_body_key; apply_layers': its layers and its
+# arguments' shapes), each with the objects its key names by id (kept alive, so that no other
+# object takes an id while the key holds it).
 _BODIES = {}
+
+
+class _Unknowable(Exception):
+    """fn reads something whose effect on its trace cannot be checked from outside."""
+
+
+# Values compared by value; objects of these kinds by identity alone (their contents are
+# assumed not to change, as jax.jit assumes of globals and classes).
+_BY_VALUE = (bool, int, float, complex, str, bytes, type(None), type(Ellipsis), torch.dtype,
+             torch.device, torch.Size, enum.Enum)
+_BY_IDENTITY = (type, types.ModuleType, types.BuiltinFunctionType, types.MethodDescriptorType,
+                types.WrapperDescriptorType, types.MethodWrapperType, torch._ops.OpOverload,
+                torch._ops.OpOverloadPacket)
+_MOST_OBJECTS = 10000  # an fn that reaches more is traced every call rather than walked
+
+
+def _body_key(fn, init_leaves, init_structure, xs_leaves, xs_structure):
+    """(key, objects it names) for the trace of `fn` on leaves of these shapes, or (None, ())
+    when fn reaches something _fingerprint cannot check. The trace depends on fn's code, on
+    what it captures and the globals it names (tensors by identity, shape, dtype and
+    requires_grad, as the loop reads them anew each call; modules and other objects by type
+    and attributes, a module's mode included; plain values by value), and on the leaves'
+    structure, shapes, dtypes and requires_grad. Not on reverse, length or remat: those shape
+    the loop around the body."""
+    kept, seen = [], {}
+    try:
+        code = _fingerprint(fn, kept, seen)
+    except _Unknowable:
+        return None, ()
+
+    def signature(leaves, skip=0):  # xs: a step's shape, without the number of steps
+        return tuple((tuple(t.shape[skip:]), t.dtype, t.requires_grad) for t in leaves)
+
+    structures = tuple((spec, tuple(nones)) for spec, nones in (init_structure, xs_structure))
+    return (("scan", code, signature(init_leaves), signature(xs_leaves, skip=1), structures,
+             torch.is_grad_enabled()), kept)
+
+
+def _fingerprint(value, kept, seen):
+    """A hashable summary of everything about `value` a trace could read; ids only of tensors
+    (the trace captures those very tensors). Objects met again are named by when they were
+    first met, so the summary of a fresh but equal object graph is equal."""
+    if isinstance(value, _BY_VALUE):
+        return type(value), value
+    if id(value) in seen:
+        return "seen", seen[id(value)]
+    if len(seen) >= _MOST_OBJECTS:
+        raise _Unknowable()
+    seen[id(value)] = len(seen)
+    kept.append(value)
+
+    def each(values):
+        return tuple(_fingerprint(v, kept, seen) for v in values)
+
+    if isinstance(value, torch.Tensor):
+        return "tensor", id(value), tuple(value.shape), value.dtype, value.requires_grad
+    if isinstance(value, types.FunctionType):
+        cells = []
+        for cell in value.__closure__ or ():
+            try:
+                cells.append(cell.cell_contents)
+            except ValueError:  # a cell not yet filled
+                cells.append("<empty cell>")
+        names = sorted(_global_names(value.__code__) & value.__globals__.keys())
+        return ("function", value.__code__, each(value.__defaults__ or ()),
+                each(sorted((value.__kwdefaults__ or {}).items())), each(cells),
+                tuple((n, _fingerprint(value.__globals__[n], kept, seen)) for n in names))
+    if isinstance(value, types.MethodType):
+        return "method", each((value.__func__, value.__self__))
+    if isinstance(value, functools.partial):
+        return "partial", each((value.func, value.args, sorted(value.keywords.items())))
+    if isinstance(value, _BY_IDENTITY):
+        return "object", id(value)
+    if isinstance(value, (tuple, list)):
+        return type(value), each(value)
+    if isinstance(value, dict):
+        return type(value), each(value.items())
+    if isinstance(value, (set, frozenset)):
+        return type(value), frozenset(each(value))
+    attributes = getattr(value, "__dict__", None)
+    if attributes is None or hasattr(type(value), "__slots__"):
+        raise _Unknowable()  # state outside __dict__ (a C type's, slots) cannot be compared
+    return "object", type(value), each(attributes.items())
+
+
+def _global_names(code):
+    """The names `code` and the functions defined in it may load as globals."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _global_names(const)
+    return names
 
 
 def _scan(fn, init, xs, reverse, length, remat, consts=None, cache_key=None, proof=None):
     """scan, and ``fn(carry, x, consts)`` with loop-invariant ``consts`` (a pytree of tensors)
     passed as arguments: a body traced so can be kept under ``cache_key`` and reused by later
-    calls with other ``consts`` of the same shapes. A ``proof`` (apply_layers') watches the
-    trace (``proof.recording()``) and is checked after it, before the loop runs; with one the
-    body is traced anew."""
+    calls with other ``consts`` of the same shapes (without a key, scan's own: _body_key). A
+    ``proof`` (apply_layers') watches the trace (``proof.recording()``) and is checked after
+    it, before the loop runs; with one the body is traced anew."""
     if remat not in REMATS:
         raise _error(f"remat must be one of {', '.join(REMATS)}, got {remat!r}")
     init_leaves, init_structure, init_paths = _leaves("init", init)
     xs_leaves, xs_structure, xs_paths = _leaves("xs", xs)
     const_leaves, const_structure, _ = _leaves("consts", consts)
     n = _length(xs_leaves, xs_paths, length)
-    body = _BODIES.get(cache_key) if cache_key is not None and proof is None else None
+    kept = ()
+    if cache_key is None and proof is None:
+        cache_key, kept = _body_key(fn, init_leaves, init_structure, xs_leaves, xs_structure)
+    cached = _BODIES.get(cache_key) if cache_key is not None and proof is None else None
+    body = cached[0] if cached is not None else None
     if body is None:
         examples = [x[0] if n > 0 else x.new_empty(x.shape[1:]) for x in xs_leaves]
         with proof.recording() if proof is not None else contextlib.nullcontext():
@@ -357,9 +628,9 @@ def _scan(fn, init, xs, reverse, length, remat, consts=None, cache_key=None, pro
         if proof is not None:
             proof.check()
         if cache_key is not None:
-            if len(_BODIES) > 32:
+            if len(_BODIES) >= 64:
                 _BODIES.clear()
-            _BODIES[cache_key] = body
+            _BODIES[cache_key] = body, kept
     inputs = init_leaves + xs_leaves + const_leaves + body.captured
     keys = None
     if body.needs_key:  # a key per step, from torch's generator (torch.manual_seed repeats a run)
