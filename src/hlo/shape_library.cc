@@ -26,7 +26,9 @@ Shape LibraryCallShape(const View& inst, LibraryCall call) {
   }
   if (call == LibraryCall::kMatrixDiagonal) {  // [..., m, n] -> [..., min(m, n)]
     const Shape& x = ArrayOperand(inst, 0);
-    if (x.rank() < 2) Reject(inst, "{} takes matrices [..., m, n], got {}", target, x.ToString());
+    if (x.rank() < 2 || !IsNumeric(x.dtype())) {
+      Reject(inst, "{} takes numeric matrices [..., m, n], got {}", target, x.ToString());
+    }
     std::vector<int64_t> dims(x.dims().begin(), x.dims().end() - 2);
     dims.push_back(std::min(x.dim(x.rank() - 2), x.dim(x.rank() - 1)));
     return Shape(x.dtype(), dims);

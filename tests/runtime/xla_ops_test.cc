@@ -387,6 +387,21 @@ TEST(TriangularSolve, EveryCombinationOfOptionsSolvesItsSystem) {
   }
 }
 
+TEST(TriangularSolve, EmptyBatchesAndMatricesGiveEmptyResults) {
+  auto out = RunHlo("", R"(  a = f32[0,2,2] parameter(0)
+  b = f32[0,2,3] parameter(1)
+  l = f32[0,2,2] cholesky(a), lower=true
+  x = f32[0,2,3] triangular-solve(l, b), left_side=true, lower=true, transpose_a=NO_TRANSPOSE
+  e = f32[3,0,0] parameter(2)
+  f = f32[3,0,0] cholesky(e)
+  ROOT r = (f32[0,2,3], f32[3,0,0]) tuple(x, f)
+)",
+                    {Arg(std::vector<float>{}, {0, 2, 2}), Arg(std::vector<float>{}, {0, 2, 3}),
+                     Arg(std::vector<float>{}, {3, 0, 0})});
+  EXPECT_EQ(out[0].shape(), Shape(DType::kF32, {0, 2, 3}));
+  EXPECT_EQ(out[1].shape(), Shape(DType::kF32, {3, 0, 0}));
+}
+
 TEST(TriangularSolve, MismatchedShapesAreErrorsNamingWhatWasExpected) {
   EXPECT_THAT(ParseError("", R"(  a = f32[3,4] parameter(0)
   ROOT l = f32[3,4] cholesky(a), lower=true

@@ -107,7 +107,8 @@ KernelInfo MakeTyped(const hlo::Instruction& inst, ThreadPool* pool) {
     }};
   }
   const Shape& b = inst.operand(1)->shape();
-  const int64_t k = b.rank() == 0 || m == 0 ? 0 : b.num_elements() / (batch * m);
+  // b's other dimension: [..., m, k] (left_side) or [..., k, m].
+  const int64_t k = b.dim(b.rank() - (inst.linalg.left_side ? 1 : 2));
   const hlo::LinalgOptions options = inst.linalg;
   return {[=](const KernelArgs& args) {
     const T* at = reinterpret_cast<const T*>(args.operands[0]);
