@@ -1,7 +1,8 @@
 """A Hugging Face Llama's training step with its decoder layers as one strata scan
 (strata.torch.scan_layers) against the same model unrolled, as depth grows: the first step
 (tracing and compiling included) and the steady step, eager PyTorch and torch.compile with
-the strata backend beside. One process, one run: the ratios compare like with like. A first
+the strata backend beside, unrolled and over the scanned layers (one node of the graph; its
+remat is "carries", the one torch's scan op keeps). One process, one run: the ratios compare like with like. A first
 step's compile time is what it costs beyond a steady step.
 
     python bench/torch_scan_layers_bench.py [--depths 1,8,32] [--steps 3] [--remat carries]
@@ -93,8 +94,9 @@ def main():
     print("depth | scan_layers first / step (s) | eager step (s) | compiled unrolled first / "
           "step (s) | eager step / scan step | scan first / its 1-layer first | scan compile "
           "(first - step, s) / its 1-layer one | scan: trace + lower + compile (s) | compiled "
-          "unrolled compile (first - step, s)")
-    base = None
+          "unrolled compile (first - step, s) | compiled scan_layers first / step (s) | its "
+          "compile (first - step, s) / its 1-layer one | compiled scan step / compiled unrolled")
+    base = base_compiled = None
     for depth in [int(d) for d in args.depths.split(",")]:
         eager = model(depth, args.hidden, args.heads, args.kv_heads, args.mlp, args.vocab)
         scanned = copy.deepcopy(eager)
@@ -107,6 +109,15 @@ def main():
         _, e_step, _ = step_times(eager, list(eager.parameters()), ids, args.steps)
         c_first, c_step, _ = step_times(compiled, list(compiled_model.parameters()), ids,
                                         args.steps)
+        scanned_compiled_model = copy.deepcopy(eager)
+        scanned_compiled_model.model.layers = st.scan_layers(scanned_compiled_model.model.layers)
+        torch._dynamo.reset()
+        scanned_compiled = torch.compile(scanned_compiled_model, backend="strata")
+        sc_first, sc_step, _ = step_times(scanned_compiled,
+                                          list(scanned_compiled_model.parameters()), ids,
+                                          args.steps)
+        sc_compile = sc_first - sc_step
+        base_compiled = base_compiled or sc_compile
         # What the first step costs beyond a steady one: tracing, proving the layers alike,
         # lowering and compiling (the first step's own run grows with depth; this should not).
         s_compile, c_compile = s_first - s_step, c_first - c_step
@@ -114,7 +125,8 @@ def main():
         print(f"{depth:5d} | {s_first:7.2f} / {s_step:6.3f} | {e_step:6.3f} | {c_first:7.2f} / "
               f"{c_step:6.3f} | {e_step / s_step:5.2f}x | {s_first / base[0]:5.2f}x | "
               f"{s_compile:5.2f} / {s_compile / base[1]:4.2f}x | {s_strata:5.2f} | "
-              f"{c_compile:6.2f}", flush=True)
+              f"{c_compile:6.2f} | {sc_first:7.2f} / {sc_step:6.3f} | {sc_compile:5.2f} / "
+              f"{sc_compile / base_compiled:4.2f}x | {c_step / sc_step:5.2f}x", flush=True)
 
 
 if __name__ == "__main__":
