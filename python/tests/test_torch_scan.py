@@ -196,14 +196,8 @@ def test_inside_torch_compile_an_integer_carry_is_a_graph_break_that_runs_and_sa
     close(g, gw)
 
 
-class FloatCell(torch.nn.Module):
+class FloatCell(Cell):
     """Cell without the step count: every carry and y is floating point."""
-
-    def __init__(self, n=5):
-        super().__init__()
-        self.inp = torch.nn.Linear(n, n)
-        self.rec = torch.nn.Linear(n, n, bias=False)
-        self.norm = torch.nn.LayerNorm(n)
 
     def forward(self, carry, x):
         h = self.norm(torch.tanh(self.inp(x) + self.rec(carry["h"])))
