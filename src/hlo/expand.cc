@@ -44,7 +44,6 @@ class Expansion {
   Instruction* WithoutBatchingDims();
 
   // Scalars of the operand's type broadcast to its dims, and a few ops on them.
-  Instruction* Const(double value) { return Splat(value); }
   Instruction* Un(Opcode op, Instruction* x) { return b_.Unary(op, x); }
   Instruction* Bin(Opcode op, Instruction* a, Instruction* b) { return b_.Binary(op, a, b); }
   Instruction* Cmp(Instruction* a, Instruction* b, Comparison c) { return b_.Compare(a, b, c); }
@@ -108,8 +107,7 @@ Instruction* Expansion::BatchNormTraining() {
   Instruction* centered = b_.Subtract(operand(0), AlongFeatures(mean));
   Instruction* variance = b_.Divide(SumOverFeatures(b_.Multiply(centered, centered)), n);
   Instruction* scale = b_.Multiply(InverseDeviation(variance), operand(1));
-  Instruction* out =
-      b_.Add(b_.Multiply(centered, AlongFeatures(scale)), AlongFeatures(operand(2)));
+  Instruction* out = b_.Add(b_.Multiply(centered, AlongFeatures(scale)), AlongFeatures(operand(2)));
   return b_.Tuple({out, mean, variance});
 }
 
@@ -163,9 +161,10 @@ Instruction* Expansion::Map() {
       static_cast<Attributes&>(*copy) = scalar->attributes();
       array = b_.Add(std::move(copy));
     } else {
-      Fail("[map] {} applies {}, whose instruction {} ({}) is not elementwise: strata runs a "
-           "map of elementwise scalar functions",
-           inst_.name(), f.name(), scalar->name(), OpcodeName(op));
+      Fail(
+          "[map] {} applies {}, whose instruction {} ({}) is not elementwise: strata runs a "
+          "map of elementwise scalar functions",
+          inst_.name(), f.name(), scalar->name(), OpcodeName(op));
     }
     made[scalar.get()] = array;
   }
@@ -181,42 +180,41 @@ Instruction* Expansion::Library(LibraryCall call) {
   auto sqrt = [&](Instruction* v) { return Un(Opcode::kSqrt, v); };
   // (1 - x)(1 + x): 1 - x is exact near 1, where 1 - x^2 cancels.
   auto one_minus_square = [&] {
-    return b_.Multiply(b_.Subtract(Const(1), x), b_.Add(Const(1), x));
+    return b_.Multiply(b_.Subtract(Splat(1), x), b_.Add(Splat(1), x));
   };
   switch (call) {
     case LibraryCall::kAtan:
-      return Bin(Opcode::kAtan2, x, Const(1));
+      return Bin(Opcode::kAtan2, x, Splat(1));
     case LibraryCall::kAsin:  // 2 atan2(x, 1 + sqrt(1 - x^2))
-      return b_.Multiply(
-          Const(2), Bin(Opcode::kAtan2, x, b_.Add(Const(1), sqrt(one_minus_square()))));
+      return b_.Multiply(Splat(2),
+                         Bin(Opcode::kAtan2, x, b_.Add(Splat(1), sqrt(one_minus_square()))));
     case LibraryCall::kAcos:  // 2 atan2(sqrt(1 - x^2), 1 + x), and pi at -1
       return b_.Select(
-          Cmp(x, Const(-1), Comparison::kNe),
-          b_.Multiply(Const(2), Bin(Opcode::kAtan2, sqrt(one_minus_square()), b_.Add(Const(1), x))),
-          Const(3.14159265358979323846));
+          Cmp(x, Splat(-1), Comparison::kNe),
+          b_.Multiply(Splat(2), Bin(Opcode::kAtan2, sqrt(one_minus_square()), b_.Add(Splat(1), x))),
+          Splat(3.14159265358979323846));
     case LibraryCall::kCosh: {  // h h / 2 + 1 / (2 h h), h = e^(|x| / 2): finite up to the max
-      Instruction* h = Un(Opcode::kExp, b_.Multiply(Un(Opcode::kAbs, x), Const(0.5)));
-      return b_.Add(b_.Multiply(b_.Multiply(h, Const(0.5)), h),
-                    b_.Divide(Const(0.5), b_.Multiply(h, h)));
+      Instruction* h = Un(Opcode::kExp, b_.Multiply(Un(Opcode::kAbs, x), Splat(0.5)));
+      return b_.Add(b_.Multiply(b_.Multiply(h, Splat(0.5)), h),
+                    b_.Divide(Splat(0.5), b_.Multiply(h, h)));
     }
     case LibraryCall::kAsinh: {  // sign(x) asinh(|x|)
       Instruction* a = Un(Opcode::kAbs, x);
       Instruction* a2 = b_.Multiply(a, a);
       Instruction* moderate = Un(
-          Opcode::kLog1p,
-          b_.Add(a, b_.Divide(a2, b_.Add(Const(1), sqrt(b_.Add(Const(1), a2))))));
-      Instruction* large = b_.Add(Un(Opcode::kLog, a), Const(0.69314718055994530942));
-      Instruction* magnitude = b_.Select(Cmp(a, Const(big), Comparison::kGt), large, moderate);
+          Opcode::kLog1p, b_.Add(a, b_.Divide(a2, b_.Add(Splat(1), sqrt(b_.Add(Splat(1), a2))))));
+      Instruction* large = b_.Add(Un(Opcode::kLog, a), Splat(0.69314718055994530942));
+      Instruction* magnitude = b_.Select(Cmp(a, Splat(big), Comparison::kGt), large, moderate);
       return b_.Multiply(Un(Opcode::kSign, x), magnitude);
     }
     case LibraryCall::kAcosh: {  // log1p(y + sqrt(y (y + 2))), y = x - 1; NaN below 1
-      Instruction* y = b_.Subtract(x, Const(1));
+      Instruction* y = b_.Subtract(x, Splat(1));
       Instruction* moderate =
-          Un(Opcode::kLog1p, b_.Add(y, sqrt(b_.Multiply(y, b_.Add(y, Const(2))))));
-      Instruction* large = b_.Add(Un(Opcode::kLog, x), Const(0.69314718055994530942));
-      Instruction* value = b_.Select(Cmp(x, Const(big), Comparison::kGt), large, moderate);
-      return b_.Select(Cmp(x, Const(1), Comparison::kLt),
-                       Const(std::numeric_limits<double>::quiet_NaN()), value);
+          Un(Opcode::kLog1p, b_.Add(y, sqrt(b_.Multiply(y, b_.Add(y, Splat(2))))));
+      Instruction* large = b_.Add(Un(Opcode::kLog, x), Splat(0.69314718055994530942));
+      Instruction* value = b_.Select(Cmp(x, Splat(big), Comparison::kGt), large, moderate);
+      return b_.Select(Cmp(x, Splat(1), Comparison::kLt),
+                       Splat(std::numeric_limits<double>::quiet_NaN()), value);
     }
     case LibraryCall::kNextAfter:
       return NextAfter(x, operand(1));
@@ -241,18 +239,19 @@ Instruction* Expansion::NextAfter(Instruction* x, Instruction* toward) {
   Instruction* xi = b_.BitcastConvert(x, bits);
   Instruction* ti = b_.BitcastConvert(toward, bits);
   // Away from zero (a larger magnitude) when x < toward and x > 0, or both false.
-  Instruction* away = Cmp(Cmp(x, toward, Comparison::kLt), Cmp(x, Const(0), Comparison::kGt),
-                          Comparison::kEq);
+  Instruction* away =
+      Cmp(Cmp(x, toward, Comparison::kLt), Cmp(x, Splat(0), Comparison::kGt), Comparison::kEq);
   Instruction* stepped = b_.Add(xi, b_.Select(away, integer(1), integer(-1)));
   // From zero: the smallest subnormal with toward's sign.
-  Instruction* sign = Bin(Opcode::kAnd, ti, integer(std::numeric_limits<int64_t>::min() >>
-                                                    (64 - 8 * width)));
+  Instruction* sign =
+      Bin(Opcode::kAnd, ti, integer(std::numeric_limits<int64_t>::min() >> (64 - 8 * width)));
   Instruction* from_zero = Bin(Opcode::kOr, sign, integer(1));
-  Instruction* moved = b_.BitcastConvert(
-      b_.Select(Cmp(x, Const(0), Comparison::kEq), from_zero, stepped), dtype());
+  Instruction* moved =
+      b_.BitcastConvert(b_.Select(Cmp(x, Splat(0), Comparison::kEq), from_zero, stepped), dtype());
   Instruction* result = b_.Select(Cmp(x, toward, Comparison::kEq), toward, moved);
-  Instruction* nan = Bin(Opcode::kOr, Cmp(x, x, Comparison::kNe), Cmp(toward, toward, Comparison::kNe));
-  return b_.Select(nan, Const(std::numeric_limits<double>::quiet_NaN()), result);
+  Instruction* nan =
+      Bin(Opcode::kOr, Cmp(x, x, Comparison::kNe), Cmp(toward, toward, Comparison::kNe));
+  return b_.Select(nan, Splat(std::numeric_limits<double>::quiet_NaN()), result);
 }
 
 // The main diagonal of each matrix [..., m, n]: the leading k x k block
@@ -265,8 +264,7 @@ Instruction* Expansion::MatrixDiagonal() {
   limits[r - 2] = limits[r - 1] = k;
   Instruction* block = b_.Slice(operand(0), starts, limits);
   const Shape square(DType::kS32, limits);
-  Instruction* on_diagonal =
-      Cmp(b_.Iota(square, r - 2), b_.Iota(square, r - 1), Comparison::kEq);
+  Instruction* on_diagonal = Cmp(b_.Iota(square, r - 2), b_.Iota(square, r - 1), Comparison::kEq);
   Instruction* zeros = b_.Broadcast(b_.Constant(Literal::ScalarOf(dtype(), 0)), limits, {});
   Instruction* kept = b_.Select(on_diagonal, block, zeros);
   return b_.Reduce(kept, b_.Constant(Literal::ScalarOf(dtype(), 0)), {r - 1}, Adder(dtype()));
@@ -394,9 +392,9 @@ Instruction* Expansion::Run() {
     case Opcode::kAllGatherStart:
     case Opcode::kCollectivePermuteStart: {
       // The collective itself, then the tuple its -done reads.
-      const Opcode op = inst_.opcode() == Opcode::kAllReduceStart    ? Opcode::kAllReduce
+      const Opcode op = inst_.opcode() == Opcode::kAllReduceStart   ? Opcode::kAllReduce
                         : inst_.opcode() == Opcode::kAllGatherStart ? Opcode::kAllGather
-                                                                     : Opcode::kCollectivePermute;
+                                                                    : Opcode::kCollectivePermute;
       const Shape& shape = inst_.shape();
       const bool tupled = op != Opcode::kAllReduce;
       auto sync = std::make_unique<Instruction>(op, tupled ? shape.tuple_shape(1) : shape,
@@ -411,8 +409,8 @@ Instruction* Expansion::Run() {
       return b_.Tuple(elements);
     }
     case Opcode::kCopyStart:
-      return b_.Tuple({b_.Copy(operand(0)), operand(0),
-                       b_.Constant(Literal::IntegerOf(DType::kU32, 0))});
+      return b_.Tuple(
+          {b_.Copy(operand(0)), operand(0), b_.Constant(Literal::IntegerOf(DType::kU32, 0))});
     case Opcode::kAllReduceDone:
       return operand(0);
     case Opcode::kAllGatherDone:

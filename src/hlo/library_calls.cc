@@ -71,11 +71,13 @@ EinsumSpec ParseEinsumConfig(std::string_view config) {
     for (size_t i = 0; i < labels->size(); ++i) {
       const char c = (*labels)[i];
       if (!std::isalpha(static_cast<unsigned char>(c))) {
-        Fail("einsum config \"{}\": '{}' is not a dimension letter (one letter per dimension; "
-             "no ellipsis)",
-             config, c);
+        Fail(
+            "einsum config \"{}\": '{}' is not a dimension letter (one letter per dimension; "
+            "no ellipsis)",
+            config, c);
       }
-      if (labels->find(c) != i) Fail("einsum config \"{}\": '{}' repeats in one operand", config, c);
+      if (labels->find(c) != i)
+        Fail("einsum config \"{}\": '{}' repeats in one operand", config, c);
     }
   }
   for (char c : spec.out) {

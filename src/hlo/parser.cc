@@ -38,10 +38,9 @@ struct AttributeRule {
   }
 
 // batch-norm-training, -inference and -grad.
-#define BATCH_NORM_RULES(op)                                                                 \
-  {Opcode::op, "epsilon", true, [](Parser& p, Instruction& i) { i.epsilon = p.ParseFloat(); }}, \
-  {                                                                                          \
-    Opcode::op, "feature_index", true, INTEGER_INTO(feature_index)                           \
+#define BATCH_NORM_RULES(op)                                                                      \
+  {Opcode::op, "epsilon", true, [](Parser& p, Instruction& i) { i.epsilon = p.ParseFloat(); }}, { \
+    Opcode::op, "feature_index", true, INTEGER_INTO(feature_index)                                \
   }
 
 const AttributeRule kAttributeRules[] = {
@@ -485,8 +484,9 @@ void Parser::ParseInstruction(PendingComputation& pc) {
     // last dimension, k the result's last dimension.
     if (pending.operands.size() != 1 || !shape.is_tuple() || shape.tuple_size() != 2 ||
         !shape.tuple_shape(0).is_array() || shape.tuple_shape(0).rank() == 0) {
-      FailAt(opcode_token, "custom-call target 'TopK' takes one operand and gives (values, "
-                           "positions) of rank 1 or more, found {} operand(s) giving {}",
+      FailAt(opcode_token,
+             "custom-call target 'TopK' takes one operand and gives (values, "
+             "positions) of rank 1 or more, found {} operand(s) giving {}",
              pending.operands.size(), shape.ToString());
     }
     auto top = std::make_unique<Instruction>(Opcode::kTopK, shape, std::vector<Instruction*>{});

@@ -5,8 +5,8 @@
 #include <set>
 
 #include "shape_rules.h"
-#include "strata/hlo/library_calls.h"
 #include "strata/hlo/attention.h"
+#include "strata/hlo/library_calls.h"
 
 namespace strata::hlo::shape_rules {
 

@@ -66,7 +66,8 @@ Shape ExpandedShape(const View& inst) {
       ExpectOperands(inst, 5);
       BatchNormVectors(inst, 1, 5);
       return inst.operand_shape(0);
-    case Opcode::kBatchNormGrad: {  // (operand, scale, mean, variance, grad) -> (dx, dscale, doffset)
+    case Opcode::kBatchNormGrad: {  // (operand, scale, mean, variance, grad) -> (dx, dscale,
+                                    // doffset)
       ExpectOperands(inst, 5);
       Shape v = BatchNormVectors(inst, 1, 4);
       if (inst.operand_shape(4) != inst.operand_shape(0)) {

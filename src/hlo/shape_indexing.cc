@@ -139,8 +139,8 @@ Shape InferScatter(const View& inst) {
     Reject(inst,
            "update_window_dims ({}) plus inserted_window_dims ({}) and input_batching_dims ({}) "
            "must equal operand rank {}",
-           s.update_window_dims.size(), s.inserted_window_dims.size(),
-           s.input_batching_dims.size(), operand.rank());
+           s.update_window_dims.size(), s.inserted_window_dims.size(), s.input_batching_dims.size(),
+           operand.rank());
   }
   if (static_cast<int64_t>(s.scatter_dims_to_operand_dims.size()) != index_size) {
     Reject(inst, "scatter_dims_to_operand_dims has {} entries, index vector has {}",

@@ -75,11 +75,11 @@ Shape ReductionShape(const View& inst);
 Shape IndexingShape(const View& inst);
 Shape ControlShape(const View& inst);
 Shape CollectiveShape(const View& inst);
-Shape ConvolutionShape(const View& inst);  // shape_convolution.cc
-Shape SortShape(const View& inst);         // shape_sort.cc
-Shape TopKShape(const View& inst);         // shape_sort.cc
-Shape LinalgShape(const View& inst);       // shape_linalg.cc
-Shape ExpandedShape(const View& inst);     // shape_expanded.cc
+Shape ConvolutionShape(const View& inst);                    // shape_convolution.cc
+Shape SortShape(const View& inst);                           // shape_sort.cc
+Shape TopKShape(const View& inst);                           // shape_sort.cc
+Shape LinalgShape(const View& inst);                         // shape_linalg.cc
+Shape ExpandedShape(const View& inst);                       // shape_expanded.cc
 Shape LibraryCallShape(const View& inst, LibraryCall call);  // shape_library.cc
 
 }  // namespace strata::hlo::shape_rules

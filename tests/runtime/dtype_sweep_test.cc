@@ -1387,8 +1387,7 @@ void CollectivePermuteStartDone(Sweep& s, DType t) {
   ROOT r = $t[3] collective-permute-done(started)
 )";
   const Array x0 = Sample(t, {3}), x1 = Sample(t, {3}, 1);
-  s.CheckTrials("collective-permute-start", t, Module(entry, "", 2),
-                {On2({x0}, {x1}, {x1}, {x0})});
+  s.CheckTrials("collective-permute-start", t, Module(entry, "", 2), {On2({x0}, {x1}, {x1}, {x0})});
 }
 
 using Case = void (*)(Sweep&, DType);

@@ -3,9 +3,9 @@
 // (cholesky, triangular-solve), each against an independent reference: plain
 // loops in double, finite differences, residuals of the solved system, and
 // values worked out by hand.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <fmt/format.h>
 
 #include <cmath>
 #include <limits>
@@ -70,8 +70,7 @@ struct Normalized {
 // Training-mode batch norm in double, by loops.
 Normalized TrainingReference(const std::vector<double>& x, const std::vector<double>& scale,
                              const std::vector<double>& offset) {
-  Normalized r{std::vector<double>(x.size()), std::vector<double>(kC),
-               std::vector<double>(kC)};
+  Normalized r{std::vector<double>(x.size()), std::vector<double>(kC), std::vector<double>(kC)};
   for (int64_t c = 0; c < kC; ++c) {
     double sum = 0, squares = 0;
     for (int64_t n = 0; n < kN; ++n)
@@ -82,9 +81,8 @@ Normalized TrainingReference(const std::vector<double>& x, const std::vector<dou
     r.variance[c] = squares / (kN * kW);
     for (int64_t n = 0; n < kN; ++n) {
       for (int64_t w = 0; w < kW; ++w) {
-        r.out[At(n, c, w)] = (x[At(n, c, w)] - r.mean[c]) / std::sqrt(r.variance[c] + kEps) *
-                                 scale[c] +
-                             offset[c];
+        r.out[At(n, c, w)] =
+            (x[At(n, c, w)] - r.mean[c]) / std::sqrt(r.variance[c] + kEps) * scale[c] + offset[c];
       }
     }
   }
@@ -127,8 +125,8 @@ TEST(BatchNorm, InferenceNormalizesWithTheGivenStatistics) {
   variance = f32[2] parameter(4)
   ROOT bn = f32[3,2,4] batch-norm-inference(x, scale, offset, mean, variance), epsilon=0.001, feature_index=1
 )",
-                    {Arg(x, {kN, kC, kW}), Arg(scale, {kC}), Arg(offset, {kC}),
-                     Arg(mean, {kC}), Arg(variance, {kC})});
+                    {Arg(x, {kN, kC, kW}), Arg(scale, {kC}), Arg(offset, {kC}), Arg(mean, {kC}),
+                     Arg(variance, {kC})});
   std::vector<double> want(x.size());
   for (int64_t n = 0; n < kN; ++n)
     for (int64_t c = 0; c < kC; ++c)
@@ -155,8 +153,8 @@ TEST(BatchNorm, GradIsTheGradientOfTrainingByFiniteDifferences) {
   dy = f32[3,2,4] parameter(4)
   ROOT g = (f32[3,2,4], f32[2], f32[2]) batch-norm-grad(x, scale, mean, variance, dy), epsilon=0.001, feature_index=1
 )",
-                    {Arg(x, {kN, kC, kW}), Arg(scale, {kC}), Arg(mean, {kC}),
-                     Arg(variance, {kC}), Arg(dy, {kN, kC, kW})});
+                    {Arg(x, {kN, kC, kW}), Arg(scale, {kC}), Arg(mean, {kC}), Arg(variance, {kC}),
+                     Arg(dy, {kN, kC, kW})});
   auto loss = [&](std::vector<double> xs, std::vector<double> s, std::vector<double> o) {
     const Normalized r = TrainingReference(xs, s, o);
     double l = 0;
@@ -299,9 +297,10 @@ void CheckCholesky(const char* type, bool lower) {
   constexpr int64_t kBatch = 3, kSize = 5;
   const std::vector<double> a = PositiveDefinite(kBatch, kSize, 11);
   const std::vector<T> given(a.begin(), a.end());
-  auto out = RunHlo("", fmt::format("  a = {0}[3,5,5] parameter(0)\n"
-                                    "  ROOT l = {0}[3,5,5] cholesky(a), lower={1}\n",
-                                    type, lower ? "true" : "false"),
+  auto out = RunHlo("",
+                    fmt::format("  a = {0}[3,5,5] parameter(0)\n"
+                                "  ROOT l = {0}[3,5,5] cholesky(a), lower={1}\n",
+                                type, lower ? "true" : "false"),
                     {Arg(given, {kBatch, kSize, kSize})});
   const std::vector<T> l = test::ToHost<T>(out[0]);
   const double tol = sizeof(T) == 4 ? 1e-5 : 1e-12;
@@ -331,8 +330,9 @@ TEST(Cholesky, FactorsGiveTheMatrixBackInEveryTypeAndTriangle) {
 
 TEST(Cholesky, AMatrixThatIsNotPositiveDefiniteGivesNaNsAndOthersInTheBatchAreUnharmed) {
   // [[1, 2], [2, 1]] has eigenvalues 3 and -1; [[4, 2], [2, 2]] = l l^T with l = [[2, 0], [1, 1]].
-  auto out = RunHlo("", "  a = f32[2,2,2] parameter(0)\n  ROOT l = f32[2,2,2] cholesky(a), lower=true\n",
-                    {Arg(std::vector<float>{1, 2, 2, 1, 4, 2, 2, 2}, {2, 2, 2})});
+  auto out =
+      RunHlo("", "  a = f32[2,2,2] parameter(0)\n  ROOT l = f32[2,2,2] cholesky(a), lower=true\n",
+             {Arg(std::vector<float>{1, 2, 2, 1, 4, 2, 2, 2}, {2, 2, 2})});
   const auto l = test::ToHost<float>(out[0]);
   for (int i = 0; i < 4; ++i) EXPECT_TRUE(std::isnan(l[i])) << i;
   EXPECT_EQ(std::vector<float>(l.begin() + 4, l.end()), (std::vector<float>{2, 0, 1, 1}));
@@ -349,8 +349,8 @@ TEST(TriangularSolve, EveryCombinationOfOptionsSolvesItsSystem) {
     for (bool lower : {true, false}) {
       for (bool unit : {true, false}) {
         for (bool transpose : {true, false}) {
-          SCOPED_TRACE(fmt::format("left={} lower={} unit={} transpose={}", left, lower, unit,
-                                   transpose));
+          SCOPED_TRACE(
+              fmt::format("left={} lower={} unit={} transpose={}", left, lower, unit, transpose));
           const std::string b_dims = left ? "2,4,3" : "2,3,4";
           auto out = RunHlo(
               "",
@@ -374,7 +374,8 @@ TEST(TriangularSolve, EveryCombinationOfOptionsSolvesItsSystem) {
               for (int64_t q = 0; q < (left ? kK : kM); ++q) {
                 double s = 0;  // (op(a) x)[p][q], or (x op(a))[p][q]
                 for (int64_t k = 0; k < kM; ++k) {
-                  s += left ? t(p, k) * x[(b * kM + k) * kK + q] : x[(b * kK + p) * kM + k] * t(k, q);
+                  s += left ? t(p, k) * x[(b * kM + k) * kK + q]
+                            : x[(b * kK + p) * kM + k] * t(k, q);
                 }
                 const double want = rhs[b * kM * kK + p * (left ? kK : kM) + q];
                 EXPECT_NEAR(s, want, 1e-5) << b << " " << p << " " << q;
@@ -443,8 +444,8 @@ std::vector<T> RunCall(const std::string& target, const std::vector<std::vector<
 
 TEST(LibraryCalls, ElementwiseMathMatchesTheCLibraryAcrossEachDomain) {
   const std::vector<double> unit = {-1, -0.999, -0.5, -1e-8, 0, 1e-8, 0.3, 0.999, 1, 1.5, NAN};
-  const std::vector<double> wide = {-1e200, -1e30, -700, -20, -1, -1e-10, 0,   1e-10,
-                                    0.5,    1,     1.001, 3, 20,  700, 1e30, 1e200, NAN};
+  const std::vector<double> wide = {-1e200, -1e30, -700, -20, -1,  -1e-10, 0,     1e-10, 0.5,
+                                    1,      1.001, 3,    20,  700, 1e30,   1e200, NAN};
   struct Case {
     const char* target;
     double (*reference)(double);
@@ -542,8 +543,8 @@ TEST(LibraryCalls, RegularizedIncompleteBetaMatchesClosedForms) {
     a.insert(a.end(), {1, 2.5, 1, 2, 3.5});
     b.insert(b.end(), {1, 1, 4.2, 2, 3.5});
     x.insert(x.end(), {v, v, v, v, 0.5});
-    want.insert(want.end(), {v, std::pow(v, 2.5), 1 - std::pow(1 - v, 4.2),
-                             3 * v * v - 2 * v * v * v, 0.5});
+    want.insert(want.end(),
+                {v, std::pow(v, 2.5), 1 - std::pow(1 - v, 4.2), 3 * v * v - 2 * v * v * v, 0.5});
   }
   a.insert(a.end(), {-1, 1, 2});
   b.insert(b.end(), {1, 1, 0});
@@ -688,9 +689,10 @@ TEST(BatchingDims, GatherAndScatterPairAnOperandDimWithAnIndicesDim) {
 
 // ---- rng-bit-generator with three-fry --------------------------------------------------------
 std::vector<Buffer> ThreeFry(const std::string& bits, uint64_t key, uint64_t counter) {
-  return RunHlo("", fmt::format("  k = u64[2] parameter(0)\n  ROOT r = (u64[2], {}) "
-                                "rng-bit-generator(k), algorithm=rng_three_fry\n",
-                                bits),
+  return RunHlo("",
+                fmt::format("  k = u64[2] parameter(0)\n  ROOT r = (u64[2], {}) "
+                            "rng-bit-generator(k), algorithm=rng_three_fry\n",
+                            bits),
                 {Arg(std::vector<uint64_t>{key, counter}, {2})});
 }
 
@@ -721,9 +723,9 @@ TEST(ThreeFry, LaysOutBitsAsXlaDoes) {
             (std::vector<uint32_t>{0xaed4a37f, 0x1130d111, 0xc3cc4d02, 0x798e402e, 0xaee5264e}));
   EXPECT_EQ(test::ToHost<uint64_t>(odd[0])[1], counter + 3);
   auto even = ThreeFry("u32[2,3]", key, counter);
-  EXPECT_EQ(test::ToHost<uint32_t>(even[1]), (std::vector<uint32_t>{0xaed4a37f, 0xc3cc4d02,
-                                                                     0xaee5264e, 0x1130d111,
-                                                                     0x798e402e, 0xb089da7a}));
+  EXPECT_EQ(test::ToHost<uint32_t>(even[1]),
+            (std::vector<uint32_t>{0xaed4a37f, 0xc3cc4d02, 0xaee5264e, 0x1130d111, 0x798e402e,
+                                   0xb089da7a}));
   auto square = ThreeFry("u32[3,3]", key, counter);
   EXPECT_EQ(test::ToHost<uint32_t>(square[1]),
             (std::vector<uint32_t>{0xaed4a37f, 0xc3cc4d02, 0xaee5264e, 0x1130d111, 0x798e402e,

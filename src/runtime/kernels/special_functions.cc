@@ -41,9 +41,8 @@ double Digamma(double x) {
          inv2 * (1.0 / 12 -
                  inv2 * (1.0 / 120 -
                          inv2 * (1.0 / 252 -
-                                 inv2 * (1.0 / 240 -
-                                         inv2 * (1.0 / 132 -
-                                                 inv2 * (691.0 / 32760 - inv2 / 12))))));
+                                 inv2 * (1.0 / 240 - inv2 * (1.0 / 132 - inv2 * (691.0 / 32760 -
+                                                                                 inv2 / 12))))));
 }
 
 // Hurwitz zeta(s, q) for s > 1, q > 0: the first N terms summed, the rest
@@ -51,9 +50,8 @@ double Digamma(double x) {
 double HurwitzZeta(double s, double q) {
   if (!(s > 1) || !(q > 0)) return kNaN;
   constexpr int kTerms = 12;
-  constexpr double kBernoulli[] = {1.0 / 12,          -1.0 / 720,
-                                   1.0 / 30240,       -1.0 / 1209600,
-                                   1.0 / 47900160,    -691.0 / 1307674368000.0,
+  constexpr double kBernoulli[] = {1.0 / 12,           -1.0 / 720,     1.0 / 30240,
+                                   -1.0 / 1209600,     1.0 / 47900160, -691.0 / 1307674368000.0,
                                    1.0 / 74724249600.0};
   double sum = 0;
   for (int k = 0; k < kTerms; ++k) sum += std::pow(q + k, -s);
@@ -78,9 +76,9 @@ double IncompleteBeta(double a, double b, double x) {
   if (!(a > 0) || !(b > 0) || !(x >= 0) || !(x <= 1)) return kNaN;
   if (x == 0 || x == 1) return x;
   if (x > (a + 1) / (a + b + 2)) return 1 - IncompleteBeta(b, a, 1 - x);
-  const double front =
-      std::exp(a * std::log(x) + b * std::log1p(-x) - (std::lgamma(a) + std::lgamma(b) -
-                                                         std::lgamma(a + b))) / a;
+  const double front = std::exp(a * std::log(x) + b * std::log1p(-x) -
+                                (std::lgamma(a) + std::lgamma(b) - std::lgamma(a + b))) /
+                       a;
   double f = 1, c = 1, d = 0;
   for (int i = 0; i <= kIterations; ++i) {
     const double m = i / 2;
