@@ -65,7 +65,9 @@ std::unique_ptr<runtime::Executable> Compile(const hlo::Module& module,
   }
   const runtime::Client* client = options.client ? options.client : &runtime::Client::Default();
   std::unique_ptr<hlo::Module> m = module.Clone();
-  hlo::ExpandXlaOps(*m);  // XLA's batch norms, maps and asynchronous collectives
+  // XLA's batch norms and maps; the asynchronous collectives the runtime
+  // runs as such stay (hlo/expand.h).
+  hlo::ExpandXlaOps(*m, /*keep_async_collectives=*/true);
   CallUnrunnableFusions(*m, client->thread_pool());
   InlineCalls(*m);  // so no called function calls another when it is widened
   WidenHalfArithmetic(*m);
@@ -77,6 +79,10 @@ std::unique_ptr<runtime::Executable> Compile(const hlo::Module& module,
     if (options.fuse && !EnvironmentDisablesFusion()) RunFusionPasses(*m, options);
   }
   Schedule(*m);
+  if (GetConfig().overlap_collectives) {
+    trace::Span span("compile", "overlap collectives");
+    OverlapCollectives(*m);
+  }
   {
     trace::Span span("compile", "verify");
     hlo::Verify(*m);

@@ -140,6 +140,29 @@ class Planner {
         case Opcode::kAddDependency:  // its first operand's slots: the token only orders
           out = leaves_.at(inst->operand(0));
           continue;
+        case Opcode::kAllGatherStart:
+        case Opcode::kAllGatherDone:
+        case Opcode::kAllReduceDone: {
+          // An asynchronous pair. all-gather-start's value is (its operand,
+          // the gathered result): the operand's own slot, which its -done
+          // reads, so it lives until the data has moved, and a slot the
+          // step writes. A -done's value is the start's result, already
+          // there: its step only waits.
+          Step step;
+          step.inst = inst;
+          step.operand_slots = operand_slots;
+          if (inst->opcode() == Opcode::kAllGatherStart) {
+            out = {operand_slots.at(0), NewSlot(inst->shape().tuple_shape(1).byte_size())};
+            step.output_slots = {out[1]};
+          } else {
+            const auto& started = leaves_.at(inst->operand(0));
+            out = inst->opcode() == Opcode::kAllGatherDone ? std::vector<int64_t>{started.at(1)}
+                                                           : started;
+          }
+          step_position_.push_back(static_cast<int64_t>(i));
+          program_->steps_.push_back(std::move(step));
+          continue;
+        }
         case Opcode::kGetTupleElement: {
           const Shape& t = inst->operand(0)->shape();
           int64_t begin = LeafOffset(t, inst->tuple_index);

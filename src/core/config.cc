@@ -63,6 +63,8 @@ Config Config::FromEnvironment() {
            Env("STRATA_NO_FUSION"));
     c.fusion = fusion;
   }
+  if (Env("STRATA_OVERLAP_COLLECTIVES"))
+    c.overlap_collectives = Switch("STRATA_OVERLAP_COLLECTIVES");
   if (const char* v = Env("STRATA_TRACE")) c.trace_path = v;
   if (const char* v = Env("STRATA_ISA")) c.isa = v;
   if (Env("STRATA_COLLECTIVE_TIMEOUT_MS")) {

@@ -12,9 +12,33 @@
 #include "strata/hlo/library_calls.h"
 
 namespace strata::hlo {
+
+bool RunsAsynchronously(const Instruction& inst) {
+  switch (inst.opcode()) {
+    case Opcode::kAllGatherStart:
+      return inst.operand_count() == 1 && inst.operand(0)->shape().is_array();
+    case Opcode::kAllReduceStart:
+      for (const Instruction* op : inst.operands()) {
+        if (!op->shape().is_array()) return false;
+      }
+      return inst.operand_count() > 0;
+    case Opcode::kAllGatherDone:
+    case Opcode::kAllReduceDone:
+      return inst.operand_count() == 1 && RunsAsynchronously(*inst.operand(0));
+    default:
+      return false;
+  }
+}
+
 namespace {
 
-bool Expanded(const Instruction& inst) {
+bool Expanded(const Instruction& inst, bool keep_async_collectives) {
+  if (KernelOf(inst.opcode()) == Kernel::kCollective) {
+    const bool paired =
+        inst.opcode() == Opcode::kAllGatherStart || inst.opcode() == Opcode::kAllGatherDone ||
+        inst.opcode() == Opcode::kAllReduceStart || inst.opcode() == Opcode::kAllReduceDone;
+    return paired && !(keep_async_collectives && RunsAsynchronously(inst));
+  }
   if (inst.opcode() == Opcode::kCustomCall) {
     auto call = LibraryCallOf(inst.custom_call_target);
     return call && !IsKernelLibraryCall(*call);
@@ -439,16 +463,16 @@ void NameAdded(Computation& c, size_t first, const std::string& base,
 
 }  // namespace
 
-bool HasOpsToExpand(const Module& module) {
+bool HasOpsToExpand(const Module& module, bool keep_async_collectives) {
   for (const auto& c : module.computations()) {
     for (const auto& inst : c->instructions()) {
-      if (Expanded(*inst)) return true;
+      if (Expanded(*inst, keep_async_collectives)) return true;
     }
   }
   return false;
 }
 
-bool ExpandXlaOps(Module& module) {
+bool ExpandXlaOps(Module& module, bool keep_async_collectives) {
   bool changed = false;
   std::vector<Computation*> computations;
   for (const auto& c : module.computations()) computations.push_back(c.get());
@@ -457,7 +481,7 @@ bool ExpandXlaOps(Module& module) {
     std::unordered_set<std::string> names;
     for (const auto& inst : c->instructions()) {
       names.insert(inst->name());
-      if (Expanded(*inst)) found.push_back(inst.get());
+      if (Expanded(*inst, keep_async_collectives)) found.push_back(inst.get());
     }
     if (found.empty()) continue;
     for (Instruction* inst : found) {  // operands come first: a -done sees its -start replaced

@@ -1,9 +1,12 @@
 #include "strata/hlo/verifier.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <set>
+#include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "strata/core/error.h"
 #include "strata/hlo/shape_inference.h"
@@ -108,6 +111,30 @@ void VerifyPartitionIds(const Module& module, const Computation& c, const Instru
   }
 }
 
+// A -start the runtime runs asynchronously hands its result to exactly one
+// -done of its own kind in the same computation (as XLA's verifier asks):
+// the -done is where the run waits for the data, so none may be missing.
+void VerifyAsyncPairs(const Computation& c) {
+  std::unordered_map<const Instruction*, std::vector<const Instruction*>> users;
+  for (const auto& inst : c.instructions()) {
+    for (const Instruction* op : inst->operands()) users[op].push_back(inst.get());
+  }
+  for (const auto& inst : c.instructions()) {
+    const Opcode op = inst->opcode();
+    if (op != Opcode::kAllGatherStart && op != Opcode::kAllReduceStart) continue;
+    const Opcode done =
+        op == Opcode::kAllGatherStart ? Opcode::kAllGatherDone : Opcode::kAllReduceDone;
+    const auto& found = users[inst.get()];
+    if (found.size() != 1 || found[0]->opcode() != done) {
+      std::vector<std::string> names;
+      for (const Instruction* u : found) names.push_back(u->name());
+      Fail("[verifier] computation {}, instruction {}: {} must have one user, a {}; it has {}{}",
+           c.name(), inst->name(), OpcodeName(op), OpcodeName(done), found.size(),
+           names.empty() ? "" : fmt::format(" ({})", fmt::join(names, ", ")));
+    }
+  }
+}
+
 void Verify(const Module& module) {
   if (!module.entry()) Fail("[verifier] module {} has no ENTRY computation", module.name());
   std::set<std::string> names;
@@ -117,6 +144,7 @@ void Verify(const Module& module) {
     }
     VerifyComputation(*c);
     for (const auto& inst : c->instructions()) VerifyPartitionIds(module, *c, *inst);
+    VerifyAsyncPairs(*c);
   }
 }
 

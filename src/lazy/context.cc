@@ -192,6 +192,7 @@ ir::Hash128 Context::CacheKey(const ir::Graph& graph) const {
       .Add<int64_t>(runtime::Client::Default().device_count())
       .Add<int64_t>(partition_options_.strict)
       .Add<int64_t>(compiler::EnvironmentDisablesFusion())
+      .Add<int64_t>(GetConfig().overlap_collectives)
       .AddString(kVersion)
       .Finish();
 }

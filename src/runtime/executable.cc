@@ -5,8 +5,10 @@
 #include <cstdlib>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <thread>
 
+#include "kernels/async_collectives.h"
 #include "kernels/kernels.h"
 #include "program.h"
 #include "strata/runtime/communicator.h"
@@ -190,6 +192,9 @@ std::vector<Buffer> Executable::RunWith(const std::vector<Buffer>& arguments, co
   RunContext run = context;
   run.profile = client_->profile();
   std::shared_ptr<uint8_t> arena = client_->Arena(program_->arena_bytes());
+  // After the arena: a failed run's collectives in flight stop before it goes.
+  std::optional<AsyncCollectives> async;
+  if (run.communicator) run.async = &async.emplace(run.communicator, run.partition);
   Frame frame;
   frame.context = &run;
   program_->Bind(frame, arena.get(), params.data(), outputs.data());

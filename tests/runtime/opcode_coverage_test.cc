@@ -98,6 +98,10 @@ TEST(OpcodeCoverage, EveryOpcodeCompilesToAKernelAndTheModuleRuns) {
   std::vector<Shape> shapes;
   for (const auto& inst : entry.instructions()) {
     if (inst.get() == entry.root() || inst->opcode() == Opcode::kParameter) continue;
+    // An asynchronous -start has one reader, its -done (the verifier's rule).
+    if (inst->opcode() == Opcode::kAllGatherStart || inst->opcode() == Opcode::kAllReduceStart) {
+      continue;
+    }
     everything.push_back(inst.get());
     shapes.push_back(inst->shape());
   }

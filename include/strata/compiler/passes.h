@@ -54,5 +54,11 @@ std::vector<hlo::Computation*> ProgramComputations(const hlo::Module& module);
 // Reorders each computation into a depth-first post-order from its root, so
 // values are consumed soon after they are made.
 void Schedule(hlo::Module& module);
+// On a schedule: each all-gather of one array and all-reduce of arrays
+// becomes its -start / -done pair, the -done just before the first reader
+// and up to two -starts ahead of their place, with the data movement that
+// makes their operands, so collectives run while the program computes
+// (overlap_collectives.cc). Config::overlap_collectives turns it off.
+bool OverlapCollectives(hlo::Module& module);
 
 }  // namespace strata::compiler

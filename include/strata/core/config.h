@@ -21,6 +21,9 @@ struct Config {
   int cpu_devices = 1;     // STRATA_CPU_DEVICES: virtual devices of the default client
   bool profile = false;    // STRATA_PROFILE (set): per-kernel profile printed at exit
   bool fusion = true;      // STRATA_NO_FUSION (set): compile without fusion
+  // STRATA_OVERLAP_COLLECTIVES (0: off): all-gathers and all-reduces run
+  // while the program computes (compiler::OverlapCollectives)
+  bool overlap_collectives = true;
   std::string trace_path;  // STRATA_TRACE: Chrome trace file ("": none)
   std::string isa;         // STRATA_ISA: portable, avx2, avx512, avx512bf16 ("": the CPU's)
   std::chrono::milliseconds collective_timeout{300000};  // STRATA_COLLECTIVE_TIMEOUT_MS

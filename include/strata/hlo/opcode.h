@@ -235,10 +235,10 @@ namespace strata::hlo {
   V(kReduceScatter, "reduce-scatter", Collective, Complex, Collective, HloOnly, None, Collective) \
   V(kAllToAll, "all-to-all", Collective, Complex, Collective, HloOnly, None, Collective) \
   V(kCollectivePermute, "collective-permute", Collective, Complex, Collective, HloOnly, None, Collective) \
-  V(kAllReduceStart, "all-reduce-start", Collective, Complex, Collective, HloOnly, None, Expanded) \
-  V(kAllReduceDone, "all-reduce-done", Collective, Complex, Collective, HloOnly, None, Expanded) \
-  V(kAllGatherStart, "all-gather-start", Collective, Complex, Collective, HloOnly, None, Expanded) \
-  V(kAllGatherDone, "all-gather-done", Collective, Complex, Collective, HloOnly, None, Expanded) \
+  V(kAllReduceStart, "all-reduce-start", Collective, Complex, Collective, HloOnly, None, Collective) \
+  V(kAllReduceDone, "all-reduce-done", Collective, Complex, Collective, HloOnly, None, Collective) \
+  V(kAllGatherStart, "all-gather-start", Collective, Complex, Collective, HloOnly, None, Collective) \
+  V(kAllGatherDone, "all-gather-done", Collective, Complex, Collective, HloOnly, None, Collective) \
   V(kCollectivePermuteStart, "collective-permute-start", Collective, Complex, Collective, HloOnly, None, Expanded) \
   V(kCollectivePermuteDone, "collective-permute-done", Collective, Complex, Collective, HloOnly, None, Expanded)
 // clang-format on

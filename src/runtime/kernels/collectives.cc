@@ -6,8 +6,10 @@
 #include <fmt/ranges.h>
 
 #include <cstring>
+#include <memory>
 #include <numeric>
 
+#include "async_collectives.h"
 #include "kernels.h"
 #include "strata/hlo/builder.h"
 #include "strata/runtime/communicator.h"
@@ -26,6 +28,14 @@ const RunContext& ContextOf(const Instruction& inst, const KernelArgs& args) {
         hlo::OpcodeName(inst.opcode()), inst.name());
   }
   return *args.context;
+}
+
+// A synchronous collective first waits for the run's started ones: every
+// member then issues its collectives in one order.
+const RunContext& SynchronousContextOf(const Instruction& inst, const KernelArgs& args) {
+  const RunContext& context = ContextOf(inst, args);
+  if (context.async) context.async->WaitAll();
+  return context;
 }
 
 // The group `self` belongs to: its replica group, or every partition.
@@ -119,7 +129,7 @@ KernelInfo MakeCollectiveKernel(const Instruction& inst, ThreadPool& pool) {
       std::vector<Shape> leaves;
       for (const Instruction* op : inst.operands()) leaves.push_back(op->shape());
       return {[instp, kind, leaves](const KernelArgs& a) {
-        const RunContext& c = ContextOf(*instp, a);
+        const RunContext& c = SynchronousContextOf(*instp, a);
         std::vector<int64_t> group = GroupOf(*instp, c);
         for (size_t i = 0; i < leaves.size(); ++i) {
           c.communicator->AllReduce(c.partition, group, leaves[i].dtype(), kind, a.operands[i],
@@ -134,7 +144,7 @@ KernelInfo MakeCollectiveKernel(const Instruction& inst, ThreadPool& pool) {
       int64_t bytes = in.byte_size();
       int64_t scratch = split.outer > 1 ? inst.shape().byte_size() : 0;
       return {[instp, split, block, bytes](const KernelArgs& a) {
-                const RunContext& c = ContextOf(*instp, a);
+                const RunContext& c = SynchronousContextOf(*instp, a);
                 std::vector<int64_t> group = GroupOf(*instp, c);
                 int64_t n = static_cast<int64_t>(group.size());
                 if (split.outer == 1) {
@@ -157,7 +167,7 @@ KernelInfo MakeCollectiveKernel(const Instruction& inst, ThreadPool& pool) {
       DType dtype = out.dtype();
       int64_t count = out.num_elements();
       return {[instp, kind, split, block, scratch, dtype, count](const KernelArgs& a) {
-                const RunContext& c = ContextOf(*instp, a);
+                const RunContext& c = SynchronousContextOf(*instp, a);
                 std::vector<int64_t> group = GroupOf(*instp, c);
                 int64_t n = static_cast<int64_t>(group.size());
                 const uint8_t* src = a.operands[0];
@@ -177,7 +187,7 @@ KernelInfo MakeCollectiveKernel(const Instruction& inst, ThreadPool& pool) {
       int64_t bytes = in.byte_size();
       DType dtype = in.dtype();
       return {[instp, split, bytes, dtype](const KernelArgs& a) {
-                const RunContext& c = ContextOf(*instp, a);
+                const RunContext& c = SynchronousContextOf(*instp, a);
                 std::vector<int64_t> group = GroupOf(*instp, c);
                 int64_t n = static_cast<int64_t>(group.size());
                 // Dimension d holds n blocks; block j goes to member j, and
@@ -194,9 +204,81 @@ KernelInfo MakeCollectiveKernel(const Instruction& inst, ThreadPool& pool) {
     case Opcode::kCollectivePermute: {
       int64_t bytes = inst.shape().byte_size();
       return {[instp, bytes](const KernelArgs& a) {
-        const RunContext& c = ContextOf(*instp, a);
+        const RunContext& c = SynchronousContextOf(*instp, a);
         c.communicator->CollectivePermute(c.partition, instp->source_target_pairs, a.operands[0],
                                           a.outputs[0], bytes);
+      }};
+    }
+    case Opcode::kAllGatherStart: {
+      // all-gather's work, handed to the run's collective thread: the
+      // operand and the gathered result (leaf 1 of the start's tuple) stay
+      // untouched until the -done, which reads both.
+      const Shape& in = inst.operand(0)->shape();
+      Split split = SplitAt(in, inst.dimensions.at(0));
+      int64_t block = split.middle * split.inner * DTypeSize(in.dtype());
+      int64_t bytes = in.byte_size();
+      int64_t gathered = inst.shape().tuple_shape(1).byte_size();
+      return {[instp, split, block, bytes, gathered](const KernelArgs& a) {
+        const RunContext& c = ContextOf(*instp, a);
+        Communicator* communicator = c.communicator;
+        const int64_t self = c.partition;
+        const uint8_t* input = a.operands[0];
+        uint8_t* output = a.outputs[0];
+        auto work = [=, group = GroupOf(*instp, c)] {
+          if (split.outer == 1) {
+            communicator->AllGather(self, group, input, output, bytes);
+            return;
+          }
+          // The kernel's scratch is another step's once this one returns.
+          std::unique_ptr<uint8_t[]> staged(new uint8_t[gathered]);
+          communicator->AllGather(self, group, input, staged.get(), bytes);
+          FromBlockMajor(staged.get(), output, split.outer, static_cast<int64_t>(group.size()),
+                         block);
+        };
+        if (c.async) {
+          c.async->Start(instp, std::move(work));
+        } else {
+          work();
+        }
+      }};
+    }
+    case Opcode::kAllReduceStart: {
+      // Reduced in place in the result (the planner gives it a dying
+      // operand's bytes when it can, else the operand is copied there).
+      ReduceKind kind = ReduceKindOf(inst);
+      std::vector<Shape> leaves;
+      for (const Instruction* op : inst.operands()) leaves.push_back(op->shape());
+      return {[instp, kind, leaves](const KernelArgs& a) {
+        const RunContext& c = ContextOf(*instp, a);
+        Communicator* communicator = c.communicator;
+        const int64_t self = c.partition;
+        std::vector<uint8_t*> outputs;
+        for (size_t i = 0; i < leaves.size(); ++i) {
+          if (a.outputs[i] != a.operands[i]) {
+            std::memcpy(a.outputs[i], a.operands[i], leaves[i].byte_size());
+          }
+          outputs.push_back(a.outputs[i]);
+        }
+        auto work = [=, group = GroupOf(*instp, c)] {
+          for (size_t i = 0; i < leaves.size(); ++i) {
+            communicator->AllReduce(self, group, leaves[i].dtype(), kind, outputs[i], outputs[i],
+                                    leaves[i].num_elements());
+          }
+        };
+        if (c.async) {
+          c.async->Start(instp, std::move(work));
+        } else {
+          work();
+        }
+      }};
+    }
+    case Opcode::kAllGatherDone:
+    case Opcode::kAllReduceDone: {
+      // Its result is the start's (the planner gives it the start's slots).
+      const Instruction* start = inst.operand(0);
+      return {[instp, start](const KernelArgs& a) {
+        const RunContext& c = ContextOf(*instp, a);
+        if (c.async) c.async->Wait(start);
       }};
     }
     default:

@@ -185,6 +185,8 @@ bool CanRunInPlace(const hlo::Instruction& inst, int64_t index) {
     case Opcode::kDynamicUpdateSlice:
     case Opcode::kScatter:
       return index == 0;
+    case Opcode::kAllReduceStart:  // reduces in its result, in place
+      return same_element_size;
     case Opcode::kFusion:
       return same_element_size && FusionReadsElementwise(inst, index);
     default:

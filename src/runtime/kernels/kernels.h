@@ -15,6 +15,7 @@
 
 namespace strata::runtime {
 
+class AsyncCollectives;
 class Communicator;
 class KernelProfile;
 
@@ -26,6 +27,9 @@ struct RunContext {
   int64_t num_partitions = 1;
   Communicator* communicator = nullptr;
   KernelProfile* profile = nullptr;  // the client's, when it profiles
+  // The run's started collectives (async_collectives.h): set whenever
+  // there is a communicator.
+  AsyncCollectives* async = nullptr;
 };
 
 struct KernelArgs {
