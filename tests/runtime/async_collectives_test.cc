@@ -133,7 +133,7 @@ ENTRY main {
   }
 }
 
-TEST(OverlapCollectives, AnFsdpLoopPrefetchesEachLayersGatheredWeights) {
+TEST(OverlapCollectives, AnFsdpLoopGathersTheNextLayersWeightsWhileThisLayerComputes) {
   // Three layers of 2x4 weight halves stacked per partition; each step
   // gathers its layer's 4x4 weight and multiplies the carry by it (then
   // tanh): the loop an FSDP model runs.
@@ -182,12 +182,20 @@ ENTRY main {
   auto exe = CompileWith(text, client, true);
   const hlo::Computation* body = nullptr;
   for (const auto& c : exe->module().computations()) {
-    if (PositionOf(*c, hlo::Opcode::kAllGatherStart) >= 0) body = c.get();
+    if (PositionOf(*c, hlo::Opcode::kTanh) >= 0) body = c.get();
   }
   ASSERT_NE(body, nullptr) << hlo::ToText(exe->module());
-  // The gather starts before the tanh it can run beside and ends at the dot.
-  EXPECT_LT(PositionOf(*body, hlo::Opcode::kAllGatherStart), PositionOf(*body, hlo::Opcode::kTanh));
-  EXPECT_GT(PositionOf(*body, hlo::Opcode::kAllGatherDone), PositionOf(*body, hlo::Opcode::kTanh));
+  // Pipelined: the loop carries the layer's gathered weight (a fourth
+  // element); the first layer's is gathered before the loop, and each
+  // iteration gathers the next layer's from its start to its end, beside
+  // the tanh and the dot.
+  const std::string text_out = hlo::ToText(exe->module());
+  EXPECT_EQ(body->parameter(0)->shape().tuple_size(), 4) << text_out;
+  EXPECT_GE(PositionOf(*exe->module().entry(), hlo::Opcode::kAllGatherStart), 0) << text_out;
+  EXPECT_LT(PositionOf(*body, hlo::Opcode::kAllGatherStart), PositionOf(*body, hlo::Opcode::kTanh))
+      << text_out;
+  EXPECT_GT(PositionOf(*body, hlo::Opcode::kAllGatherDone), PositionOf(*body, hlo::Opcode::kDot))
+      << text_out;
 
   auto got = RunOn2(*exe, client, args);
   for (int p = 0; p < 2; ++p) {
