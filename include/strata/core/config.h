@@ -18,9 +18,9 @@
 namespace strata {
 
 struct Config {
-  int cpu_devices = 1;     // STRATA_CPU_DEVICES: virtual devices of the default client
-  bool profile = false;    // STRATA_PROFILE (set): per-kernel profile printed at exit
-  bool fusion = true;      // STRATA_NO_FUSION (set): compile without fusion
+  int cpu_devices = 1;   // STRATA_CPU_DEVICES: virtual devices of the default client
+  bool profile = false;  // STRATA_PROFILE (set): per-kernel profile printed at exit
+  bool fusion = true;    // STRATA_NO_FUSION (set): compile without fusion
   // STRATA_OVERLAP_COLLECTIVES (0: off): all-gathers and all-reduces run
   // while the program computes (compiler::OverlapCollectives)
   bool overlap_collectives = true;
