@@ -24,10 +24,7 @@ CASES = INDEX["cases"]
 
 # Findings strata still gets wrong: case -> the error text it prints, or "mismatch" for a
 # wrong answer. A listed case that starts to pass fails the test, so the list stays true.
-KNOWN = {
-    # XLA's reduce-precision (round to a narrower float type's precision and range)
-    "error_reduce_precision_f64": "unknown opcode 'reduce-precision'",
-}
+KNOWN = {}
 
 
 def load(path):

@@ -61,6 +61,7 @@ class Expansion {
   Instruction* BatchNormInference();
   Instruction* BatchNormGrad();
   Instruction* Map();
+  Instruction* ReducePrecision();
   Instruction* Library(LibraryCall call);
   Instruction* NextAfter(Instruction* x, Instruction* toward);
   Instruction* MatrixDiagonal();
@@ -396,6 +397,67 @@ Instruction* Expansion::WithoutBatchingDims() {
   return b_.Add(std::move(plain));
 }
 
+// XLA's reduce-precision: x rounded (to nearest, ties to even) to a float
+// format of exponent_bits and mantissa_bits, kept in x's type. Integer work
+// on x's bits: round the mantissa, then send exponents past the narrow
+// format's range to signed infinity and those below its smallest normal to
+// signed zero (its subnormals included, as XLA does). NaN stays x's own NaN,
+// or becomes +inf when the format keeps no mantissa bit (no NaN exists there).
+Instruction* Expansion::ReducePrecision() {
+  Instruction* x = operand(0);
+  const DType t = dtype();
+  const int bits = static_cast<int>(8 * DTypeSize(t));
+  const int src_mantissa = t == DType::kF16    ? 10
+                           : t == DType::kBF16 ? 7
+                           : t == DType::kF32  ? 23
+                                               : 52;
+  const int src_exponent = bits - 1 - src_mantissa;
+  const int64_t mantissa = inst_.mantissa_bits, exponent = inst_.exponent_bits;
+  if (mantissa >= src_mantissa && exponent >= src_exponent) return x;  // nothing narrower
+
+  const DType u = bits == 16 ? DType::kU16 : bits == 32 ? DType::kU32 : DType::kU64;
+  const uint64_t all = bits == 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
+  auto splat = [&](uint64_t v) {
+    Literal scalar = bits == 16   ? Literal::Scalar<uint16_t>(static_cast<uint16_t>(v))
+                     : bits == 32 ? Literal::Scalar<uint32_t>(static_cast<uint32_t>(v))
+                                  : Literal::Scalar<uint64_t>(v);
+    return b_.Broadcast(b_.Constant(std::move(scalar)), x_shape().dims(), {});
+  };
+  const uint64_t sign_mask = uint64_t{1} << (bits - 1);
+  const uint64_t exponent_mask = ((uint64_t{1} << src_exponent) - 1) << src_mantissa;
+
+  Instruction* v = b_.BitcastConvert(x, u);
+  Instruction* is_nan =
+      Cmp(Bin(Opcode::kAnd, v, splat(all & ~sign_mask)), splat(exponent_mask), Comparison::kGt);
+  if (mantissa < src_mantissa) {
+    // Adding 0111... (plus the last kept bit, for ties to even) carries into
+    // the kept bits exactly when the dropped ones round up; a carry out of
+    // the mantissa bumps the exponent, which is right too.
+    const int dropped = src_mantissa - static_cast<int>(mantissa);
+    const uint64_t last_kept = uint64_t{1} << dropped;
+    Instruction* last_bit =
+        Bin(Opcode::kShiftRightLogical, Bin(Opcode::kAnd, v, splat(last_kept)), splat(dropped));
+    Instruction* bias = Bin(Opcode::kAdd, last_bit, splat((last_kept >> 1) - 1));
+    v = Bin(Opcode::kAnd, Bin(Opcode::kAdd, v, bias), splat(all & ~(last_kept - 1)));
+  }
+  if (exponent < src_exponent) {
+    // Biased exponents of x's type: the narrow format's largest is
+    // bias + narrow_bias, its zero / subnormal one bias - narrow_bias.
+    const uint64_t bias = (uint64_t{1} << (src_exponent - 1)) - 1;
+    const uint64_t narrow_bias = (uint64_t{1} << (exponent - 1)) - 1;
+    Instruction* biased = Bin(Opcode::kAnd, v, splat(exponent_mask));
+    Instruction* overflows =
+        Cmp(biased, splat((bias + narrow_bias) << src_mantissa), Comparison::kGt);
+    Instruction* underflows =
+        Cmp(biased, splat((bias - narrow_bias) << src_mantissa), Comparison::kLe);
+    Instruction* signed_zero = Bin(Opcode::kAnd, v, splat(sign_mask));
+    Instruction* signed_inf = Bin(Opcode::kOr, signed_zero, splat(exponent_mask));
+    v = b_.Select(underflows, signed_zero, b_.Select(overflows, signed_inf, v));
+  }
+  Instruction* nan = mantissa > 0 ? x : Splat(std::numeric_limits<double>::infinity());
+  return b_.Select(is_nan, nan, b_.BitcastConvert(v, t));
+}
+
 Instruction* Expansion::Run() {
   if (inst_.opcode() == Opcode::kGather || inst_.opcode() == Opcode::kScatter) {
     return WithoutBatchingDims();
@@ -412,6 +474,8 @@ Instruction* Expansion::Run() {
       return BatchNormGrad();
     case Opcode::kMap:
       return Map();
+    case Opcode::kReducePrecision:
+      return ReducePrecision();
     case Opcode::kAllReduceStart:
     case Opcode::kAllGatherStart:
     case Opcode::kCollectivePermuteStart: {

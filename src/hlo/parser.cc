@@ -135,6 +135,8 @@ const AttributeRule kAttributeRules[] = {
     BATCH_NORM_RULES(kBatchNormGrad),
     {Opcode::kMap, "dimensions", false, INTEGER_LIST_INTO(dimensions)},
     {Opcode::kMap, "to_apply", true, CALLED_INTO(0)},
+    {Opcode::kReducePrecision, "exponent_bits", true, INTEGER_INTO(exponent_bits)},
+    {Opcode::kReducePrecision, "mantissa_bits", true, INTEGER_INTO(mantissa_bits)},
     COLLECTIVE_RULES(kAllReduce),
     {Opcode::kAllReduce, "to_apply", true, CALLED_INTO(0)},
     COLLECTIVE_RULES(kAllReduceStart),

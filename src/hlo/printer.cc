@@ -166,6 +166,10 @@ std::string AttributesText(const Instruction& inst) {
       add("dimensions", Braced(inst.dimensions));
       add("to_apply", inst.called.at(0)->name());
       break;
+    case Opcode::kReducePrecision:
+      add("exponent_bits", fmt::format("{}", inst.exponent_bits));
+      add("mantissa_bits", fmt::format("{}", inst.mantissa_bits));
+      break;
     case Opcode::kAllReduce:
     case Opcode::kAllReduceStart:
     case Opcode::kAllGather:

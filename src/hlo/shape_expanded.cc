@@ -1,5 +1,5 @@
 // Shape rules of XLA's ops that strata runs as others (hlo/expand.h):
-// batch norm, map, and copy-start / copy-done.
+// batch norm, map, reduce-precision, and copy-start / copy-done.
 #include "shape_rules.h"
 
 namespace strata::hlo::shape_rules {
@@ -78,6 +78,18 @@ Shape ExpandedShape(const View& inst) {
     }
     case Opcode::kMap:
       return MapShape(inst);
+    case Opcode::kReducePrecision: {  // a float array, rounded to a narrower format
+      ExpectOperands(inst, 1);
+      const Shape& x = ArrayOperand(inst, 0);
+      if (!IsFloating(x.dtype())) Reject(inst, "operand must be floats, got {}", x.ToString());
+      if (inst.attrs.exponent_bits < 1) {
+        Reject(inst, "exponent_bits must be at least 1, got {}", inst.attrs.exponent_bits);
+      }
+      if (inst.attrs.mantissa_bits < 0) {
+        Reject(inst, "mantissa_bits must be at least 0, got {}", inst.attrs.mantissa_bits);
+      }
+      return x;
+    }
     case Opcode::kCopyStart: {  // (destination, source, context)
       ExpectOperands(inst, 1);
       const Shape& x = ArrayOperand(inst, 0);

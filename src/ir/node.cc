@@ -62,6 +62,7 @@ void AddAttributes(HashBuilder& h, const hlo::Attributes& a) {
   h.Add(static_cast<uint8_t>(a.linalg.lower)).Add(static_cast<uint8_t>(a.linalg.left_side));
   h.Add(static_cast<uint8_t>(a.linalg.unit_diagonal));
   h.Add(static_cast<uint8_t>(a.linalg.transpose_a)).Add(a.epsilon).Add(a.feature_index);
+  h.Add(a.exponent_bits).Add(a.mantissa_bits);
   h.AddString(a.rng_algorithm);
   h.AddString(a.fusion_kind);
   h.AddString(a.custom_call_target);
@@ -88,9 +89,9 @@ static bool IsDefault(const hlo::Attributes& a) {
          a.convolution == hlo::ConvolutionDims{} && a.feature_group_count == 1 &&
          a.batch_group_count == 1 && a.literal.size_bytes() == 0 && a.rng_algorithm.empty() &&
          a.linalg == hlo::LinalgOptions{} && a.epsilon == 0 && a.feature_index == 0 &&
-         a.fusion_kind.empty() && a.custom_call_target.empty() && a.backend_config.empty() &&
-         a.algorithm.empty() && a.sharding.empty() && a.called.empty() &&
-         a.parameter_number == -1 && a.tuple_index == -1;
+         a.exponent_bits == 0 && a.mantissa_bits == 0 && a.fusion_kind.empty() &&
+         a.custom_call_target.empty() && a.backend_config.empty() && a.algorithm.empty() &&
+         a.sharding.empty() && a.called.empty() && a.parameter_number == -1 && a.tuple_index == -1;
 }
 
 namespace {

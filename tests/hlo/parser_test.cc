@@ -464,6 +464,7 @@ ENTRY main {
   bni = f32[4,2] batch-norm-inference(x, v, v, v, v), epsilon=1e-05, feature_index=1
   bng = (f32[4,2], f32[2], f32[2]) batch-norm-grad(x, v, v, v, bni), epsilon=0.5, feature_index=1
   m = f32[4,2] map(x, bni), dimensions={0,1}, to_apply=add
+  rp = f32[4,2] reduce-precision(m), exponent_bits=5, mantissa_bits=10
   l = f32[2,2] cholesky(a), lower=true
   s = f32[2,2] triangular-solve(l, a), left_side=false, lower=true, unit_diagonal=true, transpose_a=TRANSPOSE
   ars = f32[4,2] all-reduce-start(m), channel_id=1, replica_groups={{0,1}}, to_apply=add

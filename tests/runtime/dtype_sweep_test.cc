@@ -189,6 +189,7 @@ std::vector<Row> Table() {
       {"batch-norm-training", kFloats},
       {"batch-norm-inference", kFloats},
       {"batch-norm-grad", kFloats},
+      {"reduce-precision", kFloats},
   };
   rows.insert(rows.end(), arithmetic.begin(), arithmetic.end());
   return rows;
@@ -1349,6 +1350,21 @@ void Map(Sweep& s, DType t) {
   s.Check("map", t, Module(entry, f), {x, y}, {y});
 }
 
+// To a float of 4 exponent and 2 mantissa bits (largest 1.75 * 2^7 = 224,
+// smallest normal 2^-6), worked out by hand: 1.125 and 1.375 are ties (to
+// 1 and 1.5, the even last bit), 100 = 1.5625 * 2^6 rounds to 1.5 * 2^6,
+// 240 = 1.875 * 2^7 rounds up past the largest to infinity, 2^-7 is below
+// the smallest normal. Every input is exact in f16 and bf16.
+void ReducePrecision(Sweep& s, DType t) {
+  const std::string entry = R"(  x = $t[8] parameter(0)
+  ROOT r = $t[8] reduce-precision(x), exponent_bits=4, mantissa_bits=2
+)";
+  const Real inf = std::numeric_limits<Real>::infinity();
+  s.Check("reduce-precision", t, Module(entry),
+          {Shaped(t, {8}, {1.125, 1.375, -3.5, 240, 224, 0.0078125, -0.015625, 100})},
+          {Shaped(t, {8}, {1, 1.5, -3.5, inf, 224, 0, -0.015625, 96})});
+}
+
 void CopyStartDone(Sweep& s, DType t) {
   const std::string entry = R"(  x = $t[5] parameter(0)
   started = ($t[5], $t[5], u32[]) copy-start(x)
@@ -1415,6 +1431,7 @@ const std::map<Opcode, Case> kCases = {
     {Opcode::kCholesky, Cholesky}, {Opcode::kTriangularSolve, TriangularSolve},
     {Opcode::kBatchNormTraining, BatchNormTraining}, {Opcode::kBatchNormInference, BatchNormInference},
     {Opcode::kBatchNormGrad, BatchNormGrad}, {Opcode::kMap, Map},
+    {Opcode::kReducePrecision, ReducePrecision},
     {Opcode::kCopyStart, CopyStartDone}, {Opcode::kCopyDone, CopyStartDone},
     {Opcode::kAllReduceStart, AllReduceStartDone}, {Opcode::kAllReduceDone, AllReduceStartDone},
     {Opcode::kAllGatherStart, AllGatherStartDone}, {Opcode::kAllGatherDone, AllGatherStartDone},

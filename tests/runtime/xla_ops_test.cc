@@ -237,6 +237,132 @@ TEST(Map, AFunctionThatIsNotElementwiseOrAWrongSignatureIsAnError) {
               HasSubstr("every operand must have operand 0's"));
 }
 
+// ---- reduce-precision ------------------------------------------------------------------------
+// The reference rounds by arithmetic, not bits: |x| to a multiple of its
+// quantum 2^(exponent - mantissa_bits), ties to even, where exponent is x's own (floor log2) or,
+// below the source type's smallest normal, that one's (the source's subnormals are kept when the
+// narrow format has as many exponent bits); then, if the narrow format has fewer exponent bits than
+// the source, anything at or past 2^(narrow_bias + 1) is infinite and anything below its smallest
+// normal 2^(1 - narrow_bias) is zero (XLA flushes the narrow subnormals).
+double ReducedReference(double x, int source_exponent_bits, int exponent_bits, int mantissa_bits) {
+  const double inf = std::numeric_limits<double>::infinity();
+  if (std::isnan(x)) return mantissa_bits > 0 ? x : inf;
+  if (std::isinf(x) || x == 0) return x;
+  const int source_bias = (1 << (source_exponent_bits - 1)) - 1;
+  const int e = std::max(std::ilogb(x), 1 - source_bias);
+  const double quantum = std::ldexp(1.0, e - mantissa_bits);
+  const double scaled = std::abs(x) / quantum, below = std::floor(scaled);
+  // Ties go to an even last kept bit: the significand's lowest, or with no
+  // mantissa bits the biased exponent's lowest (the bit pattern's).
+  const bool odd = mantissa_bits > 0 ? std::fmod(below, 2) == 1 : (e + source_bias) % 2 != 0;
+  const bool up = scaled - below > 0.5 || (scaled - below == 0.5 && odd);
+  double r = (below + (up ? 1 : 0)) * quantum;
+  if (exponent_bits < source_exponent_bits) {
+    const int bias = (1 << (exponent_bits - 1)) - 1;
+    if (r >= std::ldexp(1.0, bias + 1)) r = inf;
+    if (r < std::ldexp(1.0, 1 - bias)) r = 0;
+  }
+  return std::copysign(r, x);
+}
+
+// Values across the whole range of T: random exponents and mantissas, the
+// specials, and the ties and edges of each narrow format tested.
+template <typename T>
+std::vector<T> RoundingInputs() {
+  using L = std::numeric_limits<T>;
+  std::vector<T> v = {0,         -T(0),       L::infinity(), -L::infinity(),  L::quiet_NaN(),
+                      L::max(),  L::lowest(), L::min(),      L::denorm_min(), -L::denorm_min(),
+                      1,         T(1.5),      T(65504),      T(65519.99),     T(65520),
+                      T(-65536), T(6.1e-5),   T(6.0e-5),     T(3.0e-5),       T(1.0e-8)};
+  for (int m : {2, 3, 7, 10}) {  // exactly halfway above 1 and above 1 + one step: ties
+    v.push_back(T(1) + std::ldexp(T(1), -m - 1));
+    v.push_back(T(1) + 3 * std::ldexp(T(1), -m - 1));
+    v.push_back(-(T(2) - std::ldexp(T(1), -m - 1)));  // rounds up into the next exponent
+  }
+  std::mt19937 rng(47);
+  std::uniform_int_distribution<int> exponent(L::min_exponent - L::digits - 1, L::max_exponent);
+  std::uniform_real_distribution<double> mantissa(0.5, 1.0);
+  for (int i = 0; i < 2000; ++i) {
+    const double m = (i % 2 ? -1 : 1) * mantissa(rng);
+    v.push_back(static_cast<T>(std::ldexp(m, exponent(rng))));
+  }
+  return v;
+}
+
+template <typename T>
+void CheckReducePrecision(const char* type, int source_exponent_bits, int exponent_bits,
+                          int mantissa_bits) {
+  const std::vector<T> x = RoundingInputs<T>();
+  const int64_t n = static_cast<int64_t>(x.size());
+  auto out = RunHlo("",
+                    fmt::format("  x = {0}[{1}] parameter(0)\n"
+                                "  ROOT r = {0}[{1}] reduce-precision(x), exponent_bits={2}, "
+                                "mantissa_bits={3}\n",
+                                type, n, exponent_bits, mantissa_bits),
+                    {Arg(x, {n})});
+  const std::vector<T> got = test::ToHost<T>(out[0]);
+  for (int64_t i = 0; i < n; ++i) {
+    const T want =
+        static_cast<T>(ReducedReference(x[i], source_exponent_bits, exponent_bits, mantissa_bits));
+    const bool same = std::isnan(want)
+                          ? std::isnan(got[i])
+                          : got[i] == want && std::signbit(got[i]) == std::signbit(want);
+    EXPECT_TRUE(same) << type << " e" << exponent_bits << "m" << mantissa_bits << " of "
+                      << fmt::format("{:a}", x[i]) << ": got " << fmt::format("{:a}", got[i])
+                      << ", want " << fmt::format("{:a}", want);
+  }
+}
+
+TEST(ReducePrecision, RoundsToTheNarrowFormatsPrecisionAndRange) {
+  // bf16, f16, an f8 e4m3-like and e5m2 format, one with no mantissa bits,
+  // and the source's own format (nothing changes).
+  for (auto [e, m] : {std::pair{8, 7}, {5, 10}, {4, 3}, {5, 2}, {3, 0}, {1, 1}, {8, 23}}) {
+    CheckReducePrecision<float>("f32", 8, e, m);
+  }
+  for (auto [e, m] : {std::pair{8, 7}, {5, 10}, {8, 23}, {11, 30}, {11, 52}, {2, 0}}) {
+    CheckReducePrecision<double>("f64", 11, e, m);
+  }
+}
+
+TEST(ReducePrecision, KeepsNaNsAndMakesThemInfiniteWithoutMantissaBits) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> x = {nan, -nan, 1};
+  for (int m : {0, 4}) {
+    auto out = RunHlo("",
+                      fmt::format("  x = f32[3] parameter(0)\n  ROOT r = f32[3] "
+                                  "reduce-precision(x), exponent_bits=5, mantissa_bits={}\n",
+                                  m),
+                      {Arg(x, {3})});
+    const std::vector<float> got = test::ToHost<float>(out[0]);
+    if (m == 0) {
+      EXPECT_EQ(got[0], std::numeric_limits<float>::infinity());
+      EXPECT_EQ(got[1], std::numeric_limits<float>::infinity());  // XLA: +inf either sign
+    } else {
+      EXPECT_TRUE(std::isnan(got[0]) && std::isnan(got[1]));
+    }
+    EXPECT_EQ(got[2], 1.0f);
+  }
+}
+
+TEST(ReducePrecision, BadOperandsOrBitCountsAreErrorsNamingThem) {
+  EXPECT_THAT(ParseError("",
+                         "  x = s32[3] parameter(0)\n  ROOT r = s32[3] reduce-precision(x), "
+                         "exponent_bits=5, mantissa_bits=2\n"),
+              AllOf(HasSubstr("reduce-precision"), HasSubstr("operand must be floats")));
+  EXPECT_THAT(ParseError("",
+                         "  x = f32[3] parameter(0)\n  ROOT r = f32[3] reduce-precision(x), "
+                         "exponent_bits=0, mantissa_bits=2\n"),
+              HasSubstr("exponent_bits must be at least 1, got 0"));
+  EXPECT_THAT(ParseError("",
+                         "  x = f32[3] parameter(0)\n  ROOT r = f32[3] reduce-precision(x), "
+                         "exponent_bits=5, mantissa_bits=-1\n"),
+              HasSubstr("mantissa_bits must be at least 0, got -1"));
+  EXPECT_THAT(ParseError("",
+                         "  x = f32[3] parameter(0)\n  ROOT r = f32[3] reduce-precision(x), "
+                         "exponent_bits=5\n"),
+              HasSubstr("mantissa_bits"));
+}
+
 // ---- asynchronous collectives and copies ----------------------------------------------------
 TEST(AsyncCollectives, StartAndDoneGiveTheCollectivesValuesOnEachPartition) {
   const std::string text = std::string("HloModule m, num_partitions=2\n") + kAdd + R"(

@@ -984,7 +984,7 @@ class Builder:
             return self.emit("bitcast-convert", lambda v: Info("s32", v[0].shape, INT_MIN, INT_MAX,
                                                                err=exact_only(v)), [x])
         if r < 0.8:
-            x = self.choose(lambda i: i.dtype in ("f32", "f64"))
+            x = self.choose(lambda i: i.dtype in ("f32", "f64", "bf16", "f16"))
             if x is None:
                 return None
             e, m = self.rng.choice(((5, 10), (8, 7), (8, 23), (6, 3), (11, 20), (5, 2)))

@@ -114,6 +114,8 @@ struct Attributes {
   LinalgOptions linalg;             // cholesky, triangular-solve
   float epsilon = 0;                // batch-norm-*
   int64_t feature_index = 0;        // batch-norm-*
+  int64_t exponent_bits = 0;        // reduce-precision: the narrower type's exponent
+  int64_t mantissa_bits = 0;        // reduce-precision: and its mantissa (stored bits)
   std::string rng_algorithm;        // rng-bit-generator ("rng_philox")
   std::string fusion_kind;          // fusion: XLA's kind; empty is kLoop
   // custom-call: the manual-sharding boundaries JAX's shard_map emits,

@@ -226,6 +226,7 @@ namespace strata::hlo {
   V(kBatchNormInference, "batch-norm-inference", Other, Real, Expanded, HloOnly, None, Expanded) \
   V(kBatchNormGrad, "batch-norm-grad", Other, Real, Expanded, HloOnly, None, Expanded) \
   V(kMap, "map", Other, Complex, Expanded, HloOnly, None, Expanded) \
+  V(kReducePrecision, "reduce-precision", Other, Real, Expanded, HloOnly, None, Expanded) \
   V(kCopyStart, "copy-start", Other, Complex, Expanded, HloOnly, None, Expanded) \
   V(kCopyDone, "copy-done", Other, Complex, Expanded, HloOnly, None, Expanded) \
   V(kPartitionId, "partition-id", Collective, Real, Collective, NoGradient, None, Collective) \
