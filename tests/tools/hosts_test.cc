@@ -54,7 +54,7 @@ class Hosts : public testing::MpiJobTest {
  protected:
   // The 4-process job the fault tests run, uninterrupted and in one process.
   static constexpr const char* kArgs =
-      "--mesh data=4 --sharding fsdp --eval-every 0 --steps 400 --checkpoint-every 20";
+      "--mesh data=4 --sharding fsdp --eval-every 0 --steps 200 --checkpoint-every 20";
 
   // A 4-process job over 2 hosts (2 each) as `name`; once it has written its
   // first checkpoint and run a random while longer, `fault` strikes host 1.
@@ -96,8 +96,8 @@ class Hosts : public testing::MpiJobTest {
         Train(hosts.Mpirun(STRATA_MPIEXEC, 2, 120, {0}), name, std::string(kArgs) + " --resume"), 0)
         << Stderr(name);
     EXPECT_NE(Read(Path(name + ".stdout")).find("over 2 processes"), std::string::npos);
-    EXPECT_EQ(Losses(name, "step-0000400"), Losses("whole", "step-0000400"));
-    EXPECT_TRUE(Weights(name, "step-0000400") == Weights("whole", "step-0000400"));
+    EXPECT_EQ(Losses(name, "step-0000200"), Losses("whole", "step-0000200"));
+    EXPECT_TRUE(Weights(name, "step-0000200") == Weights("whole", "step-0000200"));
   }
 
   static unsigned Seed() {
