@@ -92,4 +92,20 @@ void CapIsa(std::optional<Isa> isa) {
   cap.store(isa ? static_cast<int>(*isa) : kNoCap, std::memory_order_relaxed);
 }
 
+namespace {
+constexpr int kCpuChoice = -1;
+std::atomic<int> paired_override{kCpuChoice};
+}  // namespace
+
+bool PairedBf16Dots() {
+  if (KernelIsa() != Isa::kAvx512Bf16) return false;
+  static const bool cpu_pairs = !__builtin_cpu_is("intel");
+  const int forced = paired_override.load(std::memory_order_relaxed);
+  return forced == kCpuChoice ? cpu_pairs : forced != 0;
+}
+
+void PairBf16Dots(std::optional<bool> paired) {
+  paired_override.store(paired ? static_cast<int>(*paired) : kCpuChoice, std::memory_order_relaxed);
+}
+
 }  // namespace strata::runtime

@@ -18,6 +18,9 @@ int ListDevices() {
   for (int i = 0; i < client.device_count(); ++i) fmt::print("{}\n", client.device(i)->ToString());
   fmt::print("kernels: {} (this CPU runs up to {}; STRATA_ISA caps it)\n",
              runtime::IsaName(runtime::KernelIsa()), runtime::IsaName(runtime::CpuIsa()));
+  fmt::print("bf16 dots: {}\n", runtime::PairedBf16Dots()
+                                    ? "vdpbf16ps pairs"
+                                    : "operands widened to f32 as they are packed");
   return 0;
 }
 

@@ -147,10 +147,13 @@ void UnderEveryIsa(F check) {
   for (Isa isa : isas) {
     SCOPED_TRACE(std::string(IsaName(isa)) + " micro-kernel");
     CapIsa(isa);
+    // avx512bf16's own bf16 path, even on a CPU whose default widens.
+    PairBf16Dots(isa == Isa::kAvx512Bf16 ? std::optional<bool>(true) : std::nullopt);
     EXPECT_EQ(KernelIsa(), isa);
     check(isa);
   }
   CapIsa(std::nullopt);
+  PairBf16Dots(std::nullopt);
 }
 
 TEST(Gemm, F32MatchesATripleLoopInEveryLayoutUnderEveryIsa) {
@@ -219,6 +222,27 @@ TEST(Gemm, TheDefaultIsTheWidestTheCpuRunsAndWiderIsAnError) {
       EXPECT_NE(std::string(e.what()).find("this CPU runs at most"), std::string::npos) << e.what();
     }
   }
+}
+
+// bf16 dots pair on vdpbf16ps only under avx512bf16 and, by default, only
+// off Intel CPUs (the vendor as /proc/cpuinfo names it), where it pays.
+TEST(Gemm, Bf16DotsPairOnlyWhereTheCpuRunsThemFaster) {
+  if (std::getenv("STRATA_EMULATED_CPU")) GTEST_SKIP() << "/proc/cpuinfo is the host's";
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, vendor;
+  while (std::getline(in, line) && vendor.empty()) {
+    if (line.rfind("vendor_id", 0) == 0) vendor = line.substr(line.find(':') + 2);
+  }
+  ASSERT_FALSE(vendor.empty()) << "no vendor_id line in /proc/cpuinfo";
+  for (Isa isa : SupportedIsas()) {
+    CapIsa(isa);
+    EXPECT_EQ(PairedBf16Dots(), isa == Isa::kAvx512Bf16 && vendor != "GenuineIntel")
+        << IsaName(isa) << " on " << vendor;
+    PairBf16Dots(true);
+    EXPECT_EQ(PairedBf16Dots(), isa == Isa::kAvx512Bf16) << "forced, under " << IsaName(isa);
+    PairBf16Dots(std::nullopt);
+  }
+  CapIsa(std::nullopt);
 }
 
 // The dot kernel splits C into row or column pieces, one per thread; each
@@ -366,7 +390,9 @@ TEST(Gemm, Bf16PiecesEqualTheWholeBitForBitUnderEveryIsa) {
 // several).
 TEST(Gemm, Bf16WithoutBf16InstructionsIsTheF32ProductBitForBit) {
   UnderEveryIsa([](Isa isa) {
-    if (isa == Isa::kAvx512Bf16) return;
+    // avx512bf16 without its pairs (an Intel CPU's default) widens too.
+    if (isa == Isa::kAvx512Bf16) PairBf16Dots(false);
+    EXPECT_FALSE(PairedBf16Dots());
     for (const Case& c : Cases()) {
       Bf16Operands ops{c};
       Operands<float> wide{c};

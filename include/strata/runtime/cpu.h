@@ -31,4 +31,16 @@ std::vector<Isa> SupportedIsas();
 // an ISA the CPU lacks is an Error. For tests and benchmarks.
 void CapIsa(std::optional<Isa> isa);
 
+// Whether bf16 dots run on vdpbf16ps (GemmPairs) rather than widen to f32
+// as they are packed (Isa::kAvx512's way): only under Isa::kAvx512Bf16, and
+// only on CPUs where the instruction pays. AVX512_BF16 alone does not say
+// so: on AMD's Zen 4 and Zen 5 vdpbf16ps does twice the work of an f32 FMA
+// per cycle (bench/RESULTS.md); on the Intel Xeon measured (an AMX-class
+// part) the paired GEMM ran at 0.6x the f32 one and widening at 1.05x. So
+// Intel CPUs widen. Fixed per process (results never depend on timing).
+bool PairedBf16Dots();
+// Overrides that choice under Isa::kAvx512Bf16 (nullopt: back to the
+// CPU's). For tests and benchmarks.
+void PairBf16Dots(std::optional<bool> paired);
+
 }  // namespace strata::runtime

@@ -108,8 +108,8 @@ constexpr int kGemmBf16SumsSlot = 4;
 void* GemmPackingSpace(int slot, int64_t bytes);
 
 // C[m, n] (f32, row stride ldc) = A[m, k] · B[k, n] for bf16 A and B (their
-// bits): every product is exact in f32 and the sums are f32. Under
-// Isa::kAvx512Bf16 the products are vdpbf16ps's, two k at a time (which,
+// bits): every product is exact in f32 and the sums are f32. Where
+// PairedBf16Dots() the products are vdpbf16ps's, two k at a time (which,
 // as the instruction does, flushes subnormal inputs and sums to zero);
 // elsewhere the operands are widened to f32 as they are packed and the
 // sums are Gemm<float>'s of the widened operands, bit for bit. Each element
@@ -118,7 +118,7 @@ void* GemmPackingSpace(int slot, int64_t bytes);
 //
 // With `narrow`, the result is C rounded to bf16 (as NarrowToBf16 rounds)
 // into narrow (row stride ldn), and C is scratch for the f32 sums: under
-// Isa::kAvx512Bf16 and Isa::kAvx2 each tile is rounded as it leaves the
+// every ISA but portable each tile is rounded as it leaves the
 // registers, so C is not written at all unless GemmBf16NeedsSums(k) (k
 // spans several blocks, or another ISA); c may then be null (per-thread
 // space is used if the sums turn out to be needed after all).

@@ -520,14 +520,11 @@ void NarrowToBf16(const float* src, uint16_t* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = hlo::FloatToBFloat16(src[i]);
 }
 
-GemmTile GemmBf16Tile() {
-  return KernelIsa() == Isa::kAvx512Bf16 ? GemmTile{kMr, kNr} : GemmTileFor<float>();
-}
+GemmTile GemmBf16Tile() { return PairedBf16Dots() ? GemmTile{kMr, kNr} : GemmTileFor<float>(); }
 
 bool GemmBf16NeedsSums(int64_t k) {
-  const Isa isa = KernelIsa();
-  if (isa == Isa::kAvx512Bf16) return k > kKc;
-  return isa == Isa::kPortable || k > kWideKc;
+  if (PairedBf16Dots()) return k > kKc;
+  return KernelIsa() == Isa::kPortable || k > kWideKc;
 }
 
 void GemmBf16(int64_t m, int64_t n, int64_t k, MatrixView<const uint16_t> a,
@@ -536,11 +533,11 @@ void GemmBf16(int64_t m, int64_t n, int64_t k, MatrixView<const uint16_t> a,
     c = static_cast<float*>(GemmPackingSpace(kGemmBf16SumsSlot, m * n * int64_t{sizeof(float)}));
     ldc = n;
   }
-  if (KernelIsa() == Isa::kAvx512Bf16) {
+  if (PairedBf16Dots()) {
     GemmPairs(m, n, k, a, b, c, ldc, narrow, ldn);
     return;
   }
-  if (KernelIsa() == Isa::kAvx2 || KernelIsa() == Isa::kAvx512) {
+  if (KernelIsa() >= Isa::kAvx2) {
     // The f32 GEMM's tile under this ISA: 6 x 16 or 6 x 64.
     const WideTile tile = KernelIsa() == Isa::kAvx2 ? TileWideAvx2 : TileWideAvx512;
     return GemmWide(m, n, k, a, b, c, ldc, narrow, ldn, tile, GemmTileFor<float>().columns);
