@@ -3,7 +3,10 @@
 // functions of torch.nn.functional under strata.nn.functional's names.
 #include <pybind11/stl.h>
 
+#include <optional>
+
 #include "bindings.h"
+#include "strata/lazy/index_check.h"
 #include "strata/lazy/ops.h"
 #include "strata/nn/functional.h"
 
@@ -201,8 +204,12 @@ void BindCreation(py::module_& m) {
       py::arg("n"), py::arg("dtype") = py::none());
   m.def(
       "constant",
-      [](double v, py::object dtype) {
-        return constant(v, OptionalDType(dtype).value_or(DType::kF32));
+      [](py::object v, py::object dtype) {
+        const DType t = OptionalDType(dtype).value_or(DType::kF32);
+        if (!IsInteger(t)) return constant(py::float_(v).cast<double>(), t);
+        CheckIntegerRange(v, t, "constant");
+        if (py::isinstance<py::int_>(v)) return integer_constant(Int64Arg(v, "constant"), t);
+        return constant(v.cast<double>(), t);
       },
       py::arg("value"), py::arg("dtype") = py::none(),
       "A scalar baked into the program (changing it recompiles).");
@@ -604,6 +611,16 @@ void BindCumulative(py::module_& m) {
 void BindFunctions(py::module_& m) {
   m.def("softmax", &softmax, py::arg("x"), py::arg("dim"));
   m.def("log_softmax", &log_softmax, py::arg("x"), py::arg("dim"));
+  // For lowerings that read by index through other ops (a scatter written as
+  // a compare against the positions): `result` carrying strata's check that
+  // every element of `index` lies in [0, bound), the Error naming `op`.
+  m.def(
+      "_with_index_check",
+      [](const Tensor& result, const Tensor& index, int64_t bound, const std::string& op,
+         const std::string& range) {
+        return lazy::WithIndexCheck(result, index, bound, op, range);
+      },
+      py::arg("result"), py::arg("index"), py::arg("bound"), py::arg("op"), py::arg("range"));
   m.def(
       "one_hot",
       [](py::handle index, int64_t classes, py::object dtype) {
@@ -694,9 +711,24 @@ void BindFunctions(py::module_& m) {
   BindPooling(m, "max_pool3d", &max_pool3d, &max_pool3d_with_indices, "avg_pool3d", &avg_pool3d);
 }
 
+// `with strata._strata._BakeScalars():` makes every scalar made on this
+// thread inside a literal (lazy::BakeScalars): the torch.compile backend
+// lowers its graphs under it.
+struct BakeScalarsScope {
+  std::optional<BakeScalars> guard;
+};
+
+void BindBakeScalars(py::module_& m) {
+  py::class_<BakeScalarsScope>(m, "_BakeScalars")
+      .def(py::init<>())
+      .def("__enter__", [](BakeScalarsScope& s) { s.guard.emplace(true); })
+      .def("__exit__", [](BakeScalarsScope& s, py::args) { s.guard.reset(); });
+}
+
 }  // namespace
 
 void BindOps(py::module_& m) {
+  BindBakeScalars(m);
   BindCreation(m);
   BindElementwise(m);
   BindReductions(m);

@@ -362,3 +362,25 @@ def test_mutating_two_views_of_one_tensor_matches_eager():
     want = f(base_e[:5], base_e[3:])
     torch.testing.assert_close(got, want)
     torch.testing.assert_close(base, base_e)
+
+
+def test_a_graphs_numbers_are_literals_of_its_program_not_parameters(monkeypatch):
+    """Dynamo fixes a graph's numbers, so strata bakes them in (the compiler
+    folds them) instead of passing each as a scalar per call."""
+    from strata.torch import _cache
+    made = []
+    real = _cache.compiled_graph
+
+    def recorded(inputs, outputs):
+        graph, cached = real(inputs, outputs)
+        made.append(graph)
+        return graph, cached
+
+    monkeypatch.setattr(_cache, "compiled_graph", recorded)
+    f = torch.compile(lambda x: (x * 2.5 - 0.75).pow(3.0) + 7, backend="strata")
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(f(x), (x * 2.5 - 0.75).pow(3.0) + 7)
+    (graph,) = made
+    assert len(graph.input_shapes) == 1, graph.input_shapes  # x alone
+    for literal in ("constant(2.5)", "constant(0.75)", "constant(7)"):
+        assert literal in graph.hlo_text, graph.hlo_text

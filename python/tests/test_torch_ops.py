@@ -250,6 +250,14 @@ CASES = [
     Case("scatter", lambda x, s: x.scatter(1, torch.tensor([[0, 1], [3, 2]]), s),
          ((2, 4), (2, 2))),
     Case("scatter_value", lambda x: x.scatter(0, torch.tensor([[1, 0, 2]]), 5.0), ((3, 3),)),
+    # one element per row (nll_loss's gradient): a compare with the positions
+    Case("scatter_one_per_row", lambda x: x.scatter(1, torch.tensor([[2], [0], [3]]), -1.0),
+         ((3, 4),), FLOATS + INTS),
+    Case("scatter_one_per_row_src", lambda x, s: x.scatter(1, torch.tensor([[2], [0], [3]]), s),
+         ((3, 4), (3, 1))),
+    # a larger src is read at the index's positions (torch's own backward refuses it)
+    Case("scatter_one_per_row_wide_src", lambda x, s: x.scatter(1, torch.tensor([[2], [0], [3]]),
+                                                                s), ((3, 4), (4, 2)), grad=False),
     Case("index_add", lambda x, s: x.index_add(0, torch.tensor([0, 2, 0]), s), ((3, 2), (3, 2))),
     Case("embedding", lambda w: F.embedding(torch.tensor([[1, 3], [0, 1]]), w), ((4, 3),)),
     Case("one_hot", lambda x: F.one_hot(torch.tensor([[2, 0], [1, 2]]), 3) * x, ((2, 2, 3),)),
@@ -267,6 +275,15 @@ CASES = [
     Case("index_put_two", lambda x, v: x.index_put((torch.tensor([0, 1]), torch.tensor([1, 3])),
                                                    v, True), ((2, 4, 3), (2, 3))),
     Case("slice_scatter", lambda x, s: torch.slice_scatter(x, s, 1, 1, 5, 2), ((3, 6), (3, 2))),
+    # unit steps: a middle, a head, a tail (negative bounds), the whole, on an inner dim
+    Case("slice_scatter_unit", lambda x, s: torch.slice_scatter(x, s, 1, 2, 5), ((3, 6), (3, 3)),
+         FLOATS + INTS),
+    Case("slice_scatter_head", lambda x, s: torch.slice_scatter(x, s, 0, None, 2), ((4, 3), (2, 3))),
+    Case("slice_scatter_tail", lambda x, s: torch.slice_scatter(x, s, -1, -3), ((2, 3, 5), (2, 3, 3))),
+    Case("slice_scatter_whole", lambda x, s: torch.slice_scatter(x, s, 1), ((2, 4), (2, 4))),
+    # what a slice's gradient is: the slice put into zeros
+    Case("slice_backward", lambda x: (x[..., 1:3] * 2).sum() + x[..., 2:].pow(2).sum(),
+         ((2, 3, 4),)),
     Case("select_scatter", lambda x, s: torch.select_scatter(x, s, 0, 1), ((3, 4), (4,))),
     # creation (scaled by an input so the graph has one)
     Case("full", lambda x: x + torch.full((3, 5), 2.5), ((3, 5),)),
@@ -428,6 +445,10 @@ def test_random_ops_follow_torchs_laws(like):
 def test_an_index_out_of_range_is_an_error_not_a_number():
     with pytest.raises(strata.Error, match="out of range"):
         run_on_strata(lambda w, i: F.embedding(i, w), torch.ones(4, 3), torch.tensor([[1, 4]]))
+    with pytest.raises(strata.Error, match="index 4 is out of range"):
+        run_on_strata(lambda x, i: x.scatter(1, i, 1.0), torch.ones(2, 4), torch.tensor([[2], [4]]))
+    with pytest.raises(strata.Error, match="index -1 is out of range"):
+        run_on_strata(lambda x, i: x.scatter(1, i, 1.0), torch.ones(2, 4), torch.tensor([[-1], [0]]))
 
 
 # Reached only by torch's own decompositions or other lowerings' callers, not

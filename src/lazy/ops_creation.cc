@@ -158,11 +158,17 @@ Tensor constant(double value, DType dtype) {
 }
 
 Tensor scalar(double value, DType dtype) {
+  if (BakeScalars::active()) return constant(value, dtype);
   return Wrap(ir::Value{ir::Node::MakeScalar(hlo::Literal::ScalarOf(dtype, value))});
 }
 
 Tensor integer_scalar(int64_t value, DType dtype) {
+  if (BakeScalars::active()) return integer_constant(value, dtype);
   return Wrap(ir::Value{ir::Node::MakeScalar(hlo::Literal::IntegerOf(dtype, value))});
+}
+
+Tensor integer_constant(int64_t value, DType dtype) {
+  return Wrap(ir::Value{ir::Node::MakeConstant(hlo::Literal::IntegerOf(dtype, value))});
 }
 
 Tensor integer_full(std::vector<int64_t> dims, int64_t value, DType dtype) {

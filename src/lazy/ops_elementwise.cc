@@ -145,7 +145,7 @@ DType ScalarTypeWith(DType tensor_dtype, double value) {
 
 ir::Value ScalarValue(double value, DType dtype, const std::vector<int64_t>& dims, bool bake) {
   hlo::Literal lit = hlo::Literal::ScalarOf(dtype, value);
-  ir::Value v = (bake || value == 0 || value == 1)
+  ir::Value v = (bake || value == 0 || value == 1 || BakeScalars::active())
                     ? ir::Value{ir::Node::MakeConstant(std::move(lit))}
                     : ir::Value{ir::Node::MakeScalar(std::move(lit))};
   return dims.empty() ? v : BroadcastValue(v, dims);
@@ -195,6 +195,14 @@ Tensor UnaryOp(std::string_view name, hlo::Opcode opcode, const Tensor& x, bool 
 }  // namespace strata::lazy
 
 namespace strata {
+
+namespace {
+thread_local bool scalars_baked = false;
+}  // namespace
+
+BakeScalars::BakeScalars(bool bake) : previous_(scalars_baked) { scalars_baked = bake; }
+BakeScalars::~BakeScalars() { scalars_baked = previous_; }
+bool BakeScalars::active() { return scalars_baked; }
 
 using hlo::Opcode;
 using lazy::BinaryOp;

@@ -97,6 +97,33 @@ TEST_F(Executor, ScalarsAreParametersAndLiteralsAreNot) {
       << Context::Get().last_miss_explanation();
 }
 
+TEST_F(Executor, UnderBakeScalarsEveryScalarIsALiteral) {
+  Tensor x = Vec({2, 4}, {2});
+  {
+    BakeScalars bake;
+    EXPECT_EQ((x * 0.5).to_vector<float>(), (std::vector<float>{1, 2}));
+    EXPECT_EQ((x * scalar(0.25)).to_vector<float>(), (std::vector<float>{0.5f, 1}));
+    EXPECT_EQ((x + full({2}, 3.0)).to_vector<float>(), (std::vector<float>{5, 7}));
+    // Exact beyond 2^53, as integer_scalar is.
+    const int64_t big = (int64_t{1} << 53) + 1;
+    EXPECT_EQ(integer_scalar(big).to_vector<int64_t>(), (std::vector<int64_t>{big}));
+    {
+      BakeScalars off(false);
+      EXPECT_EQ((x * 0.75).to_vector<float>(), (std::vector<float>{1.5f, 3}));
+    }
+    EXPECT_TRUE(BakeScalars::active());
+  }
+  EXPECT_FALSE(BakeScalars::active());
+  EXPECT_EQ(compiles(), 5);  // each value its own program, the parameter one aside
+  EXPECT_EQ((x * 0.5).to_vector<float>(), (std::vector<float>{1, 2}));
+  EXPECT_EQ(compiles(), 5);  // a parameter again: x * 0.75's program
+  lazy::LoweringContext lowering({x * 0.5});
+  EXPECT_EQ(lowering.hlo_text().find("constant(0.5)"), std::string::npos) << lowering.hlo_text();
+  BakeScalars bake;
+  lazy::LoweringContext baked({x * 0.5});
+  EXPECT_NE(baked.hlo_text().find("constant(0.5)"), std::string::npos) << baked.hlo_text();
+}
+
 TEST_F(Executor, ParameterMappingIsPartOfTheKey) {
   // PyTorch/XLA #8353: (t0*t1)+t0 and (t0*t1)+t1 must be different programs.
   Tensor t0 = Vec({1, 2}, {2}), t1 = Vec({10, 20}, {2});

@@ -31,6 +31,26 @@ Tensor scalar(double value, DType dtype = DType::kF32);
 // The same from an integer, exact beyond 2^53; an integer dtype narrower than
 // 64 bits keeps the low bits (wraps, as torch's `uint8_tensor + 256`).
 Tensor integer_scalar(int64_t value, DType dtype = DType::kS64);
+// integer_scalar's value baked into the program, as constant's.
+Tensor integer_constant(int64_t value, DType dtype = DType::kS64);
+
+// While one lives on this thread, every scalar made (scalar, integer_scalar,
+// full, a number next to a tensor) is a literal of the program, as constant
+// makes, not a parameter. For front ends whose programs fix their numbers
+// (a torch.compile graph, whose literals Dynamo guards on): the compiler
+// then folds and specializes them (x ** 1.0 is x), and no scalar crosses
+// into the program per call.
+class BakeScalars {
+ public:
+  explicit BakeScalars(bool bake = true);
+  ~BakeScalars();
+  BakeScalars(const BakeScalars&) = delete;
+  BakeScalars& operator=(const BakeScalars&) = delete;
+  static bool active();
+
+ private:
+  bool previous_;
+};
 Tensor integer_full(std::vector<int64_t> dims, int64_t value, DType dtype = DType::kS64);
 
 // Random numbers from an explicit key (Philox-4x32-10; the same key gives

@@ -128,8 +128,12 @@ def interpret(gm, inputs, keys=None, refused=None, attrs=None):
     result stood in for by fresh tensors of torch's shapes, so one pass finds
     every node that must run in eager PyTorch; else the failure raises.
 
-    Its values are nobody's views (strata/_views.py): none is linked."""
-    with strata._views.untracked():
+    Its values are nobody's views (strata/_views.py): none is linked. Its
+    numbers are the program's literals, not scalar parameters: a graph fixes
+    them (Dynamo guards on the Python values it saw), and baked in, the
+    compiler folds them (``pow(x, 1.0)`` of a square's gradient is x) and no
+    scalar is passed per call."""
+    with strata._views.untracked(), strata._strata._BakeScalars():
         return _interpret(gm, inputs, keys, refused, attrs)
 
 

@@ -124,6 +124,27 @@ void RunUnaryBlock(Opcode op, const T* x, T* out, int64_t m) {
   });
 }
 
+// A compare as 0 / 1, the direction chosen once per block so the loop is
+// one the compiler vectorizes (not a switch per element).
+template <typename T>
+void RunCompareBlock(hlo::Comparison c, Value<T> a, Value<T> b, T* out, int64_t m) {
+  auto as_value = [](bool x) { return x ? T(1) : T(0); };
+  switch (c) {
+    case hlo::Comparison::kEq:
+      return Map2(a, b, out, m, [&](T x, T y) { return as_value(x == y); });
+    case hlo::Comparison::kNe:
+      return Map2(a, b, out, m, [&](T x, T y) { return as_value(x != y); });
+    case hlo::Comparison::kLt:
+      return Map2(a, b, out, m, [&](T x, T y) { return as_value(x < y); });
+    case hlo::Comparison::kLe:
+      return Map2(a, b, out, m, [&](T x, T y) { return as_value(x <= y); });
+    case hlo::Comparison::kGt:
+      return Map2(a, b, out, m, [&](T x, T y) { return as_value(x > y); });
+    case hlo::Comparison::kGe:
+      return Map2(a, b, out, m, [&](T x, T y) { return as_value(x >= y); });
+  }
+}
+
 template <typename T>
 void RunBinaryBlock(Opcode op, Value<T> a, Value<T> b, T* out, int64_t m) {
   WithBinaryKernel<T>(op, [&](auto kernel) { Map2(a, b, out, m, kernel); });
@@ -388,12 +409,9 @@ class FusedLoop {
       case Kind::kBinary:
         RunBinaryBlock(op.opcode, v[op.in[0]], v[op.in[1]], buffer, m);
         return {buffer, varies};
-      case Kind::kCompare: {
-        const hlo::Comparison c = op.direction;
-        Map2(v[op.in[0]], v[op.in[1]], buffer, m,
-             [c](T x, T y) { return CompareValues(c, x, y) ? T(1) : T(0); });
+      case Kind::kCompare:
+        RunCompareBlock(op.direction, v[op.in[0]], v[op.in[1]], buffer, m);
         return {buffer, varies};
-      }
       case Kind::kReduce: {
         const Value<T> x = v[op.in[0]];
         const Reducer<T> f{op.opcode};
@@ -423,6 +441,9 @@ class FusedLoop {
         } else if (p.varies && y.varies) {
           const T xv = x.ptr[0];
           for (int64_t i = 0; i < m; ++i) buffer[i] = p.ptr[i] != T(0) ? xv : y.ptr[i];
+        } else if (p.varies) {  // a one-hot: where(position == index, c, 0)
+          const T xv = x.ptr[0], yv = y.ptr[0];
+          for (int64_t i = 0; i < m; ++i) buffer[i] = p.ptr[i] != T(0) ? xv : yv;
         } else {
           const int64_t sp = p.varies, sx = x.varies, sy = y.varies;
           for (int64_t i = 0; i < m; ++i)

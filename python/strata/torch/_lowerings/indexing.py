@@ -147,6 +147,15 @@ def _slice_scatter(x, src, dim=0, start=None, end=None, step=1):
     start, end = max(min(start, size), 0), max(min(end, size), 0)
     if src.shape[dim] == 0:
         return x
+    if step == 1:
+        # x's head, src, x's tail: one copy. (A gather of src at clamped
+        # positions, as the general case below, cost 4x as much in the
+        # backward of every slice a Llama layer takes.)
+        parts = [strata.slice(x, dim, 0, start)] if start > 0 else []
+        parts.append(src.astype(x.dtype))
+        if end < size:
+            parts.append(strata.slice(x, dim, end, size))
+        return parts[0] if len(parts) == 1 else strata.concat(parts, dim)
     p = _positions(x, dim)
     inside = strata.logical_and(strata.logical_and(p >= start, p < end),
                                 strata.eq(strata.remainder(p - start, step), 0))
@@ -165,10 +174,45 @@ def _select_scatter(x, src, dim, index):
     return _slice_scatter(x, strata.unsqueeze(src, dim), dim, index, index + 1)
 
 
+def _one_per_row(x, dim, index):
+    """Whether a scatter writes one element per row along dim, every row:
+    index is x's shape with 1 along dim (nll_loss's gradient, a one-hot), and
+    the positions are exact in the float the mask compares them in."""
+    return (x.ndim > 0 and index.ndim == x.ndim and index.shape[dim] == 1
+            and all(index.shape[d] == x.shape[d] for d in range(x.ndim) if d != dim)
+            and x.dtype in (strata.float32, strata.bfloat16, strata.float16, strata.float64)
+            and x.shape[dim] <= 1 << 24)
+
+
+def _scatter_one_per_row(x, dim, index, src):
+    """x with src written where each row's index points, as a select on
+    (position == index): both sides broadcasts, so the mask is computed in
+    the fused loop that reads it and never written (a scatter of hits, a
+    [rows, classes] integer compare, cost more than the rest of the loss's
+    gradient). The indices keep strata's range check."""
+    compute = strata.float64 if x.dtype == strata.float64 else strata.float32
+    shape = list(x.shape)
+    at = strata.expand(strata.astype(index, compute), *shape)
+    positions = strata.expand(strata.astype(_positions(x, dim), compute), *shape)
+    if isinstance(src, strata.Tensor):
+        for d in range(src.ndim):  # src[i, j, ...] at index[i, j, ...]
+            if src.shape[d] != index.shape[d]:
+                src = strata.slice(src, d, 0, index.shape[d])
+        src = strata.expand(src.astype(x.dtype), *shape)
+    else:
+        src = strata.full([], src, dtype=x.dtype)
+    out = strata.where(strata.eq(at, positions), src, x)
+    return strata._strata._with_index_check(out, index, x.shape[dim], "aten.scatter",
+                                            f"dimension {dim} of {list(x.shape)}")
+
+
 @lower(aten.scatter.value, aten.scatter.src)
 def _scatter(x, dim, index, src):
     """torch.scatter (no reduce): x with src written where index points along dim.
     Where indices repeat, torch leaves which write wins unspecified; here their sum."""
+    dim %= max(x.ndim, 1)
+    if _one_per_row(x, dim, index):
+        return _scatter_one_per_row(x, dim, index, src)
     hits = strata.scatter_add(strata.zeros_like(x, dtype=strata.int32), dim, index,
                               strata.ones_like(index, dtype=strata.int32))
     if isinstance(src, strata.Tensor):
