@@ -153,6 +153,9 @@ struct IdentityCase {
 
 Instruction* Zeros(Builder& b) { return b.Broadcast(b.ConstantScalar(0.0f), {2, 3}, {}); }
 Instruction* Ones(Builder& b) { return b.Broadcast(b.ConstantScalar(1.0f), {2, 3}, {}); }
+Instruction* Flags(Builder& b, bool v) {
+  return b.Broadcast(b.Constant(Literal::ScalarOf(DType::kPred, v ? 1 : 0)), {2, 3}, {});
+}
 
 const IdentityCase kIdentityCases[] = {
     {"x + 0", [](Builder& b, Instruction* x) { return b.Add(x, Zeros(b)); }},
@@ -190,6 +193,14 @@ const IdentityCase kIdentityCases[] = {
     {"one-operand concatenate", [](Builder& b, Instruction* x) { return b.Concatenate({x}, 1); }},
     {"convert to the same type",
      [](Builder& b, Instruction* x) { return b.Convert(x, DType::kF32); }},
+    {"select on a constant true",
+     [](Builder& b, Instruction* x) { return b.Select(Flags(b, true), x, Zeros(b)); }},
+    {"select on a constant false",
+     [](Builder& b, Instruction* x) { return b.Select(Flags(b, false), Ones(b), x); }},
+    {"select between one value",
+     [](Builder& b, Instruction* x) {
+       return b.Select(b.Compare(x, Zeros(b), hlo::Comparison::kLt), x, x);
+     }},
     {"get-tuple-element of a tuple",
      [](Builder& b, Instruction* x) {
        return b.GetTupleElement(b.Tuple({Zeros(b), x}), 1);

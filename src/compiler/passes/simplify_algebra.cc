@@ -1,6 +1,7 @@
 // Algebraic simplification: rewrites that remove work without changing
-// results (x+0, x*1, x^1, x^2 as x*x, identity reshapes/transposes/broadcasts/converts/slices,
-// nested reshapes and transposes, get-tuple-element of a tuple, copies).
+// results (x+0, x*1, x^1, x^2 as x*x, a select on a constant predicate, identity
+// reshapes/transposes/broadcasts/converts/slices, nested reshapes and transposes, get-tuple-element
+// of a tuple, copies).
 #include <algorithm>
 #include <numeric>
 
@@ -123,6 +124,13 @@ Instruction* Simplify(hlo::Computation& c, Instruction* inst) {
       square->set_name(inst->name() + ".square");
       return c.AddInstruction(std::move(square));
     }
+    case Opcode::kSelect:
+      // A predicate fixed for every element (AdamW's lerp, traced with
+      // torch's `where(False, ...)` for its weight), or both sides the same.
+      if (IsConstantValue(inst->operand(0), 1)) return same_shape(inst->operand(1));
+      if (IsConstantValue(inst->operand(0), 0)) return same_shape(inst->operand(2));
+      if (inst->operand(1) == inst->operand(2)) return same_shape(inst->operand(1));
+      return nullptr;
     case Opcode::kCopy:
       return inst->operand(0);
     case Opcode::kConvert:
