@@ -22,7 +22,7 @@ from torch.fx.passes.operator_support import OperatorSupport
 
 import strata
 
-from . import _cache
+from . import _cache, _masks
 from ._lowerings import DTYPES, RandomKeys, lowering_for, strata_dtype
 
 log = logging.getLogger("strata.torch")
@@ -469,6 +469,8 @@ def _check_inputs(gm, kind):
 
 def _compile_aten(gm, kind):
     _check_inputs(gm, kind)
+    if kind == "inference":  # no joint graph to have done it (_partition)
+        _masks.causal_masks(gm)
     ops = Counter(op_name(n.target) for n in gm.graph.nodes if n.op == "call_function")
     unsupported = {n for n in gm.graph.nodes if n.op == "call_function"
                    and n.target is not torch.ops.aten.copy_.default
@@ -530,16 +532,23 @@ def decompositions():
     return table
 
 
+def _partition(joint, joint_inputs, **kwargs):
+    """torch's min-cut split of the joint graph (as inductor's), after a
+    constant causal mask becomes attention's is_causal (_masks.py)."""
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+    _masks.causal_masks(joint)
+    return min_cut_rematerialization_partition(joint, joint_inputs, **kwargs)
+
+
 @functools.lru_cache(maxsize=None)
 def _aot_backend():
     from torch._dynamo.backends.common import aot_autograd
-    from torch._functorch.partitioners import min_cut_rematerialization_partition
     return aot_autograd(
         fw_compiler=functools.partial(compile_aten, kind="forward"),
         bw_compiler=functools.partial(compile_aten, kind="backward"),
         inference_compiler=functools.partial(compile_aten, kind="inference"),
         decompositions=decompositions(),
-        partition_fn=min_cut_rematerialization_partition,
+        partition_fn=_partition,
         keep_inference_input_mutations=True,
     )
 
