@@ -139,6 +139,17 @@ void BindPooling(py::module_& m, const char* max_name, Pool max_pool,
 }
 
 // Creation
+// A Python number as a scalar of `dtype` (f32 when None) made by Float, or
+// for an integer dtype by Integer from the exact int (in range).
+template <Tensor (*Float)(double, DType), Tensor (*Integer)(int64_t, DType)>
+Tensor NumberAs(py::object v, py::object dtype, const char* op) {
+  const DType t = OptionalDType(dtype).value_or(DType::kF32);
+  if (!IsInteger(t)) return Float(py::float_(v).cast<double>(), t);
+  CheckIntegerRange(v, t, op);
+  if (py::isinstance<py::int_>(v)) return Integer(Int64Arg(v, op), t);
+  return Float(v.cast<double>(), t);
+}
+
 void BindCreation(py::module_& m) {
   auto creator = [&m](const char* name, Tensor (*make)(std::vector<int64_t>, DType)) {
     m.def(
@@ -205,22 +216,14 @@ void BindCreation(py::module_& m) {
   m.def(
       "constant",
       [](py::object v, py::object dtype) {
-        const DType t = OptionalDType(dtype).value_or(DType::kF32);
-        if (!IsInteger(t)) return constant(py::float_(v).cast<double>(), t);
-        CheckIntegerRange(v, t, "constant");
-        if (py::isinstance<py::int_>(v)) return integer_constant(Int64Arg(v, "constant"), t);
-        return constant(v.cast<double>(), t);
+        return NumberAs<&constant, &integer_constant>(v, dtype, "constant");
       },
       py::arg("value"), py::arg("dtype") = py::none(),
       "A scalar baked into the program (changing it recompiles).");
   m.def(
       "scalar",
       [](py::object v, py::object dtype) {
-        const DType t = OptionalDType(dtype).value_or(DType::kF32);
-        if (!IsInteger(t)) return scalar(py::float_(v).cast<double>(), t);
-        CheckIntegerRange(v, t, "scalar");
-        if (py::isinstance<py::int_>(v)) return integer_scalar(Int64Arg(v, "scalar"), t);
-        return scalar(v.cast<double>(), t);
+        return NumberAs<&scalar, &integer_scalar>(v, dtype, "scalar");
       },
       py::arg("value"), py::arg("dtype") = py::none(),
       "A scalar that is a program parameter (changing it never recompiles).");
