@@ -200,3 +200,17 @@ def test_shape_errors_are_value_errors_naming_the_op():
         strata.exp("not a tensor")
     with pytest.raises(strata.Error, match=r"\[cat\]|\[concat\]"):
         strata.cat([strata.ones(2, 3), strata.ones(2, 4)], 0)
+
+
+def test_constant_and_scalar_take_integers_exactly_and_check_their_range():
+    big = 2**53 + 1  # not a double
+    for make in (strata.constant, strata.scalar):
+        assert int(make(big, strata.int64).numpy()) == big
+        assert int((make(-7, strata.int32) + strata.from_numpy(np.array([1], np.int32))).numpy()[0]) \
+            == -6
+        with pytest.raises(strata.Error, match="does not fit in uint8"):
+            make(300, strata.uint8)
+    # A constant is part of the program; a scalar is its parameter.
+    x = strata.from_numpy(np.array([1.0, 2.0], np.float32))
+    assert "constant(2.5)" in strata.hlo_text(x * strata.constant(2.5))
+    assert "constant(2.5)" not in strata.hlo_text(x * strata.scalar(2.5))
