@@ -126,3 +126,19 @@ def test_a_hugging_face_llama_runs_causal_attention_without_its_mask(monkeypatch
     for n, p in model.named_parameters():
         torch.testing.assert_close(grads[n], p.grad, rtol=1e-4, atol=1e-6, msg=n)
     assert seen == [4]  # two layers, each a forward and a backward call
+
+
+def test_an_inference_graph_drops_its_causal_mask_too(monkeypatch):
+    seen = []
+    real = _masks.causal_masks
+    monkeypatch.setattr(_masks, "causal_masks", lambda gm: seen.append(real(gm)) or seen[-1])
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64,
+                                   num_hidden_layers=2, num_attention_heads=4,
+                                   num_key_value_heads=2, max_position_embeddings=32)
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    ids = torch.randint(0, 128, (2, 16))
+    with torch.no_grad():
+        logits = torch.compile(model, backend="strata")(input_ids=ids).logits
+        torch.testing.assert_close(logits, model(input_ids=ids).logits, rtol=1e-5, atol=1e-5)
+    assert seen == [2]  # no joint graph: the inference graph's two calls
