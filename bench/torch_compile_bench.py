@@ -208,13 +208,11 @@ def xla_call_overhead(threads):
 
 
 def error_line(stderr):
-    """The line of a child's stderr that says why it failed: the exception
-    line of its traceback (XLA logs lines of its own after it), else the last."""
+    """The line of a child's stderr that says why it failed: its last line
+    that is not one of XLA's own log lines (glog: "W0000 00:00:...")."""
     lines = [l.strip() for l in (stderr or "").strip().splitlines() if l.strip()]
-    for line in reversed(lines):
-        if re.match(r"^[\w.]*(Error|Exception|Interrupt|Exit)\b", line):
-            return line
-    return lines[-1] if lines else "failed"
+    said = [l for l in lines if not re.match(r"^[IWEF]\d{4} \d\d:\d\d:\d\d", l)]
+    return (said or lines or ["failed"])[-1]
 
 
 def run(args, python=None, env=None):
@@ -227,7 +225,10 @@ def run(args, python=None, env=None):
     except subprocess.TimeoutExpired:
         return {"error": "timed out after 3600 s", "args": args}
     if out.returncode != 0:
-        return {"error": error_line(out.stderr), "args": args}
+        why = error_line(out.stderr)
+        if out.returncode < 0:
+            why = f"killed by signal {-out.returncode}: {why}"
+        return {"error": why, "args": args}
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -241,13 +242,16 @@ def xla_env():
     return env
 
 
+def missing_xla_python(python):
+    return (f"no torch_xla interpreter at {python} "
+            "(run scripts/install-torch-xla.sh, or pass --xla-python)")
+
+
 def run_xla(layers, a):
     """torch_xla's row: each mode in a process of its own, the faster kept."""
     args = ["--child", "torch_xla", str(layers)]
     if not os.path.exists(a.xla_python):
-        return {"error": f"no torch_xla interpreter at {a.xla_python} "
-                         "(run scripts/install-torch-xla.sh, or pass --xla-python)",
-                "args": args}
+        return {"error": missing_xla_python(a.xla_python), "args": args}
     modes = {}
     for mode in a.xla_modes:
         modes[mode] = run(["--child", f"torch_xla:{mode}", str(layers), "--steps",
@@ -262,7 +266,7 @@ def run_xla(layers, a):
     return row
 
 
-def print_xla_modes(row, eager):
+def print_xla_modes(row):
     """The lines under the table for torch_xla: each mode's steady step, its
     first steps (the first two compile: AdamW's state is made in the first, so
     the second step is a graph of its own), XLA's compile count and time."""
@@ -330,8 +334,8 @@ def main():
                   f"{(r['peak_rss_mib'] / eager['peak_rss_mib']) if eager else 0:9.2f} "
                   f"{r['loss_first']:7.4f}>{r['loss_last']:.4f}")
         for r in rows:
-            if "modes" in r:
-                print_xla_modes(r, eager)
+            if "modes" in r and "error" not in r:
+                print_xla_modes(r)
         if eager and "error" not in eager:
             diffs = [f"{r['runner']} {r['loss_first'] - eager['loss_first']:+.1e} "
                      f"{r['loss_last'] - eager['loss_last']:+.1e}"
@@ -341,7 +345,9 @@ def main():
         results += rows
     print("\nOverhead of one call to a compiled x * y + 1 (8 floats):")
     for runner in [r for r in a.runners if r != "eager"]:
-        if runner == "torch_xla":
+        if runner == "torch_xla" and not os.path.exists(a.xla_python):
+            r = {"error": missing_xla_python(a.xla_python), "args": ["--overhead", runner]}
+        elif runner == "torch_xla":
             r = run(["--overhead", runner, "--threads", str(a.threads)],
                     python=a.xla_python, env=xla_env())
         else:
