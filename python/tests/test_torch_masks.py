@@ -18,6 +18,24 @@ def fresh():
     strata.torch.reset()
 
 
+@pytest.fixture
+def rewrites(monkeypatch):
+    """How many calls each causal_masks pass rewrote, in order."""
+    seen = []
+    real = _masks.causal_masks
+    monkeypatch.setattr(_masks, "causal_masks", lambda gm: seen.append(real(gm)) or seen[-1])
+    return seen
+
+
+def tiny_llama(train):
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64,
+                                   num_hidden_layers=2, num_attention_heads=4,
+                                   num_key_value_heads=2, max_position_embeddings=32)
+    model = transformers.LlamaForCausalLM(cfg)
+    return (model.train() if train else model.eval()), torch.randint(0, 128, (2, 16))
+
+
 def test_the_causal_mask_is_recognized_in_each_form():
     keep = torch.tensor([[True, False, False], [True, True, False], [True, True, True]])
     additive = torch.tensor([[0.0, -torch.inf, -torch.inf], [0.0, 0.0, -torch.inf],
@@ -70,10 +88,7 @@ def _flash_calls(kind):
     (lambda n: torch.ones(n, n, dtype=torch.bool).tril(4), False),  # a window ahead
 ])
 def test_values_and_gradients_match_eager_and_a_causal_mask_becomes_the_flag(built, causal,
-                                                                             monkeypatch):
-    seen = []
-    real = _masks.causal_masks
-    monkeypatch.setattr(_masks, "causal_masks", lambda gm: seen.append(real(gm)) or seen[-1])
+                                                                             rewrites):
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, 4, 16, 8, requires_grad=True) for _ in range(3))
     f = _attention(built)
@@ -88,14 +103,11 @@ def test_values_and_gradients_match_eager_and_a_causal_mask_becomes_the_flag(bui
     for g, t in zip(grads, (q, k, v)):  # sums of squares: f32 noise on values of ~10
         torch.testing.assert_close(g, t.grad, rtol=1e-5, atol=1e-5 * float(t.grad.abs().max()))
     # the joint graph's forward and backward call, both rewritten or neither
-    assert seen == [2 if causal else 0]
+    assert rewrites == [2 if causal else 0]
 
 
-def test_a_mask_from_an_input_stays_a_mask(monkeypatch):
+def test_a_mask_from_an_input_stays_a_mask(rewrites):
     """A padding mask the caller passes is data: never taken for causal."""
-    seen = []
-    real = _masks.causal_masks
-    monkeypatch.setattr(_masks, "causal_masks", lambda gm: seen.append(real(gm)) or seen[-1])
     torch.manual_seed(0)
     q, k, v = (torch.randn(1, 2, 6, 4) for _ in range(3))
     mask = _causal_built(6)  # causal in value, but an input of the graph
@@ -103,19 +115,11 @@ def test_a_mask_from_an_input_stays_a_mask(monkeypatch):
                       backend="strata")
     torch.testing.assert_close(f(q, k, v, mask), F.scaled_dot_product_attention(
         q, k, v, attn_mask=mask), rtol=1e-5, atol=1e-6)
-    assert seen == [0]
+    assert rewrites == [0]
 
 
-def test_a_hugging_face_llama_runs_causal_attention_without_its_mask(monkeypatch):
-    seen = []
-    real = _masks.causal_masks
-    monkeypatch.setattr(_masks, "causal_masks", lambda gm: seen.append(real(gm)) or seen[-1])
-    torch.manual_seed(0)
-    cfg = transformers.LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64,
-                                   num_hidden_layers=2, num_attention_heads=4,
-                                   num_key_value_heads=2, max_position_embeddings=32)
-    model = transformers.LlamaForCausalLM(cfg).train()
-    ids = torch.randint(0, 128, (2, 16))
+def test_a_hugging_face_llama_runs_causal_attention_without_its_mask(rewrites):
+    model, ids = tiny_llama(train=True)
     loss = torch.compile(model, backend="strata")(input_ids=ids, labels=ids).loss
     loss.backward()
     grads = {n: p.grad.clone() for n, p in model.named_parameters()}
@@ -125,20 +129,12 @@ def test_a_hugging_face_llama_runs_causal_attention_without_its_mask(monkeypatch
     torch.testing.assert_close(loss, ref, rtol=1e-5, atol=1e-6)
     for n, p in model.named_parameters():
         torch.testing.assert_close(grads[n], p.grad, rtol=1e-4, atol=1e-6, msg=n)
-    assert seen == [4]  # two layers, each a forward and a backward call
+    assert rewrites == [4]  # two layers, each a forward and a backward call
 
 
-def test_an_inference_graph_drops_its_causal_mask_too(monkeypatch):
-    seen = []
-    real = _masks.causal_masks
-    monkeypatch.setattr(_masks, "causal_masks", lambda gm: seen.append(real(gm)) or seen[-1])
-    torch.manual_seed(0)
-    cfg = transformers.LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64,
-                                   num_hidden_layers=2, num_attention_heads=4,
-                                   num_key_value_heads=2, max_position_embeddings=32)
-    model = transformers.LlamaForCausalLM(cfg).eval()
-    ids = torch.randint(0, 128, (2, 16))
+def test_an_inference_graph_drops_its_causal_mask_too(rewrites):
+    model, ids = tiny_llama(train=False)
     with torch.no_grad():
         logits = torch.compile(model, backend="strata")(input_ids=ids).logits
         torch.testing.assert_close(logits, model(input_ids=ids).logits, rtol=1e-5, atol=1e-5)
-    assert seen == [2]  # no joint graph: the inference graph's two calls
+    assert rewrites == [2]  # no joint graph: the inference graph's two calls
