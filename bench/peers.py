@@ -278,6 +278,18 @@ def make_step(cfg, form, adamw):
     return jax.jit(step, donate_argnums=(0, 1, 2))
 
 
+def step_summary(cfg, times):
+    """A child's timing fields from its step times (the first compiles): cold
+    compile = first call less the fastest warm step; tokens/s from the fastest
+    (and the median)."""
+    warm = times[1:]
+    tokens = cfg["batch"] * cfg["seq"]
+    return {"first_call_s": times[0], "cold_compile_s": times[0] - min(warm),
+            "best_step_s": min(warm), "median_step_s": statistics.median(warm),
+            "tokens_per_s": tokens / min(warm),
+            "median_tokens_per_s": tokens / statistics.median(warm)}
+
+
 def max_rss_mib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -303,15 +315,10 @@ def jax_child(args):
         times.append(time.perf_counter() - t0)
         losses.append(float(loss))
         after_first = after_first or max_rss_mib()
-    warm = times[1:]
-    tokens = cfg["batch"] * cfg["seq"]
     print(json.dumps({
-        "first_call_s": times[0], "cold_compile_s": times[0] - min(warm),
-        "best_step_s": min(warm), "median_step_s": statistics.median(warm),
-        "tokens_per_s": tokens / min(warm), "median_tokens_per_s": tokens / statistics.median(warm),
-        "losses": losses, "baseline_mib": baseline, "after_init_mib": after_init,
-        "after_first_call_mib": after_first, "self_peak_mib": max_rss_mib(),
-        "jax": jax.__version__, "devices": str(jax.devices()),
+        **step_summary(cfg, times), "losses": losses, "baseline_mib": baseline,
+        "after_init_mib": after_init, "after_first_call_mib": after_first,
+        "self_peak_mib": max_rss_mib(), "jax": jax.__version__, "devices": str(jax.devices()),
     }), flush=True)
 
 
@@ -443,13 +450,8 @@ def inductor_child(args):
         losses.append(float(loss))
         graphs.append(counters["stats"]["unique_graphs"])
         after_first = after_first or max_rss_mib()
-    warm = times[1:]
-    tokens = cfg["batch"] * cfg["seq"]
     print(json.dumps({
-        "first_call_s": times[0], "cold_compile_s": times[0] - min(warm),
-        "best_step_s": min(warm), "median_step_s": statistics.median(warm),
-        "tokens_per_s": tokens / min(warm), "median_tokens_per_s": tokens / statistics.median(warm),
-        "step_s": times, "graphs_after_step": graphs,
+        **step_summary(cfg, times), "step_s": times, "graphs_after_step": graphs,
         "losses": losses, "baseline_mib": baseline, "after_init_mib": after_init,
         "after_first_call_mib": after_first, "self_peak_mib": max_rss_mib(),
         "children_peak_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
